@@ -1,0 +1,57 @@
+"""lab: CUDA kernels you call on the arrays you already have.
+
+    import torch, lab
+    a, b, c = (torch.rand(10_000_000, device="cuda") for _ in range(3))
+    lab.vector_add(a, b, c)          # c = a + b, zero-copy, on torch's current stream
+
+Any CUDA array works - PyTorch, CuPy, Numba, JAX - because lab reads device pointers from the
+arrays' own protocols (__cuda_array_interface__, the DLPack C exchange API). Every op writes into
+the `out` array you pass and returns it. The compiled core is lab.lab (src/*.c, src/kernels/*.cu).
+"""
+from ._version import __version__
+
+try:
+    from . import lab as _core
+except ImportError as error:  # the extension is not built
+    raise ImportError(
+        "lab's compiled extension (lab.lab) is not built or cannot be loaded: "
+        f"{error}. Build it from the repository root with `make build` "
+        "(python3 setup.py build_ext --inplace) or install with `pip install .`; "
+        "nvcc from the CUDA toolkit must be on PATH or CUDA_HOME must point at the toolkit."
+    ) from error
+
+from .lab import (  # noqa: E402  (re-exported: the public API)
+    CudaError,
+    abs,
+    add,
+    add_relu,
+    axpby,
+    compiled_architectures,
+    copy,
+    cuda_driver_version,
+    cuda_runtime_version,
+    device_count,
+    div,
+    exp,
+    fused_add_mul,
+    gelu,
+    get_device_properties,
+    is_available,
+    maximum,
+    minimum,
+    mul,
+    neg,
+    relu,
+    sigmoid,
+    silu,
+    sqrt,
+    sub,
+    vector_add,
+)
+
+__all__ = [
+    "CudaError", "__version__", "abs", "add", "add_relu", "axpby", "compiled_architectures", "copy",
+    "cuda_driver_version", "cuda_runtime_version", "device_count", "div", "exp", "fused_add_mul", "gelu",
+    "get_device_properties", "is_available", "maximum", "minimum", "mul", "neg", "relu", "sigmoid", "silu",
+    "sqrt", "sub", "vector_add",
+]

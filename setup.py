@@ -1,0 +1,107 @@
+"""Builds lab's extension module lab.lab: C binding files with the C compiler, .cu kernels with nvcc.
+
+The extension is an ordinary setuptools Extension; a build_ext subclass (after CuPy's
+install/cupy_builder) compiles each .cu file to an object with nvcc first and hands those objects to
+the normal link. The CUDA runtime is linked statically, so the module imports without a driver.
+
+Environment:
+  LAB_CUDA_ARCH  architectures, ';'-separated: "80;90" (default) builds SASS for sm_80 and sm_90
+                 plus PTX for the newest, so newer GPUs can JIT it. "90" alone builds faster.
+  CUDA_HOME      the CUDA toolkit (default: the directory above the nvcc on PATH, else /usr/local/cuda).
+  LAB_NVCC_JOBS  how many nvcc processes to run at once (default: CPU count).
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+VERSION = re.search(r'__version__ = "([^"]+)"', open(os.path.join(ROOT, "lab", "_version.py")).read()).group(1)
+
+
+def find_cuda_home():
+    """(toolkit directory, nvcc path). A toolkit directory is one whose include/ has the runtime headers."""
+    def is_toolkit(path):
+        return os.path.exists(os.path.join(path, "include", "cuda_runtime_api.h"))
+
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        if not (is_toolkit(home) and os.path.exists(os.path.join(home, "bin", "nvcc"))):
+            sys.exit(f"lab: CUDA_HOME={home} has no bin/nvcc and include/cuda_runtime_api.h; "
+                     "point CUDA_HOME at a CUDA toolkit")
+        return home, os.path.join(home, "bin", "nvcc")
+    nvcc = shutil.which("nvcc")
+    # nvcc on PATH may be a wrapper script outside the toolkit, so fall back to the usual place
+    candidates = [os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))] if nvcc else []
+    candidates.append("/usr/local/cuda")
+    for home in candidates:
+        if is_toolkit(home) and os.path.exists(os.path.join(home, "bin", "nvcc")):
+            return home, nvcc or os.path.join(home, "bin", "nvcc")
+    sys.exit("lab: the CUDA toolkit was not found (no nvcc on PATH, no /usr/local/cuda). Install the CUDA "
+             "toolkit (12.x or 13.x) and put nvcc on PATH, or set CUDA_HOME to the toolkit's directory.")
+
+
+def arch_flags():
+    archs = [a.strip() for a in os.environ.get("LAB_CUDA_ARCH", "80;90").replace(",", ";").split(";") if a.strip()]
+    if not archs or not all(a.isdigit() for a in archs):
+        sys.exit(f"lab: LAB_CUDA_ARCH must list compute capabilities like '80;90', got {os.environ['LAB_CUDA_ARCH']!r}")
+    archs = sorted(set(archs), key=int)
+    flags = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+    flags.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")  # PTX for newer GPUs
+    listing = " ".join([f"sm_{a}" for a in archs] + [f"compute_{archs[-1]}"])
+    return flags, listing
+
+
+class BuildExtWithNvcc(build_ext):
+    """Compiles the .cu sources with nvcc (in parallel), then lets setuptools build and link the rest."""
+
+    def build_extension(self, ext):
+        cuda_sources = [s for s in ext.sources if s.endswith(".cu")]
+        ext.sources = [s for s in ext.sources if not s.endswith(".cu")]
+        cuda_home, nvcc = find_cuda_home()
+        gencode, listing = arch_flags()
+        ext.include_dirs.append(os.path.join(cuda_home, "include"))
+        ext.library_dirs.append(os.path.join(cuda_home, "lib64"))
+        objects_dir = os.path.join(self.build_temp, "cuda")
+        os.makedirs(objects_dir, exist_ok=True)
+
+        def compile_one(source):
+            obj = os.path.join(objects_dir, os.path.basename(source) + ".o")
+            depends = [source] + [os.path.join(os.path.dirname(source), f) for f in os.listdir(os.path.dirname(source))
+                                  if f.endswith((".cuh", ".h", ".def"))]
+            if not self.force and os.path.exists(obj) and all(os.path.getmtime(obj) >= os.path.getmtime(d) for d in depends):
+                return obj
+            command = [nvcc, "-c", source, "-o", obj, "-O3", "-std=c++17",
+                       "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", f'-DLAB_ARCH_LIST="{listing}"',
+                       *gencode]
+            print(" ".join(command), flush=True)
+            subprocess.run(command, check=True)
+            return obj
+
+        jobs = int(os.environ.get("LAB_NVCC_JOBS", os.cpu_count() or 1))
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            ext.extra_objects = list(pool.map(compile_one, cuda_sources)) + ext.extra_objects
+        super().build_extension(ext)
+
+
+sources = sorted(os.path.join("src", f) for f in os.listdir(os.path.join(ROOT, "src")) if f.endswith(".c"))
+sources += sorted(os.path.join("src", "kernels", f) for f in os.listdir(os.path.join(ROOT, "src", "kernels"))
+                  if f.endswith(".cu"))
+
+extension = Extension(
+    "lab.lab",
+    sources=sources,
+    include_dirs=["src"],
+    define_macros=[("LAB_VERSION", f'"{VERSION}"')],
+    libraries=["cudart_static", "stdc++", "rt", "pthread", "dl"],
+    extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fvisibility=hidden"],
+    extra_link_args=["-Wl,--exclude-libs,ALL"],  # keep the static runtime's symbols private to lab
+    depends=[os.path.join("src", f) for f in os.listdir(os.path.join(ROOT, "src")) if f.endswith((".h", ".def"))],
+)
+
+setup(version=VERSION, ext_modules=[extension], cmdclass={"build_ext": BuildExtWithNvcc})

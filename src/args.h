@@ -1,0 +1,25 @@
+/* args.h - hand-parsed METH_FASTCALL | METH_KEYWORDS arguments.
+ *
+ * A call arrives as a C array of positional arguments plus a tuple of keyword names whose values
+ * follow the positionals in the same array. lab_parse_args matches both against a signature of
+ * interned names (pointer comparison first) and fills one borrowed slot per parameter, creating no
+ * Python objects. Errors read like CPython's own ("add() got an unexpected keyword argument 'x'"). */
+#ifndef LAB_ARGS_H
+#define LAB_ARGS_H
+
+#include "module_state.h"
+
+#define LAB_MAX_PARAMS 8
+
+typedef struct {
+    int n_positional;       /* leading parameters that may be passed by position; all are required */
+    int n_params;           /* positional ones, then keyword-only ones (optional) */
+    lab_name names[LAB_MAX_PARAMS];
+} lab_signature;
+
+/* Fills slots[0 .. n_params) with borrowed references (NULL for keyword-only ones not given).
+ * `func` names the function in messages. Returns 0, or -1 with TypeError set. */
+int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, PyObject **slots);
+
+#endif

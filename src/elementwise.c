@@ -1,0 +1,274 @@
+/* elementwise.c - every elementwise function Python sees, and the one path they all share (level 3).
+ *
+ * lab.add(a, b, out) lands in py_add(), generated below from its row in ops_table.h, which calls
+ * run_elementwise() with that row. run_elementwise() parses the arguments, reads each array into a
+ * lab_array, validates everything (dtypes, shapes, layout, read-only output, devices, scalars) and
+ * only then touches CUDA: pick the device and the stream, launch, check, restore the device. */
+#include "elementwise.h"
+
+#include "args.h"
+#include "array.h"
+#include "cuda_error.h"
+#include "device.h"
+#include "dtype.h"
+#include "kernels/launch.h"
+#include "stream.h"
+
+/* What each parameter of a signature family means to run_elementwise. */
+typedef enum { ROLE_INPUT, ROLE_OUTPUT, ROLE_ALPHA, ROLE_BETA, ROLE_SCALE, ROLE_APPROXIMATE, ROLE_STREAM } lab_role;
+
+typedef struct {
+    lab_signature signature;
+    lab_role roles[LAB_MAX_PARAMS];
+} lab_family;
+
+#define N(id) LAB_NAME_##id
+static const lab_family FAMILY_UNARY = {{2, 3, {N(x), N(out), N(stream)}}, {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
+static const lab_family FAMILY_COPY = {{2, 3, {N(src), N(dst), N(stream)}}, {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
+static const lab_family FAMILY_GELU = {{2, 4, {N(x), N(out), N(approximate), N(stream)}},
+                                       {ROLE_INPUT, ROLE_OUTPUT, ROLE_APPROXIMATE, ROLE_STREAM}};
+static const lab_family FAMILY_BINARY = {{3, 4, {N(a), N(b), N(out), N(stream)}},
+                                         {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
+static const lab_family FAMILY_ADD = {{3, 5, {N(a), N(b), N(out), N(alpha), N(stream)}},
+                                      {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_ALPHA, ROLE_STREAM}};
+static const lab_family FAMILY_FUSED = {{4, 5, {N(a), N(b), N(s), N(out), N(stream)}},
+                                        {ROLE_INPUT, ROLE_INPUT, ROLE_SCALE, ROLE_OUTPUT, ROLE_STREAM}};
+static const lab_family FAMILY_AXPBY = {{5, 6, {N(alpha), N(x), N(beta), N(y), N(out), N(stream)}},
+                                        {ROLE_ALPHA, ROLE_INPUT, ROLE_BETA, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
+#undef N
+
+typedef struct {
+    const char *name;
+    const lab_family *family;
+    lab_op op;
+    lab_op variant;
+} lab_op_entry;
+
+/* Per kernel op, from ops.def: how many array inputs it reads, and whether integer dtypes are allowed. */
+static const int OP_INPUTS[LAB_NUM_OPS] = {
+#define LAB_OP(id, functor, n_inputs, integers) n_inputs,
+#include "kernels/ops.def"
+#undef LAB_OP
+};
+static const int OP_INTEGERS[LAB_NUM_OPS] = {
+#define LAB_OP(id, functor, n_inputs, integers) integers,
+#include "kernels/ops.def"
+#undef LAB_OP
+};
+
+/* Operands of one call: the output first (it decides device and stream), then the array inputs. */
+typedef struct {
+    lab_array arrays[4];
+    const char *names[4];
+    int count;
+} lab_operands;
+
+static const char *param_name(lab_state *state, const lab_family *family, int i) {
+    return PyUnicode_AsUTF8(state->names[family->signature.names[i]]); /* interned ASCII: cached, cannot fail */
+}
+
+/* A Python number for a scalar parameter, converted for the op's dtype. */
+static int read_scalar(PyObject *obj, lab_dtype dtype, const char *func, const char *argname, double *as_float,
+                       int64_t *as_int) {
+    if (lab_dtype_is_integer(dtype)) {
+        if (PyFloat_Check(obj) || !PyIndex_Check(obj)) {
+            PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be an int for integer dtype %s, got %s", func, argname,
+                         lab_dtype_names[dtype], Py_TYPE(obj)->tp_name);
+            return -1;
+        }
+        PyObject *index = PyNumber_Index(obj);
+        if (!index) return -1;
+        int overflow = 0;
+        long long value = PyLong_AsLongLongAndOverflow(index, &overflow);
+        Py_DECREF(index);
+        if (overflow) {
+            PyErr_Format(PyExc_OverflowError, "%s(): argument '%s' does not fit in int64", func, argname);
+            return -1;
+        }
+        *as_int = value;
+        *as_float = (double)value;
+        return 0;
+    }
+    double value = PyFloat_AsDouble(obj);
+    if (value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be a real number, got %s", func, argname,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *as_float = value;
+    *as_int = 0;
+    return 0;
+}
+
+static int is_python_number(PyObject *obj) {
+    return PyFloat_Check(obj) || PyLong_Check(obj);
+}
+
+/* All checks that need no GPU: one dtype, one shape, contiguous, writable output, dtype supported. */
+static int validate_operands(const lab_operands *ops, lab_op op, const char *func) {
+    const lab_array *out = &ops->arrays[0];
+    if (out->readonly) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' is read-only (its producer exported it with readonly=True)",
+                     func, ops->names[0]);
+        return -1;
+    }
+    for (int i = 1; i < ops->count; i++) {
+        const lab_array *in = &ops->arrays[i];
+        if (in->dtype != out->dtype) {
+            PyErr_Format(PyExc_TypeError, "%s(): argument '%s' has dtype %s but '%s' has dtype %s; this version of lab "
+                         "needs every operand to have the same dtype", func, ops->names[i], lab_dtype_names[in->dtype],
+                         ops->names[0], lab_dtype_names[out->dtype]);
+            return -1;
+        }
+        int same_shape = in->ndim == out->ndim;
+        for (int d = 0; same_shape && d < in->ndim; d++) same_shape = in->shape[d] == out->shape[d];
+        if (!same_shape) {
+            PyObject *in_shape = PyTuple_New(in->ndim), *out_shape = PyTuple_New(out->ndim);
+            if (in_shape && out_shape) {
+                for (int d = 0; d < in->ndim; d++) PyTuple_SET_ITEM(in_shape, d, PyLong_FromLongLong(in->shape[d]));
+                for (int d = 0; d < out->ndim; d++) PyTuple_SET_ITEM(out_shape, d, PyLong_FromLongLong(out->shape[d]));
+                PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has shape %R but '%s' has shape %R; this version of "
+                             "lab needs every operand to have the same shape (no broadcasting)", func, ops->names[i],
+                             in_shape, ops->names[0], out_shape);
+            }
+            Py_XDECREF(in_shape);
+            Py_XDECREF(out_shape);
+            return -1;
+        }
+    }
+    if (lab_dtype_is_integer(out->dtype) && !OP_INTEGERS[op]) {
+        PyErr_Format(PyExc_TypeError, "%s(): dtype %s is not supported; this op supports %s", func,
+                     lab_dtype_names[out->dtype], lab_supported_dtypes_text(0));
+        return -1;
+    }
+    for (int i = 0; i < ops->count; i++) {
+        if (!lab_array_is_contiguous(&ops->arrays[i])) {
+            PyErr_Format(PyExc_ValueError, "%s(): argument '%s' is not C-contiguous; this version of lab needs "
+                         "contiguous operands (make a contiguous copy first)", func, ops->names[i]);
+            return -1;
+        }
+    }
+    return lab_check_same_device(ops->arrays, ops->names, ops->count, func);
+}
+
+static int launch(lab_state *state, const lab_operands *ops, lab_op op, lab_scalars scalars, int stream_given,
+                        cudaStream_t stream, const char *func) {
+    const lab_array *out = &ops->arrays[0];
+    if (!stream_given && lab_producer_stream(ops->arrays, ops->count, &stream) < 0) return -1;
+
+    int target = 0, current = 0;
+    cudaError_t err = lab_select_device(state, ops->arrays, ops->count, &target, &current);
+    if (err != cudaSuccess) return lab_raise_cuda_error(state, err, func, "device selection");
+    if (target != current && (err = cudaSetDevice(target)) != cudaSuccess)
+        return lab_raise_cuda_error(state, err, func, "switching device");
+
+    const void *inputs[3] = {NULL, NULL, NULL};
+    for (int i = 1; i < ops->count; i++) inputs[i - 1] = ops->arrays[i].data;
+    err = lab_launch_elementwise(op, out->dtype, out->data, inputs, out->numel, scalars, stream);
+
+    if (target != current) {
+        cudaError_t restore = cudaSetDevice(current);
+        if (err == cudaSuccess && restore != cudaSuccess)
+            return lab_raise_cuda_error(state, restore, func, "restoring the current device");
+    }
+    if (err != cudaSuccess) return lab_raise_cuda_error(state, err, func, "kernel launch");
+    return 0;
+}
+
+static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames) {
+    lab_state *state = lab_get_state(module);
+    const lab_family *family = entry->family;
+    const char *func = entry->name;
+    PyObject *slots[LAB_MAX_PARAMS];
+    if (lab_parse_args(state, func, &family->signature, args, nargs, kwnames, slots) < 0) return NULL;
+
+    lab_operands ops;
+    ops.count = 1;
+    PyObject *out_obj = NULL, *alpha = NULL, *beta = NULL, *scale = NULL, *stream_obj = NULL;
+    const char *alpha_name = "alpha", *beta_name = "beta", *scale_name = "s";
+    lab_op op = entry->op;
+    for (int i = 0; i < family->signature.n_params; i++) {
+        PyObject *value = slots[i];
+        const char *name = param_name(state, family, i);
+        switch (family->roles[i]) {
+        case ROLE_INPUT:
+            ops.names[ops.count] = name;
+            if (lab_read_array(state, value, func, name, &ops.arrays[ops.count]) < 0) return NULL;
+            ops.count++;
+            break;
+        case ROLE_SCALE:
+            if (is_python_number(value) || !lab_has_array_protocol(state, value)) {
+                if (!is_python_number(value)) {
+                    PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be a CUDA array or a Python number (int or "
+                                 "float), got %s", func, name, Py_TYPE(value)->tp_name);
+                    return NULL;
+                }
+                scale = value;
+                scale_name = name;
+                op = entry->variant;
+            } else {
+                ops.names[ops.count] = name;
+                if (lab_read_array(state, value, func, name, &ops.arrays[ops.count]) < 0) return NULL;
+                ops.count++;
+            }
+            break;
+        case ROLE_OUTPUT:
+            out_obj = value;
+            ops.names[0] = name;
+            if (lab_read_array(state, value, func, name, &ops.arrays[0]) < 0) return NULL;
+            break;
+        case ROLE_ALPHA: alpha = value; alpha_name = name; break;
+        case ROLE_BETA: beta = value; beta_name = name; break;
+        case ROLE_APPROXIMATE:
+            if (!value || value == LAB_NAME_OBJ(state, none) ||
+                (PyUnicode_Check(value) && PyUnicode_Compare(value, LAB_NAME_OBJ(state, none)) == 0)) {
+                op = entry->op;
+            } else if (PyUnicode_Check(value) && PyUnicode_Compare(value, LAB_NAME_OBJ(state, tanh)) == 0) {
+                op = entry->variant;
+            } else {
+                PyErr_Format(PyExc_ValueError, "%s(): argument 'approximate' must be 'none' or 'tanh', got %R", func, value);
+                return NULL;
+            }
+            break;
+        case ROLE_STREAM: stream_obj = value; break;
+        }
+    }
+    if (ops.count - 1 != OP_INPUTS[op]) {  /* a table bug, not a user error */
+        PyErr_Format(PyExc_SystemError, "%s(): op table expects %d inputs, got %d", func, OP_INPUTS[op], ops.count - 1);
+        return NULL;
+    }
+    if (validate_operands(&ops, op, func) < 0) return NULL;
+
+    const lab_dtype dtype = ops.arrays[0].dtype;
+    lab_scalars scalars = {{1.0, 1.0}, {1, 1}};
+    if (alpha && read_scalar(alpha, dtype, func, alpha_name, &scalars.as_float[0], &scalars.as_int[0]) < 0) return NULL;
+    if (scale && read_scalar(scale, dtype, func, scale_name, &scalars.as_float[0], &scalars.as_int[0]) < 0) return NULL;
+    if (beta && read_scalar(beta, dtype, func, beta_name, &scalars.as_float[1], &scalars.as_int[1]) < 0) return NULL;
+
+    int stream_given = 0;
+    cudaStream_t stream = 0;
+    if (lab_parse_stream_arg(state, stream_obj, func, &stream_given, &stream) < 0) return NULL;
+
+    if (ops.arrays[0].numel == 0) return Py_NewRef(out_obj); /* nothing to do: no CUDA call, no launch */
+    if (launch(state, &ops, op, scalars, stream_given, stream, func) < 0) return NULL;
+    return Py_NewRef(out_obj);
+}
+
+/* One METH_FASTCALL function per row of ops_table.h, each passing its row to run_elementwise. */
+#define LAB_PY_OP(py_name, family, op, variant, doc)                                                              \
+    static const lab_op_entry ENTRY_##py_name = {#py_name, &FAMILY_##family, LAB_OP_##op, LAB_OP_##variant};    \
+    static PyObject *py_##py_name(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) { \
+        return run_elementwise(module, &ENTRY_##py_name, args, nargs, kwnames);                                   \
+    }
+#include "ops_table.h"
+#undef LAB_PY_OP
+
+PyMethodDef lab_elementwise_methods[] = {
+#define LAB_PY_OP(py_name, family, op, variant, doc) \
+    {#py_name, (PyCFunction)(void (*)(void))py_##py_name, METH_FASTCALL | METH_KEYWORDS, doc},
+#include "ops_table.h"
+#undef LAB_PY_OP
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,75 @@
+/* module.c - the extension module lab.lab: PyInit_lab and the module's life cycle (level 2).
+ *
+ * Multi-phase initialisation (PEP 489): PyInit_lab only hands CPython the module definition; the
+ * exec slot then creates the state - lab.CudaError and the interned names - and adds the functions.
+ * State, not C globals, so every (sub)interpreter that imports lab gets its own, and traverse/clear/
+ * free let the garbage collector see and release what the state holds. */
+#include "cuda_error.h"
+#include "elementwise.h"
+#include "module_state.h"
+#include "runtime.h"
+
+#ifndef LAB_VERSION
+#define LAB_VERSION "0.0.0+unknown"
+#endif
+
+static const char *const NAME_TEXT[LAB_NUM_NAMES] = {
+#define LAB_NAME(id, text) text,
+#include "names.def"
+#undef LAB_NAME
+};
+
+static int lab_exec(PyObject *module) {
+    lab_state *state = lab_get_state(module);
+    state->device_count = -1;
+    state->exchange_cache_len = 0;
+    for (int i = 0; i < LAB_NUM_NAMES; i++) {
+        state->names[i] = PyUnicode_InternFromString(NAME_TEXT[i]);
+        if (!state->names[i]) return -1;
+    }
+    state->CudaError = lab_create_cuda_error_type();
+    if (!state->CudaError) return -1;
+    if (PyModule_AddObjectRef(module, "CudaError", state->CudaError) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_elementwise_methods) < 0) return -1;
+    if (PyModule_AddStringConstant(module, "__version__", LAB_VERSION) < 0) return -1;
+    return 0;
+}
+
+static int lab_traverse(PyObject *module, visitproc visit, void *arg) {
+    lab_state *state = lab_get_state(module);
+    if (!state) return 0;
+    Py_VISIT(state->CudaError);
+    for (int i = 0; i < state->exchange_cache_len; i++) Py_VISIT(state->exchange_cache[i].type);
+    return 0;
+}
+
+static int lab_clear(PyObject *module) {
+    lab_state *state = lab_get_state(module);
+    if (!state) return 0;
+    Py_CLEAR(state->CudaError);
+    for (int i = 0; i < LAB_NUM_NAMES; i++) Py_CLEAR(state->names[i]);
+    for (int i = 0; i < state->exchange_cache_len; i++) Py_CLEAR(state->exchange_cache[i].type);
+    state->exchange_cache_len = 0;
+    return 0;
+}
+
+static void lab_free(void *module) { lab_clear((PyObject *)module); }
+
+static PyModuleDef_Slot lab_slots[] = {
+    {Py_mod_exec, lab_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef lab_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "lab.lab",
+    .m_doc = "lab's compiled core: CUDA kernels called zero-copy on any CUDA array (see the lab package).",
+    .m_size = sizeof(lab_state),
+    .m_methods = lab_runtime_methods,
+    .m_slots = lab_slots,
+    .m_traverse = lab_traverse,
+    .m_clear = lab_clear,
+    .m_free = lab_free,
+};
+
+PyMODINIT_FUNC PyInit_lab(void) { return PyModuleDef_Init(&lab_module); }

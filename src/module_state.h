@@ -1,0 +1,38 @@
+/* module_state.h - what one imported lab module owns (PEP 489 module state): its exception type,
+ * its interned names, and the caches that keep the per-call path free of lookups. */
+#ifndef LAB_MODULE_STATE_H
+#define LAB_MODULE_STATE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "dlpack_exchange.h"
+
+typedef enum {
+#define LAB_NAME(id, text) LAB_NAME_##id,
+#include "names.def"
+#undef LAB_NAME
+    LAB_NUM_NAMES
+} lab_name;
+
+/* Types that carry (or are known not to carry) a DLPack C exchange API. A type is looked up once;
+ * the strong reference keeps the cached type pointer from being reused by another type. */
+#define LAB_EXCHANGE_CACHE_SIZE 16
+typedef struct {
+    PyTypeObject *type;
+    const DLPackExchangeAPI *api; /* NULL: the type offers none */
+} lab_exchange_cache_entry;
+
+typedef struct {
+    PyObject *CudaError;
+    PyObject *names[LAB_NUM_NAMES];
+    lab_exchange_cache_entry exchange_cache[LAB_EXCHANGE_CACHE_SIZE];
+    int exchange_cache_len;
+    int device_count; /* -1 until first asked (asking initialises CUDA, so never at import) */
+} lab_state;
+
+static inline lab_state *lab_get_state(PyObject *module) { return (lab_state *)PyModule_GetState(module); }
+
+#define LAB_NAME_OBJ(state, id) ((state)->names[LAB_NAME_##id])
+
+#endif
