@@ -6,6 +6,7 @@
  * free let the garbage collector see and release what the state holds. */
 #include "cuda_error.h"
 #include "elementwise.h"
+#include "introspect.h"
 #include "module_state.h"
 #include "runtime.h"
 
@@ -31,6 +32,7 @@ static int lab_exec(PyObject *module) {
     if (!state->CudaError) return -1;
     if (PyModule_AddObjectRef(module, "CudaError", state->CudaError) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_elementwise_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;
     if (PyModule_AddStringConstant(module, "__version__", LAB_VERSION) < 0) return -1;
     return 0;
 }

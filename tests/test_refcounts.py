@@ -1,0 +1,115 @@
+"""No references leak through the binding: refcounts of every object a call touches are the same
+after 10^4 calls as before, on succeeding calls (empty arrays launch nothing, so they succeed on any
+machine; real launches where there is a GPU) and on each kind of failing call."""
+import sys
+import tracemalloc
+
+import pytest
+
+import lab
+from conftest import HAVE_GPU
+from fakes import FakeExchangeTensor, fake_array
+
+CALLS = 10_000
+
+
+def refcounts(objects):
+    return [sys.getrefcount(o) for o in objects]
+
+
+def run_many(fn):
+    for _ in range(CALLS):
+        fn()
+
+
+def failing(fn, error):
+    def call():
+        try:
+            fn()
+        except error:
+            pass
+        else:
+            raise AssertionError("expected an error")
+    return call
+
+
+def tracked(*arrays):
+    """Everything a call reads: the arrays, their protocol dicts, and the dicts' values."""
+    objects = list(arrays)
+    for a in arrays:
+        cai = getattr(a, "__cuda_array_interface__", None)
+        if cai is not None:
+            objects.append(cai)
+            objects.extend(cai.values())
+    return objects
+
+
+def assert_no_leak(fn, objects):
+    fn()  # first call may intern or cache (the per-type exchange-API cache)
+    before = refcounts(objects)
+    tracemalloc.start()
+    snapshot_before = tracemalloc.take_snapshot()
+    run_many(fn)
+    snapshot_after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    assert refcounts(objects) == before
+    growth = sum(stat.size_diff for stat in snapshot_after.compare_to(snapshot_before, "filename"))
+    assert growth < 64 * 1024, f"memory grew by {growth} bytes over {CALLS} calls"
+
+
+def test_succeeding_calls_do_not_leak():
+    a, b, out = (fake_array(shape=(0, 4), ptr=0) for _ in range(3))
+    alpha = 2.5
+    assert_no_leak(lambda: lab.add(a, b, out, alpha=alpha), tracked(a, b, out) + [alpha, lab.add])
+
+
+def test_succeeding_exchange_calls_do_not_leak():
+    a, b, out = (FakeExchangeTensor(shape=(0,)) for _ in range(3))
+    assert_no_leak(lambda: lab.fused_add_mul(a, b, 3.0, out), [a, b, out, FakeExchangeTensor])
+
+
+@pytest.mark.parametrize("case", ["bad_type", "dtype_mismatch", "shape_mismatch", "readonly", "bad_keyword",
+                                  "bad_stream", "malformed_typestr", "bad_alpha"])
+def test_failing_calls_do_not_leak(case):
+    a, b, out = fake_array(), fake_array(), fake_array()
+    calls = {
+        "bad_type": (lambda: lab.add(a, 3, out), TypeError),
+        "dtype_mismatch": (lambda: lab.add(a, fake_f64, out), TypeError),
+        "shape_mismatch": (lambda: lab.add(a, fake_short, out), ValueError),
+        "readonly": (lambda: lab.add(a, b, fake_readonly), ValueError),
+        "bad_keyword": (lambda: lab.add(a, b, out, bogus=1), TypeError),
+        "bad_stream": (lambda: lab.add(a, b, out, stream=stream_object), TypeError),
+        "malformed_typestr": (lambda: lab.add(fake_bad_typestr, b, out), ValueError),
+        "bad_alpha": (lambda: lab.add(a, b, out, alpha="x"), TypeError),
+    }
+    fake_f64, fake_short = fake_array(typestr="<f8"), fake_array(shape=(3,))
+    fake_readonly, fake_bad_typestr, stream_object = fake_array(readonly=True), fake_array(typestr="<q9"), object()
+    fn, error = calls[case]
+    objects = tracked(a, b, out, fake_f64, fake_short, fake_readonly, fake_bad_typestr) + [stream_object]
+    assert_no_leak(failing(fn, error), objects)
+
+
+@pytest.mark.skipif(HAVE_GPU, reason="needs a machine without a GPU")
+def test_cuda_error_path_does_not_leak():
+    a, b, out = fake_array(), fake_array(), fake_array()
+    assert_no_leak(failing(lambda: lab.add(a, b, out), lab.CudaError), tracked(a, b, out) + [lab.CudaError])
+
+
+@pytest.mark.gpu
+def test_real_launches_do_not_leak():
+    torch = pytest.importorskip("torch")
+    a, b, out = (torch.ones(1024, device="cuda") for _ in range(3))
+    assert_no_leak(lambda: lab.add(a, b, out), [a, b, out])
+    torch.cuda.synchronize()
+    assert bool((out == 2).all())
+
+
+def test_module_refcounts_stable():
+    before = sys.getrefcount(lab.CudaError)
+    for _ in range(100):
+        try:
+            lab.add(1, 2, 3)
+        except TypeError:
+            pass
+    after = sys.getrefcount(lab.CudaError)  # computed outside the assert: pytest's rewriting holds temporaries
+    assert after == before
