@@ -1,0 +1,55 @@
+# lab's commands. `make test` is what CI runs (no GPU needed); `make gpu-check` is what the GPU
+# machine runs: build, every test with the GPU ones, a sanitizer pass, then the benchmark table.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+VENV_PY := $(VENV)/bin/python
+OUT ?= /tmp/lab-out
+XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
+
+.PHONY: build test demo gpu-check sanitize bench clean
+
+build:
+	$(PYTHON) setup.py build_ext --inplace
+
+# Fresh machine to test result: a virtual environment with lab's test dependencies, the extension
+# built with nvcc, then pytest. pytest's exit code 5 (no tests collected) is an error here.
+test: $(VENV_PY)
+	$(VENV_PY) setup.py build_ext --inplace
+	$(VENV_PY) -m pytest -q tests; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests - that is a failure"; exit 1; fi; exit $$rc
+
+$(VENV_PY): requirements-test.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV_PY) -m pip install -q -r requirements-test.txt
+	touch $(VENV_PY)
+
+demo: build
+	$(PYTHON) -m lab demo
+
+# On the GPU machine (one `run` call): its python3 has torch, CuPy, Numba and JAX; no network.
+gpu-check:
+	mkdir -p $(OUT)
+	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(OUT)/build.log 2>&1 || (tail -50 $(OUT)/build.log; exit 1)
+	$(PYTHON) -m lab | tee $(OUT)/config.txt
+	$(PYTHON) -m pytest -q -p no:cacheprovider $(XDIST) tests 2>&1 | tee $(OUT)/tests.log | tail -25; \
+	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(OUT)/tests.log
+	$(MAKE) --no-print-directory sanitize 2>&1 | tail -12
+	$(PYTHON) bench/bench_elementwise.py --json $(OUT)/bench.json 2>&1 | tee $(OUT)/bench.txt
+	@grep -E "passed|failed" $(OUT)/tests.log | tail -1
+
+# compute-sanitizer over a cut of the GPU tests. Torch's caching allocator is switched off so each
+# array is its own allocation and memcheck sees any access past its end.
+sanitize:
+	PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py \
+	  -k "(torch or numba) and not 16777221 and not 1000003" 2>&1 | tail -4
+	timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py -k "torch and 1000003 and float32" \
+	  2>&1 | tail -4
+
+bench: build
+	$(PYTHON) bench/bench_elementwise.py
+
+clean:
+	rm -rf build lab/*.so $(VENV) .pytest_cache

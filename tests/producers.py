@@ -1,0 +1,120 @@
+"""GPU producers for the tests: make a device array from host values in a given dtype, read one back.
+
+Each producer returns the *stored* host values (after rounding to the dtype) as float64 or int64, so
+references are computed from exactly what the GPU sees. bfloat16 exists only where the producer can
+name it unambiguously: torch (through the DLPack exchange API). Producers that are not installed or
+see no GPU are simply absent from PRODUCERS."""
+import numpy as np
+
+FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]
+INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8"]
+ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
+
+
+def host_dtype(dtype):
+    return np.float32 if dtype == "bfloat16" else np.dtype(dtype)
+
+
+def poison_value(dtype):
+    """What an output is filled with before a run: NaN for floats, an unlikely value for integers."""
+    return float("nan") if dtype in FLOAT_DTYPES else {"uint8": 0xA5, "int8": -91}.get(dtype, -0x5A5A)
+
+
+class TorchProducer:
+    name = "torch"
+
+    def __init__(self):
+        import torch
+        self.torch = torch
+
+    def supports(self, dtype):
+        return True
+
+    def from_host(self, values, dtype):
+        t = self.torch.tensor(np.asarray(values, dtype=host_dtype(dtype)))
+        t = t.to(getattr(self.torch, dtype)).to("cuda")
+        return t, self.to_host(t)
+
+    def empty_poisoned(self, n, dtype):
+        t = self.torch.empty(n, dtype=getattr(self.torch, dtype), device="cuda")
+        t.fill_(poison_value(dtype))
+        return t
+
+    def to_host(self, array):
+        self.torch.cuda.synchronize()
+        if array.dtype == self.torch.bfloat16:
+            array = array.float()
+        values = array.cpu().numpy()
+        return values.astype(np.float64 if values.dtype.kind == "f" else np.int64)
+
+
+class CupyProducer:
+    name = "cupy"
+
+    def __init__(self):
+        import cupy
+        self.cupy = cupy
+
+    def supports(self, dtype):
+        return dtype != "bfloat16"
+
+    def from_host(self, values, dtype):
+        array = self.cupy.asarray(np.asarray(values, dtype=dtype))
+        return array, self.to_host(array)
+
+    def empty_poisoned(self, n, dtype):
+        array = self.cupy.empty(n, dtype=dtype)
+        array.fill(poison_value(dtype))
+        return array
+
+    def to_host(self, array):
+        self.cupy.cuda.runtime.deviceSynchronize()
+        values = self.cupy.asnumpy(array)
+        return values.astype(np.float64 if values.dtype.kind == "f" else np.int64)
+
+
+class NumbaProducer:
+    name = "numba"
+
+    def __init__(self):
+        from numba import cuda
+        self.cuda = cuda
+
+    def supports(self, dtype):
+        return dtype != "bfloat16"
+
+    def from_host(self, values, dtype):
+        host = np.asarray(values, dtype=dtype)
+        array = self.cuda.to_device(host)
+        return array, self.to_host(array)
+
+    def empty_poisoned(self, n, dtype):
+        return self.cuda.to_device(np.full(n, poison_value(dtype), dtype=dtype))
+
+    def to_host(self, array):
+        self.cuda.synchronize()
+        values = array.copy_to_host()
+        return values.astype(np.float64 if values.dtype.kind == "f" else np.int64)
+
+
+def _available():
+    found = {}
+    for cls in (TorchProducer, CupyProducer, NumbaProducer):
+        try:
+            producer = cls()
+            probe, _ = producer.from_host([1.0], "float32")
+            del probe
+        except Exception:  # not installed, or no GPU: that producer is not tested
+            continue
+        found[cls.name] = producer
+    return found
+
+
+PRODUCER_NAMES = ["torch", "cupy", "numba"]
+_cache = {}
+
+
+def get_producer(name):
+    if "all" not in _cache:
+        _cache["all"] = _available()
+    return _cache["all"].get(name)
