@@ -34,19 +34,27 @@ gpu-check:
 	$(PYTHON) -m lab | tee $(OUT)/config.txt
 	$(PYTHON) -m pytest -q -p no:cacheprovider $(XDIST) tests 2>&1 | tee $(OUT)/tests.log | tail -25; \
 	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(OUT)/tests.log
-	$(MAKE) --no-print-directory sanitize 2>&1 | tail -12
+	$(MAKE) --no-print-directory sanitize 2>&1 | tail -14
 	$(PYTHON) bench/bench_elementwise.py --json $(OUT)/bench.json 2>&1 | tee $(OUT)/bench.txt
 	@grep -E "passed|failed" $(OUT)/tests.log | tail -1
 
 # compute-sanitizer over a cut of the GPU tests. Torch's caching allocator is switched off so each
-# array is its own allocation and memcheck sees any access past its end.
+# array is its own allocation and memcheck sees any access past its end. API-error reports are off:
+# numba-cuda's cuda-python probes cuGetProcAddress for driver entry points that do not exist, and
+# memcheck counted those 34 failed probes as errors (2026-11-29); lab's own CUDA errors are raised
+# as lab.CudaError and tested, so memcheck here counts memory-access errors only.
 sanitize:
-	PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py \
-	  -k "(torch or numba) and not 16777221 and not 1000003" 2>&1 | tail -4
-	timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 \
+	mkdir -p $(OUT)
+	PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 300 compute-sanitizer --tool memcheck --report-api-errors no \
+	  --error-exitcode 9 \
+	  --log-file $(OUT)/memcheck.log $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py \
+	  -k "(torch or numba) and not 16777221" > $(OUT)/memcheck-pytest.log 2>&1; \
+	  echo "memcheck exit code: $$?"; tail -1 $(OUT)/memcheck-pytest.log
+	@grep -E "^========= (Invalid|Program hit|ERROR SUMMARY)" $(OUT)/memcheck.log | sort | uniq -c | sort -rn | head -8
+	timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(OUT)/racecheck.log \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py -k "torch and 1000003 and float32" \
-	  2>&1 | tail -4
+	  > $(OUT)/racecheck-pytest.log 2>&1; echo "racecheck exit code: $$?"; tail -1 $(OUT)/racecheck-pytest.log
+	@grep -E "SUMMARY" $(OUT)/racecheck.log
 
 bench: build
 	$(PYTHON) bench/bench_elementwise.py

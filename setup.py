@@ -71,7 +71,8 @@ class BuildExtWithNvcc(build_ext):
         os.makedirs(objects_dir, exist_ok=True)
 
         def compile_one(source):
-            obj = os.path.join(objects_dir, os.path.basename(source) + ".o")
+            # the architectures are part of the name, so changing LAB_CUDA_ARCH never reuses a stale object
+            obj = os.path.join(objects_dir, f"{os.path.basename(source)}.{listing.replace(' ', '-')}.o")
             depends = [source] + [os.path.join(os.path.dirname(source), f) for f in os.listdir(os.path.dirname(source))
                                   if f.endswith((".cuh", ".h", ".def"))]
             if not self.force and os.path.exists(obj) and all(os.path.getmtime(obj) >= os.path.getmtime(d) for d in depends):

@@ -19,7 +19,10 @@ static PyObject *py_device_count(PyObject *module, PyObject *unused) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (lab_is_no_device_error(err)) return PyLong_FromLong(0);
-    if (err != cudaSuccess) return lab_raise_cuda_error(lab_get_state(module), err, "device_count", "cudaGetDeviceCount"), NULL;
+    if (err != cudaSuccess) {
+        lab_raise_cuda_error(lab_get_state(module), err, "device_count", "cudaGetDeviceCount");
+        return NULL;
+    }
     return PyLong_FromLong(count);
 }
 
@@ -28,16 +31,20 @@ static PyObject *version_tuple(int version) { return Py_BuildValue("(ii)", versi
 static PyObject *py_cuda_runtime_version(PyObject *module, PyObject *unused) {
     int version = 0;
     cudaError_t err = cudaRuntimeGetVersion(&version);
-    if (err != cudaSuccess)
-        return lab_raise_cuda_error(lab_get_state(module), err, "cuda_runtime_version", "cudaRuntimeGetVersion"), NULL;
+    if (err != cudaSuccess) {
+        lab_raise_cuda_error(lab_get_state(module), err, "cuda_runtime_version", "cudaRuntimeGetVersion");
+        return NULL;
+    }
     return version_tuple(version);
 }
 
 static PyObject *py_cuda_driver_version(PyObject *module, PyObject *unused) {
     int version = 0;
     cudaError_t err = cudaDriverGetVersion(&version); /* 0 when no driver is installed */
-    if (err != cudaSuccess)
-        return lab_raise_cuda_error(lab_get_state(module), err, "cuda_driver_version", "cudaDriverGetVersion"), NULL;
+    if (err != cudaSuccess) {
+        lab_raise_cuda_error(lab_get_state(module), err, "cuda_driver_version", "cudaDriverGetVersion");
+        return NULL;
+    }
     if (version == 0) Py_RETURN_NONE;
     return version_tuple(version);
 }
@@ -51,13 +58,18 @@ static PyObject *py_get_device_properties(PyObject *module, PyObject *arg) {
     if (device == -1 && PyErr_Occurred()) return NULL;
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) return lab_raise_cuda_error(lab_get_state(module), err, "get_device_properties", "cudaGetDeviceCount"), NULL;
+    if (err != cudaSuccess) {
+        lab_raise_cuda_error(lab_get_state(module), err, "get_device_properties", "cudaGetDeviceCount");
+        return NULL;
+    }
     if (device < 0 || device >= count)
         return PyErr_Format(PyExc_ValueError, "get_device_properties(): device %d does not exist (%d device(s))", device, count);
     struct cudaDeviceProp prop;
     err = cudaGetDeviceProperties(&prop, device);
-    if (err != cudaSuccess)
-        return lab_raise_cuda_error(lab_get_state(module), err, "get_device_properties", "cudaGetDeviceProperties"), NULL;
+    if (err != cudaSuccess) {
+        lab_raise_cuda_error(lab_get_state(module), err, "get_device_properties", "cudaGetDeviceProperties");
+        return NULL;
+    }
     return Py_BuildValue("{s:s, s:(ii), s:i, s:K, s:i, s:i}", "name", prop.name, "capability", prop.major, prop.minor,
                          "multi_processor_count", prop.multiProcessorCount, "total_memory",
                          (unsigned long long)prop.totalGlobalMem, "l2_cache_size", prop.l2CacheSize,
