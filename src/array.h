@@ -12,7 +12,6 @@
 #include "module_state.h"
 #include "kernels/launch.h"
 
-#define LAB_MAX_DIMS 8
 
 typedef enum { LAB_SOURCE_DLPACK_EXCHANGE, LAB_SOURCE_CAI } lab_array_source;
 

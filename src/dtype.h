@@ -25,6 +25,17 @@ lab_typestr_result lab_parse_typestr(const char *typestr, Py_ssize_t length, lab
 /* Maps a DLPack dtype (lanes must be 1); returns 0, or -1 when lab does not support it. */
 int lab_dtype_from_dlpack(DLDataType dl, lab_dtype *dtype);
 
+static inline int lab_dtype_is_half(lab_dtype d) { return d == LAB_FLOAT16 || d == LAB_BFLOAT16; }
+
+/* NumPy's result type for a pair (bfloat16 promoted like float16: it also holds int8/uint8 exactly;
+ * float16 with bfloat16 gives float32, as in PyTorch). */
+lab_dtype lab_promote(lab_dtype a, lab_dtype b);
+
+/* The type arithmetic is done in for a promoted type: half types compute in float32. */
+static inline lab_dtype lab_compute_dtype(lab_dtype promoted) {
+    return lab_dtype_is_half(promoted) ? LAB_FLOAT32 : promoted;
+}
+
 /* "float16, bfloat16, ..." for error messages; integers=0 lists the float types only. */
 const char *lab_supported_dtypes_text(int integers);
 

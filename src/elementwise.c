@@ -2,8 +2,9 @@
  *
  * lab.add(a, b, out) lands in py_add(), generated below from its row in ops_table.h, which calls
  * run_elementwise() with that row. run_elementwise() parses the arguments, reads each array into a
- * lab_array, validates everything (dtypes, shapes, layout, read-only output, devices, scalars) and
- * only then touches CUDA: pick the device and the stream, launch, check, restore the device. */
+ * lab_array, has plan.c validate them and plan the launch (broadcasting, dtypes, layout, overlap),
+ * checks devices and scalars, and only then touches CUDA: pick the device and the stream, launch,
+ * check, restore the device. */
 #include "elementwise.h"
 
 #include "args.h"
@@ -12,6 +13,7 @@
 #include "device.h"
 #include "dtype.h"
 #include "kernels/launch.h"
+#include "plan.h"
 #include "stream.h"
 
 /* What each parameter of a signature family means to run_elementwise. */
@@ -56,13 +58,6 @@ static const int OP_INTEGERS[LAB_NUM_OPS] = {
 #undef LAB_OP
 };
 
-/* Operands of one call: the output first (it decides device and stream), then the array inputs. */
-typedef struct {
-    lab_array arrays[4];
-    const char *names[4];
-    int count;
-} lab_operands;
-
 static const char *param_name(lab_state *state, const lab_family *family, int i) {
     return PyUnicode_AsUTF8(state->names[family->signature.names[i]]); /* interned ASCII: cached, cannot fail */
 }
@@ -105,56 +100,8 @@ static int is_python_number(PyObject *obj) {
     return PyFloat_Check(obj) || PyLong_Check(obj);
 }
 
-/* All checks that need no GPU: one dtype, one shape, contiguous, writable output, dtype supported. */
-static int validate_operands(const lab_operands *ops, lab_op op, const char *func) {
-    const lab_array *out = &ops->arrays[0];
-    if (out->readonly) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' is read-only (its producer exported it with readonly=True)",
-                     func, ops->names[0]);
-        return -1;
-    }
-    for (int i = 1; i < ops->count; i++) {
-        const lab_array *in = &ops->arrays[i];
-        if (in->dtype != out->dtype) {
-            PyErr_Format(PyExc_TypeError, "%s(): argument '%s' has dtype %s but '%s' has dtype %s; this version of lab "
-                         "needs every operand to have the same dtype", func, ops->names[i], lab_dtype_names[in->dtype],
-                         ops->names[0], lab_dtype_names[out->dtype]);
-            return -1;
-        }
-        int same_shape = in->ndim == out->ndim;
-        for (int d = 0; same_shape && d < in->ndim; d++) same_shape = in->shape[d] == out->shape[d];
-        if (!same_shape) {
-            PyObject *in_shape = PyTuple_New(in->ndim), *out_shape = PyTuple_New(out->ndim);
-            if (in_shape && out_shape) {
-                for (int d = 0; d < in->ndim; d++) PyTuple_SET_ITEM(in_shape, d, PyLong_FromLongLong(in->shape[d]));
-                for (int d = 0; d < out->ndim; d++) PyTuple_SET_ITEM(out_shape, d, PyLong_FromLongLong(out->shape[d]));
-                PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has shape %R but '%s' has shape %R; this version of "
-                             "lab needs every operand to have the same shape (no broadcasting)", func, ops->names[i],
-                             in_shape, ops->names[0], out_shape);
-            }
-            Py_XDECREF(in_shape);
-            Py_XDECREF(out_shape);
-            return -1;
-        }
-    }
-    if (lab_dtype_is_integer(out->dtype) && !OP_INTEGERS[op]) {
-        PyErr_Format(PyExc_TypeError, "%s(): dtype %s is not supported; this op supports %s", func,
-                     lab_dtype_names[out->dtype], lab_supported_dtypes_text(0));
-        return -1;
-    }
-    for (int i = 0; i < ops->count; i++) {
-        if (!lab_array_is_contiguous(&ops->arrays[i])) {
-            PyErr_Format(PyExc_ValueError, "%s(): argument '%s' is not C-contiguous; this version of lab needs "
-                         "contiguous operands (make a contiguous copy first)", func, ops->names[i]);
-            return -1;
-        }
-    }
-    return lab_check_same_device(ops->arrays, ops->names, ops->count, func);
-}
-
-static int launch(lab_state *state, const lab_operands *ops, lab_op op, lab_scalars scalars, int stream_given,
-                        cudaStream_t stream, const char *func) {
-    const lab_array *out = &ops->arrays[0];
+static int launch(lab_state *state, const lab_operands *ops, const lab_elementwise_launch *plan, int stream_given,
+                  cudaStream_t stream, const char *func) {
     if (!stream_given && lab_producer_stream(ops->arrays, ops->count, &stream) < 0) return -1;
 
     int target = 0, current = 0;
@@ -163,9 +110,7 @@ static int launch(lab_state *state, const lab_operands *ops, lab_op op, lab_scal
     if (target != current && (err = cudaSetDevice(target)) != cudaSuccess)
         return lab_raise_cuda_error(state, err, func, "switching device");
 
-    const void *inputs[3] = {NULL, NULL, NULL};
-    for (int i = 1; i < ops->count; i++) inputs[i - 1] = ops->arrays[i].data;
-    err = lab_launch_elementwise(op, out->dtype, out->data, inputs, out->numel, scalars, stream);
+    err = lab_launch_elementwise(plan, stream);
 
     if (target != current) {
         cudaError_t restore = cudaSetDevice(current);
@@ -239,20 +184,26 @@ static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, Py
         PyErr_Format(PyExc_SystemError, "%s(): op table expects %d inputs, got %d", func, OP_INPUTS[op], ops.count - 1);
         return NULL;
     }
-    if (validate_operands(&ops, op, func) < 0) return NULL;
+    lab_elementwise_launch plan;
+    if (lab_plan_elementwise(&ops, OP_INTEGERS[op], func, &plan) < 0) return NULL;
+    if (lab_check_same_device(ops.arrays, ops.names, ops.count, func) < 0) return NULL;
+    plan.op = op;
 
-    const lab_dtype dtype = ops.arrays[0].dtype;
-    lab_scalars scalars = {{1.0, 1.0}, {1, 1}};
-    if (alpha && read_scalar(alpha, dtype, func, alpha_name, &scalars.as_float[0], &scalars.as_int[0]) < 0) return NULL;
-    if (scale && read_scalar(scale, dtype, func, scale_name, &scalars.as_float[0], &scalars.as_int[0]) < 0) return NULL;
-    if (beta && read_scalar(beta, dtype, func, beta_name, &scalars.as_float[1], &scalars.as_int[1]) < 0) return NULL;
+    /* Scalars take the compute type: integers for integer arithmetic, else any real number. */
+    plan.scalars = (lab_scalars){{1.0, 1.0}, {1, 1}};
+    if (alpha && read_scalar(alpha, plan.compute, func, alpha_name, &plan.scalars.as_float[0], &plan.scalars.as_int[0]) < 0)
+        return NULL;
+    if (scale && read_scalar(scale, plan.compute, func, scale_name, &plan.scalars.as_float[0], &plan.scalars.as_int[0]) < 0)
+        return NULL;
+    if (beta && read_scalar(beta, plan.compute, func, beta_name, &plan.scalars.as_float[1], &plan.scalars.as_int[1]) < 0)
+        return NULL;
 
     int stream_given = 0;
     cudaStream_t stream = 0;
     if (lab_parse_stream_arg(state, stream_obj, func, &stream_given, &stream) < 0) return NULL;
 
-    if (ops.arrays[0].numel == 0) return Py_NewRef(out_obj); /* nothing to do: no CUDA call, no launch */
-    if (launch(state, &ops, op, scalars, stream_given, stream, func) < 0) return NULL;
+    if (plan.path == LAB_PATH_EMPTY) return Py_NewRef(out_obj); /* nothing to do: no CUDA call, no launch */
+    if (launch(state, &ops, &plan, stream_given, stream, func) < 0) return NULL;
     return Py_NewRef(out_obj);
 }
 

@@ -7,13 +7,23 @@ The pointers are never dereferenced: without a GPU, validation runs and the laun
 """
 import ctypes
 
+import itertools
+
 FAKE_POINTER = 0x7F0000000000  # 16-byte aligned, never dereferenced on the CPU
+_next_buffer = itertools.count(1)
+
+
+def fake_pointer():
+    """A distinct, 16-byte aligned fake address 4 GiB apart from every other one, so that fake
+    arrays do not overlap unless a test makes them."""
+    return FAKE_POINTER + next(_next_buffer) * (1 << 32)
 
 
 class FakeCudaArray:
     """An object whose only array protocol is a __cuda_array_interface__ dict given in full."""
 
-    def __init__(self, shape=(8,), typestr="<f4", ptr=FAKE_POINTER, readonly=False, version=3, **extra):
+    def __init__(self, shape=(8,), typestr="<f4", ptr=None, readonly=False, version=3, **extra):
+        ptr = fake_pointer() if ptr is None else ptr
         self.__cuda_array_interface__ = {
             "shape": tuple(shape), "typestr": typestr, "data": (ptr, readonly), "version": version, **extra,
         }
@@ -109,7 +119,8 @@ class FakeExchangeTensor:
 
     __dlpack_c_exchange_api__ = _CAPSULE
 
-    def __init__(self, shape=(8,), code="float", bits=32, lanes=1, ptr=FAKE_POINTER, device_type=2, device_id=0,
+    def __init__(self, shape=(8,), code="float", bits=32, lanes=1, ptr=None, device_type=2, device_id=0,
                  strides=None, byte_offset=0):
+        ptr = fake_pointer() if ptr is None else ptr
         self.shape, self.code, self.bits, self.lanes, self.ptr = tuple(shape), code, bits, lanes, ptr
         self.device_type, self.device_id, self.strides, self.byte_offset = device_type, device_id, strides, byte_offset

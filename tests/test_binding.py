@@ -180,7 +180,8 @@ def test_typestrs_read(typestr, dtype):
 
 
 def test_interface_fields_read():
-    info = core._array_info(fake_array(shape=(3, 4), typestr="<f8", strides=(8, 24), stream=1234, readonly=True))
+    info = core._array_info(fake_array(shape=(3, 4), typestr="<f8", strides=(8, 24), stream=1234, readonly=True,
+                                       ptr=FAKE_POINTER))
     assert info == {"source": "cuda_array_interface", "dtype": "float64", "shape": (3, 4), "strides": (1, 3),
                     "numel": 12, "data": FAKE_POINTER, "readonly": True, "device": -1, "stream": 1234,
                     "contiguous": False}
@@ -213,25 +214,20 @@ def test_readonly_input_is_fine_until_launch():
     assert lab.add(fake_array(shape=(0,), readonly=True), fake_array(shape=(0,)), out) is out
 
 
-def test_dtype_mismatch_names_both():
-    with pytest.raises(TypeError, match=r"argument 'b' has dtype float64 but 'out' has dtype float32"):
-        lab.add(fake_array(), fake_array(typestr="<f8"), fake_array())
+def test_shape_mismatch_names_the_inputs():
+    with pytest.raises(ValueError, match=r"cannot be broadcast together: 'a' has shape \(8,\), 'b' has shape \(4, 2\)"):
+        lab.mul(fake_array(), fake_array(shape=(4, 2)), fake_array(shape=(4, 2)))
 
 
-def test_shape_mismatch_names_both():
-    with pytest.raises(ValueError, match=r"argument 'b' has shape \(4, 2\) but 'out' has shape \(8,\)"):
-        lab.mul(fake_array(), fake_array(shape=(4, 2)), fake_array())
-
-
-def test_non_contiguous_is_refused_with_reason():
-    with pytest.raises(ValueError, match=r"argument 'a' is not C-contiguous"):
-        lab.add(fake_array(shape=(4, 2), strides=(4, 16)), fake_array(shape=(4, 2)), fake_array(shape=(4, 2)))
+def test_output_must_have_the_broadcast_shape():
+    with pytest.raises(ValueError, match=r"argument 'out' has shape \(8,\) but the inputs broadcast to \(3, 8\)"):
+        lab.add(fake_array(shape=(3, 8)), fake_array(), fake_array())
 
 
 @pytest.mark.parametrize("name", sorted(set(ALL_OPS) - INTEGER_OPS))
 def test_float_only_ops_refuse_integers(name):
     arrays = [fake_array(typestr="<i4") for _ in range(n_arrays(name))]
-    with pytest.raises(TypeError, match=r"dtype int32 is not supported; this op supports float16, bfloat16"):
+    with pytest.raises(TypeError, match=r"the inputs are integers \(int32\); this op computes on floating-point"):
         call(name, *arrays)
 
 
@@ -300,7 +296,8 @@ def test_empty_arrays_succeed_without_cuda(name, shape):
 # ---- the DLPack C exchange path, through a fake producer type ----
 
 def test_exchange_api_is_read():
-    info = core._array_info(FakeExchangeTensor(shape=(2, 3), code="bfloat", bits=16, device_id=0, byte_offset=64))
+    info = core._array_info(FakeExchangeTensor(shape=(2, 3), code="bfloat", bits=16, device_id=0, byte_offset=64,
+                                               ptr=FAKE_POINTER))
     assert info["source"] == "dlpack_exchange" and info["dtype"] == "bfloat16"
     assert info["shape"] == (2, 3) and info["strides"] == (3, 1) and info["data"] == FAKE_POINTER + 64
     assert info["device"] == 0 and not info["readonly"]

@@ -68,13 +68,13 @@ def test_succeeding_exchange_calls_do_not_leak():
     assert_no_leak(lambda: lab.fused_add_mul(a, b, 3.0, out), [a, b, out, FakeExchangeTensor])
 
 
-@pytest.mark.parametrize("case", ["bad_type", "dtype_mismatch", "shape_mismatch", "readonly", "bad_keyword",
+@pytest.mark.parametrize("case", ["bad_type", "integer_inputs", "shape_mismatch", "readonly", "bad_keyword",
                                   "bad_stream", "malformed_typestr", "bad_alpha"])
 def test_failing_calls_do_not_leak(case):
     a, b, out = fake_array(), fake_array(), fake_array()
     calls = {
         "bad_type": (lambda: lab.add(a, 3, out), TypeError),
-        "dtype_mismatch": (lambda: lab.add(a, fake_f64, out), TypeError),
+        "integer_inputs": (lambda: lab.sqrt(fake_int, out), TypeError),
         "shape_mismatch": (lambda: lab.add(a, fake_short, out), ValueError),
         "readonly": (lambda: lab.add(a, b, fake_readonly), ValueError),
         "bad_keyword": (lambda: lab.add(a, b, out, bogus=1), TypeError),
@@ -82,10 +82,10 @@ def test_failing_calls_do_not_leak(case):
         "malformed_typestr": (lambda: lab.add(fake_bad_typestr, b, out), ValueError),
         "bad_alpha": (lambda: lab.add(a, b, out, alpha="x"), TypeError),
     }
-    fake_f64, fake_short = fake_array(typestr="<f8"), fake_array(shape=(3,))
+    fake_int, fake_short = fake_array(typestr="<i4"), fake_array(shape=(3,))
     fake_readonly, fake_bad_typestr, stream_object = fake_array(readonly=True), fake_array(typestr="<q9"), object()
     fn, error = calls[case]
-    objects = tracked(a, b, out, fake_f64, fake_short, fake_readonly, fake_bad_typestr) + [stream_object]
+    objects = tracked(a, b, out, fake_int, fake_short, fake_readonly, fake_bad_typestr) + [stream_object]
     assert_no_leak(failing(fn, error), objects)
 
 

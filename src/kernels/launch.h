@@ -1,7 +1,7 @@
 /* launch.h - the one boundary between the binding (C, level 2-3) and the kernels (CUDA, level 4).
  *
- * Everything that crosses it is plain C: pointers, element counts, a dtype enum, an op enum, the
- * op's scalar parameters and a cudaStream_t. Launchers return cudaError_t and never touch Python;
+ * Everything that crosses it is plain C: a struct of pointers, sizes, strides, dtype and op enums and
+ * the op's scalar parameters, and a cudaStream_t. Launchers return cudaError_t and never touch Python;
  * the C side turns a non-success code into lab.CudaError. */
 #ifndef LAB_KERNELS_LAUNCH_H
 #define LAB_KERNELS_LAUNCH_H
@@ -43,10 +43,37 @@ typedef struct {
     int64_t as_int[2];
 } lab_scalars;
 
-/* Contiguous elementwise launch: out[i] = op(in[0][i], in[1][i], in[2][i]) for i < n.
- * All arrays have dtype `dtype`; unused inputs are NULL. n == 0 launches nothing. */
-cudaError_t lab_launch_elementwise(lab_op op, lab_dtype dtype, void *out, const void *const in[3],
-                                   int64_t n, lab_scalars scalars, cudaStream_t stream);
+#define LAB_MAX_DIMS 8
+#define LAB_MAX_OPERANDS 4 /* the output and up to three inputs */
+
+/* How the kernels walk memory; the plan (src/plan.c) picks one per call. */
+typedef enum {
+    LAB_PATH_EMPTY = 0,  /* no elements: nothing is launched */
+    LAB_PATH_VECTORIZED, /* one dtype, contiguous, every pointer 16-byte aligned: 16-byte packets */
+    LAB_PATH_CONTIGUOUS, /* one dtype, contiguous, some pointer misaligned: one element at a time */
+    LAB_PATH_STRIDED,    /* one dtype, any strides (broadcast inputs have stride 0) */
+    LAB_PATH_CASTING,    /* mixed dtypes: each operand converted on load / on store, any strides */
+} lab_path;
+
+/* One elementwise launch, fully decided on the host. Operand 0 is the output, 1..n_inputs the
+ * inputs. Dimensions run outermost first; strides are in bytes and may be negative or zero (inputs).
+ * For the typed paths every operand has dtype `compute`'s storage type, dtypes[0]. */
+typedef struct {
+    lab_op op;
+    lab_path path;
+    int n_inputs;
+    lab_dtype dtypes[LAB_MAX_OPERANDS];
+    lab_dtype compute;                 /* CASTING: the type arithmetic is done in (never a half type) */
+    char *data[LAB_MAX_OPERANDS];
+    int ndim;
+    int64_t numel;
+    int64_t shape[LAB_MAX_DIMS];
+    int64_t byte_strides[LAB_MAX_OPERANDS][LAB_MAX_DIMS];
+    lab_scalars scalars;
+} lab_elementwise_launch;
+
+/* Launches one planned elementwise op on `stream`. LAB_PATH_EMPTY launches nothing. */
+cudaError_t lab_launch_elementwise(const lab_elementwise_launch *launch, cudaStream_t stream);
 
 /* Architectures this build carries, as "sm_80 sm_90 compute_90" (for `python -m lab`). */
 const char *lab_compiled_architectures(void);
