@@ -80,6 +80,33 @@ def bandwidth_rows(torch, cupy, n, repeats):
     return rows, copy_tbs
 
 
+def layout_rows(torch, side, repeats):
+    """Views and broadcasts on (side, side) float32 matrices, lab against torch on the same arrays.
+    Bytes count each logical element read or written once."""
+    timer = torch_timer(torch)
+    x = torch.rand(side, side, device="cuda")
+    y = torch.rand(side, side, device="cuda")
+    bias = torch.rand(side, device="cuda")
+    out = torch.empty(side, side, device="cuda")
+    half_out = torch.empty(side, side // 2, device="cuda")
+    x16 = x.half()
+    elems = side * side
+    cases = [
+        ("copy(x.T)", 2 * elems * 4, lambda: lab.copy(x.T, out), lambda: out.copy_(x.T)),
+        ("add bias row", 2 * elems * 4 + side * 4, lambda: lab.add(x, bias, out), lambda: torch.add(x, bias, out=out)),
+        ("add x[:, ::2]", 3 * elems * 2, lambda: lab.add(x[:, ::2], y[:, ::2], half_out),
+         lambda: torch.add(x[:, ::2], y[:, ::2], out=half_out)),
+        ("add f16 + f32", elems * (2 + 4 + 4), lambda: lab.add(x16, y, out), lambda: torch.add(x16, y, out=out)),
+    ]
+    rows = []
+    for name, nbytes, lab_fn, torch_fn in cases:
+        lab_ms = median_ms(lab_fn, *timer, repeats=repeats)
+        torch_ms = median_ms(torch_fn, *timer, repeats=repeats)
+        rows.append(dict(op=name, shape=f"{side}x{side}", lab_ms=lab_ms, torch_ms=torch_ms,
+                         lab_tbs=nbytes / lab_ms / 1e9, torch_tbs=nbytes / torch_ms / 1e9))
+    return rows
+
+
 def per_call_rows(torch, cupy):
     rows = []
     a, b, out = (torch.rand(1024, device="cuda") for _ in range(3))
@@ -110,12 +137,14 @@ def main():
     n = 1 << 24 if args.quick else 1 << 28
     repeats = 10 if args.quick else 30
     bw, copy_tbs = bandwidth_rows(torch, cupy, n, repeats)
+    layouts = layout_rows(torch, 2048 if args.quick else 8192, repeats)
     calls = per_call_rows(torch, cupy)
     gpu = torch.cuda.get_device_name()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(gpu=gpu, torch=torch.__version__, cupy=getattr(cupy, "__version__", None),
-                           lab=lab.__version__, date=time.strftime("%Y-%m-%d"), bandwidth=bw, per_call=calls), f,
+                           lab=lab.__version__, date=time.strftime("%Y-%m-%d"), bandwidth=bw, layouts=layouts,
+                           per_call=calls), f,
                       indent=1)
 
     print(f"\n== lab elementwise benchmark on {gpu}, torch {torch.__version__}, CuPy "
@@ -129,6 +158,11 @@ def main():
               f"{fmt(r.get('lab_on_cupy_ms')):>9s} {fmt(vs_torch, '.2f'):>9s} {fmt(vs_cupy, '.2f'):>8s} "
               f"{r['tbs']:9.2f} {100 * r['tbs'] / copy_tbs:6.0f}%")
     print("(vs torch / vs cupy: the peer's time over lab's; > 1 means lab is faster)")
+    print(f"\n{'layout (float32)':16s} {'shape':>10s} {'lab ms':>8s} {'torch ms':>9s} {'vs torch':>9s} "
+          f"{'lab TB/s':>9s} {'torch TB/s':>11s}")
+    for r in layouts:
+        print(f"{r['op']:16s} {r['shape']:>10s} {r['lab_ms']:8.3f} {r['torch_ms']:9.3f} "
+              f"{r['torch_ms'] / r['lab_ms']:9.2f} {r['lab_tbs']:9.2f} {r['torch_tbs']:11.2f}")
     print(f"\n{'per call, 1024 elements':28s} {'us':>7s}")
     for r in calls:
         print(f"{r['what']:28s} {r['us']:7.2f}")

@@ -35,8 +35,8 @@ class TorchProducer:
         t = t.to(getattr(self.torch, dtype)).to("cuda")
         return t, self.to_host(t)
 
-    def empty_poisoned(self, n, dtype):
-        t = self.torch.empty(n, dtype=getattr(self.torch, dtype), device="cuda")
+    def empty_poisoned(self, shape, dtype):
+        t = self.torch.empty(shape, dtype=getattr(self.torch, dtype), device="cuda")
         t.fill_(poison_value(dtype))
         return t
 
@@ -62,8 +62,8 @@ class CupyProducer:
         array = self.cupy.asarray(np.asarray(values, dtype=dtype))
         return array, self.to_host(array)
 
-    def empty_poisoned(self, n, dtype):
-        array = self.cupy.empty(n, dtype=dtype)
+    def empty_poisoned(self, shape, dtype):
+        array = self.cupy.empty(shape, dtype=dtype)
         array.fill(poison_value(dtype))
         return array
 
@@ -88,13 +88,23 @@ class NumbaProducer:
         array = self.cuda.to_device(host)
         return array, self.to_host(array)
 
-    def empty_poisoned(self, n, dtype):
-        return self.cuda.to_device(np.full(n, poison_value(dtype), dtype=dtype))
+    def empty_poisoned(self, shape, dtype):
+        return self.cuda.to_device(np.full(shape, poison_value(dtype), dtype=dtype))
 
     def to_host(self, array):
         self.cuda.synchronize()
         values = array.copy_to_host()
         return values.astype(np.float64 if values.dtype.kind == "f" else np.int64)
+
+
+def round_to(values, dtype):
+    """values (float64/int64) as stored in dtype, back as float64/int64: what a cast on store gives
+    (bfloat16 through torch, which rounds to nearest even like the kernels)."""
+    if dtype == "bfloat16":
+        import torch
+        return torch.tensor(np.asarray(values, np.float32)).to(torch.bfloat16).float().numpy().astype(np.float64)
+    stored = np.asarray(values).astype(dtype)
+    return stored.astype(np.float64 if stored.dtype.kind == "f" else np.int64)
 
 
 def _available():

@@ -15,10 +15,6 @@ ALPHA, BETA, SCALE = 2.5, -0.75, 1.5
 INT_ALPHA = 3
 
 
-def _wrap_free(fn):
-    return fn
-
-
 class Op:
     def __init__(self, name, n_inputs, reference, integers=False, ranges=None, call=None):
         self.name, self.n_inputs, self.reference, self.integers = name, n_inputs, reference, integers
@@ -80,23 +76,25 @@ TOLERANCES = {
 }
 
 
+def random_input(op, k, dtype, shape, rng):
+    """Host values for input k of op, in the op's range (integers: the dtype's full range)."""
+    if dtype in ("int8", "int16", "int32", "int64", "uint8"):
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=dtype)
+    low, high = op.ranges[k]
+    values = rng.uniform(low, high, size=shape)
+    if op is OPS["div"] and k == 1:
+        values *= rng.choice([-1.0, 1.0], size=shape)
+    return values
+
+
 def random_inputs(op, dtype, n, rng):
-    """Host values for each input, in the op's ranges (integers: the dtype's full range)."""
-    inputs = []
-    for k in range(op.n_inputs):
-        if dtype in ("int8", "int16", "int32", "int64", "uint8"):
-            info = np.iinfo(dtype)
-            inputs.append(rng.integers(info.min, info.max, size=n, endpoint=True, dtype=dtype))
-            continue
-        low, high = op.ranges[k]
-        values = rng.uniform(low, high, size=n)
-        if op is OPS["div"] and k == 1:
-            values *= rng.choice([-1.0, 1.0], size=n)
-        inputs.append(values)
-    return inputs
+    return [random_input(op, k, dtype, n, rng) for k in range(op.n_inputs)]
 
 
 def expected(op, dtype, host_inputs):
+    """The op on stored input values, computed in float64 (integers: in int64, wrapped to dtype, the
+    compute dtype)."""
     integer = dtype in ("int8", "int16", "int32", "int64", "uint8")
     if integer:
         with np.errstate(over="ignore"):
@@ -106,7 +104,7 @@ def expected(op, dtype, host_inputs):
 
 
 def assert_close(got, want, dtype, what=""):
-    assert got.shape == want.shape
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, want {want.shape}"
     if dtype not in TOLERANCES:
         mismatch = np.flatnonzero(got != want)
         assert mismatch.size == 0, f"{what}: {mismatch.size} elements differ, first at {mismatch[:5]}: " \
