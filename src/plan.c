@@ -7,7 +7,8 @@
 
 #include "dtype.h"
 
-const char *const lab_path_names[] = {"empty", "vectorized", "contiguous", "strided", "casting"};
+const char *const lab_path_names[] = {"empty", "vectorized", "contiguous", "strided", "strided_vectorized",
+                                      "casting"}; /* in lab_path's order */
 
 static PyObject *shape_tuple(const int64_t *shape, int ndim) {
     PyObject *tuple = PyTuple_New(ndim);
@@ -173,6 +174,23 @@ static int choose_compute_dtype(const lab_operands *ops, int integers_allowed, c
     return 0;
 }
 
+/* Whether the innermost dimension can be walked in 16-byte packets: its length a multiple of the
+ * packet, and for each operand either contiguous along it (stride = item size, start and outer
+ * strides 16-byte aligned) or broadcast along it (stride 0: one element fills the packet). A bias
+ * row added to a matrix is the case this is for. */
+static int inner_dimension_packs(const lab_elementwise_launch *launch, int n_operands) {
+    const int64_t itemsize = lab_dtype_itemsize[launch->dtypes[0]];
+    const int inner = launch->ndim - 1;
+    if (launch->shape[inner] % (16 / itemsize) != 0 || launch->byte_strides[0][inner] != itemsize) return 0;
+    for (int i = 0; i < n_operands; i++) {
+        if (launch->byte_strides[i][inner] == 0) continue;
+        if (launch->byte_strides[i][inner] != itemsize || ((uintptr_t)launch->data[i] & 15u) != 0) return 0;
+        for (int d = 0; d < inner; d++)
+            if (launch->byte_strides[i][d] % 16 != 0) return 0;
+    }
+    return 1;
+}
+
 int lab_plan_elementwise(const lab_operands *ops, int integers_allowed, const char *func,
                          lab_elementwise_launch *launch) {
     const lab_array *out = &ops->arrays[0];
@@ -272,6 +290,7 @@ int lab_plan_elementwise(const lab_operands *ops, int integers_allowed, const ch
         contiguous &= launch->byte_strides[i][0] == lab_dtype_itemsize[out->dtype];
         aligned &= ((uintptr_t)launch->data[i] & 15u) == 0;
     }
-    launch->path = !contiguous ? LAB_PATH_STRIDED : aligned ? LAB_PATH_VECTORIZED : LAB_PATH_CONTIGUOUS;
+    if (contiguous) launch->path = aligned ? LAB_PATH_VECTORIZED : LAB_PATH_CONTIGUOUS;
+    else launch->path = inner_dimension_packs(launch, ops->count) ? LAB_PATH_STRIDED_VECTORIZED : LAB_PATH_STRIDED;
     return 0;
 }

@@ -32,11 +32,16 @@ LAYOUTS = {
     "broadcast_row": ("row", None, (37, 53), IDENTITY),
     "broadcast_outer": ("outer", None, (37, 53), IDENTITY),
     "zero_d": ("zero_d", None, (37, 53), IDENTITY),
+    "broadcast_row_packed": ("row_packed", None, (36, 64), IDENTITY),
+    "broadcast_outer_packed": ("outer_packed", None, (36, 64), IDENTITY),
 }
+PACKED = {"broadcast_row_packed", "broadcast_outer_packed"}  # these must take the strided_vectorized path
 BROADCAST_SHAPES = {  # input shapes for each number of inputs
     "row": {1: [(53,)], 2: [(37, 53), (53,)], 3: [(37, 53), (53,), (1, 53)]},
     "outer": {1: [(37, 1)], 2: [(37, 1), (1, 53)], 3: [(37, 1), (1, 53), (37, 53)]},
     "zero_d": {1: [()], 2: [(37, 53), ()], 3: [(), (37, 53), ()]},
+    "row_packed": {1: [(64,)], 2: [(36, 64), (64,)], 3: [(36, 64), (64,), (1, 64)]},
+    "outer_packed": {1: [(36, 1)], 2: [(36, 1), (36, 64)], 3: [(36, 1), (36, 64), (36, 64)]},
 }
 
 
@@ -70,7 +75,10 @@ def run_layout(key, layout, dtype, producer, rng, in_dtypes=None, out_dtype=None
     result = op.call(lab, device_inputs, out, integer) if op.call else getattr(lab, op.name)(*device_inputs, out)
     assert result is out
 
-    compute = core._plan(out, *device_inputs, integers=op.integers)["compute_dtype"]
+    plan = core._plan(out, *device_inputs, integers=op.integers)
+    compute = plan["compute_dtype"]
+    if layout in PACKED and len(set(in_dtypes + [out_dtype])) == 1:
+        assert plan["path"] == "strided_vectorized", plan
     want = expected(op, compute, [np.broadcast_to(x, np.broadcast_shapes(*[h.shape for h in host_inputs]))
                                   for x in host_inputs])
     want = np.broadcast_to(round_to(want, out_dtype), out_view(np.empty(out_base_shape)).shape)
@@ -94,7 +102,7 @@ def test_layout(key, layout, producer_name):
     run_layout(key, layout, "float32", producer, np.random.default_rng(abs(hash((key, layout))) % 2**32))
 
 
-@pytest.mark.parametrize("layout", ["transposed_inputs", "broadcast_row", "step_slices"])
+@pytest.mark.parametrize("layout", ["transposed_inputs", "broadcast_row", "step_slices", "broadcast_row_packed"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64", "int8", "int32", "uint8"])
 @pytest.mark.parametrize("key", ["add_alpha", "mul", "maximum", "abs", "copy", "fused_add_mul", "gelu"])
 def test_layout_dtypes(key, dtype, layout):

@@ -74,15 +74,27 @@ def test_negative_input_stride_alone_stays_strided():
     assert plan["path"] == "strided" and plan["byte_strides"][1] == (-4,) and plan["data"][1] == base + 36
 
 
-def test_bias_row_broadcast():
+def test_bias_row_broadcast_walks_packets():
     plan = core._plan(view((64, 32)), view((64, 32)), view((32,)))
-    assert plan["path"] == "strided" and plan["shape"] == (64, 32)
+    assert plan["path"] == "strided_vectorized" and plan["shape"] == (64, 32)
     assert plan["byte_strides"] == ((128, 4), (128, 4), (0, 4))
 
 
 def test_outer_product_broadcast():
     plan = core._plan(view((5, 7)), view((5, 1)), view((1, 7)))
-    assert plan["byte_strides"] == ((28, 4), (4, 0), (0, 4))
+    assert plan["byte_strides"] == ((28, 4), (4, 0), (0, 4)) and plan["path"] == "strided"  # 7 % 4 != 0
+
+
+def test_outer_product_broadcast_in_packets():
+    plan = core._plan(view((5, 8)), view((5, 1)), view((1, 8)))
+    assert plan["path"] == "strided_vectorized"
+
+
+def test_misaligned_rows_do_not_pack():
+    plan = core._plan(view((6, 9)), view((6, 9), strides=(9, 1)), view((9,)))  # rows 36 bytes apart
+    assert plan["path"] == "strided"
+    plan = core._plan(view((6, 8)), view((6, 8), strides=(10, 1), offset=1), view((8,)))  # x[:, 1:9] of (6, 10)
+    assert plan["path"] == "strided"
 
 
 def test_zero_dimensional_operands():
@@ -93,6 +105,7 @@ def test_zero_dimensional_operands():
 def test_scalar_array_broadcast_to_vector():
     plan = core._plan(view((9,)), view((9,)), view(()))
     assert plan["path"] == "strided" and plan["byte_strides"][2] == (0,)
+    assert core._plan(view((12,)), view((12,)), view(()))["path"] == "strided_vectorized"
 
 
 def test_size_one_dimensions_are_dropped():

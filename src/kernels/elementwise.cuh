@@ -35,6 +35,7 @@ template <typename C> OpParams<C> to_params(const lab_scalars &s) {
 // One per path; each lives in its own .cu file so nvcc builds them in parallel.
 cudaError_t launch_contiguous(const lab_elementwise_launch &launch, cudaStream_t stream);
 cudaError_t launch_strided(const lab_elementwise_launch &launch, cudaStream_t stream);
+cudaError_t launch_strided_vectorized(const lab_elementwise_launch &launch, cudaStream_t stream);
 cudaError_t launch_casting(const lab_elementwise_launch &launch, cudaStream_t stream);
 
 }  // namespace lab

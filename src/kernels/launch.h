@@ -52,6 +52,8 @@ typedef enum {
     LAB_PATH_VECTORIZED, /* one dtype, contiguous, every pointer 16-byte aligned: 16-byte packets */
     LAB_PATH_CONTIGUOUS, /* one dtype, contiguous, some pointer misaligned: one element at a time */
     LAB_PATH_STRIDED,    /* one dtype, any strides (broadcast inputs have stride 0) */
+    LAB_PATH_STRIDED_VECTORIZED, /* one dtype, the innermost dimension contiguous (or broadcast) for
+                                    every operand and 16-byte aligned: strided over 16-byte packets */
     LAB_PATH_CASTING,    /* mixed dtypes: each operand converted on load / on store, any strides */
 } lab_path;
 
