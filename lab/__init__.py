@@ -20,8 +20,12 @@ except ImportError as error:  # the extension is not built
         "nvcc from the CUDA toolkit must be on PATH or CUDA_HOME must point at the toolkit."
     ) from error
 
+from ._runtime import asarray, stream  # noqa: E402
 from .lab import (  # noqa: E402  (re-exported: the public API)
+    Array,
     CudaError,
+    Event,
+    Stream,
     abs,
     add,
     add_relu,
@@ -30,14 +34,17 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     copy,
     cuda_driver_version,
     cuda_runtime_version,
+    current_stream,
     device_count,
     div,
+    empty,
     exp,
     fused_add_mul,
     gelu,
     get_device_properties,
     is_available,
     maximum,
+    mem_get_info,
     minimum,
     mul,
     neg,
@@ -46,12 +53,15 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     silu,
     sqrt,
     sub,
+    synchronize,
     vector_add,
+    zeros,
 )
 
 __all__ = [
-    "CudaError", "__version__", "abs", "add", "add_relu", "axpby", "compiled_architectures", "copy",
-    "cuda_driver_version", "cuda_runtime_version", "device_count", "div", "exp", "fused_add_mul", "gelu",
-    "get_device_properties", "is_available", "maximum", "minimum", "mul", "neg", "relu", "sigmoid", "silu",
-    "sqrt", "sub", "vector_add",
+    "Array", "CudaError", "Event", "Stream", "__version__", "abs", "add", "add_relu", "asarray", "axpby",
+    "compiled_architectures", "copy", "cuda_driver_version", "cuda_runtime_version", "current_stream",
+    "device_count", "div", "empty", "exp", "fused_add_mul", "gelu", "get_device_properties", "is_available",
+    "maximum", "mem_get_info", "minimum", "mul", "neg", "relu", "sigmoid", "silu", "sqrt", "stream", "sub",
+    "synchronize", "vector_add", "zeros",
 ]

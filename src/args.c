@@ -13,8 +13,8 @@ int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig,
                    PyObject *kwnames, PyObject **slots) {
     nargs = PyVectorcall_NARGS(nargs);
     if (nargs > sig->n_positional) {
-        PyErr_Format(PyExc_TypeError, "%s() takes %d positional arguments but %zd were given", func,
-                     sig->n_positional, nargs);
+        PyErr_Format(PyExc_TypeError, "%s() takes %s%d positional arguments but %zd were given", func,
+                     sig->n_required < sig->n_positional ? "at most " : "", sig->n_positional, nargs);
         return -1;
     }
     for (int i = 0; i < sig->n_params; i++) slots[i] = i < nargs ? args[i] : NULL;
@@ -33,7 +33,7 @@ int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig,
         }
         slots[i] = args[nargs + k];
     }
-    for (int i = 0; i < sig->n_positional; i++) {
+    for (int i = 0; i < sig->n_required; i++) {
         if (!slots[i]) {
             PyErr_Format(PyExc_TypeError, "%s() missing required argument '%U' (pos %d)", func,
                          state->names[sig->names[i]], i + 1);

@@ -12,12 +12,13 @@
 #define LAB_MAX_PARAMS 8
 
 typedef struct {
-    int n_positional;       /* leading parameters that may be passed by position; all are required */
+    int n_required;         /* leading parameters that must be given */
+    int n_positional;       /* leading parameters that may be passed by position (>= n_required) */
     int n_params;           /* positional ones, then keyword-only ones (optional) */
     lab_name names[LAB_MAX_PARAMS];
 } lab_signature;
 
-/* Fills slots[0 .. n_params) with borrowed references (NULL for keyword-only ones not given).
+/* Fills slots[0 .. n_params) with borrowed references (NULL for optional ones not given).
  * `func` names the function in messages. Returns 0, or -1 with TypeError set. */
 int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, PyObject **slots);

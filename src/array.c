@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "runtime_types.h"
 
 /* ---- the per-type exchange-API cache ---- */
 
@@ -63,6 +64,7 @@ static int lookup_exchange_api(lab_state *state, PyObject *obj, const DLPackExch
 }
 
 int lab_has_array_protocol(lab_state *state, PyObject *obj) {
+    if (Py_IS_TYPE(obj, state->ArrayType)) return 1;
     const DLPackExchangeAPI *api = NULL;
     if (lookup_exchange_api(state, obj, &api) < 0) {
         PyErr_Clear();
@@ -158,6 +160,7 @@ static int read_dlpack_exchange(const DLPackExchangeAPI *api, PyObject *obj, con
     array->exchange_api = api;
     array->has_stream = 0;
     array->stream = 0;
+    array->lab_array = NULL;
     return 0;
 }
 
@@ -357,10 +360,15 @@ static int read_cai_dict(lab_state *state, PyObject *cai, const char *func, cons
     array->device = -1;
     array->source = LAB_SOURCE_CAI;
     array->exchange_api = NULL;
+    array->lab_array = NULL;
     return 0;
 }
 
 int lab_read_array(lab_state *state, PyObject *obj, const char *func, const char *argname, lab_array *array) {
+    if (Py_IS_TYPE(obj, state->ArrayType)) {
+        lab_array_object_describe((lab_array_object *)obj, array);
+        return 0;
+    }
     const DLPackExchangeAPI *api = NULL;
     if (lookup_exchange_api(state, obj, &api) < 0) return -1;
     if (api) return read_dlpack_exchange(api, obj, func, argname, array);

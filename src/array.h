@@ -2,8 +2,8 @@
  *
  * lab_read_array() is the only place that speaks the array protocols: it fills a lab_array from a
  * type's DLPack C exchange API (torch: tens of nanoseconds, bfloat16 and the stream unambiguous) or
- * from __cuda_array_interface__ v0-v3 (CuPy, Numba, JAX, anything else). Everything after it sees
- * only the struct. */
+ * from __cuda_array_interface__ v0-v3 (CuPy, Numba, JAX, anything else); lab's own lab.Array is
+ * read straight from its C struct. Everything after it sees only the struct. */
 #ifndef LAB_ARRAY_H
 #define LAB_ARRAY_H
 
@@ -13,7 +13,7 @@
 #include "kernels/launch.h"
 
 
-typedef enum { LAB_SOURCE_DLPACK_EXCHANGE, LAB_SOURCE_CAI } lab_array_source;
+typedef enum { LAB_SOURCE_DLPACK_EXCHANGE, LAB_SOURCE_CAI, LAB_SOURCE_LAB_ARRAY } lab_array_source;
 
 typedef struct {
     char *data;                      /* first element (DLPack byte_offset already applied) */
@@ -26,8 +26,9 @@ typedef struct {
     int device;                      /* CUDA ordinal, or -1 where the protocol does not say (CAI) */
     lab_array_source source;
     const DLPackExchangeAPI *exchange_api; /* set for LAB_SOURCE_DLPACK_EXCHANGE: asked for the stream */
-    int has_stream;                  /* CAI v3 'stream' given (not None) */
-    uintptr_t stream;                /* that stream: 1 legacy default, 2 per-thread default, else a handle */
+    int has_stream;                  /* a stream is declared: CAI v3 'stream' (not None), a lab.Array's */
+    uintptr_t stream;                /* that stream: 0/1 legacy default, 2 per-thread default, else a handle */
+    PyObject *lab_array;             /* LAB_SOURCE_LAB_ARRAY: the lab.Array (borrowed), to note its last stream */
 } lab_array;
 
 /* Reads `obj` (the argument called `argname` of function `func`) into *array.

@@ -20,7 +20,7 @@ static int is_sticky(cudaError_t err) {
            err == cudaErrorMisalignedAddress || err == cudaErrorInvalidAddressSpace || err == cudaErrorInvalidPc;
 }
 
-int lab_raise_cuda_error(lab_state *state, cudaError_t err, const char *func, const char *during) {
+PyObject *lab_raise_cuda_error(lab_state *state, cudaError_t err, const char *func, const char *during) {
     const char *name = cudaGetErrorName(err);
     const char *text = cudaGetErrorString(err);
     const char *hint = lab_is_no_device_error(err)
@@ -30,10 +30,10 @@ int lab_raise_cuda_error(lab_state *state, cudaError_t err, const char *func, co
                                         : "";
     PyObject *message = PyUnicode_FromFormat("%s(): CUDA error during %s: %s (%s, code %d)%s", func, during, text, name,
                                              (int)err, hint);
-    if (!message) return -1;
+    if (!message) return NULL;
     PyObject *exc = PyObject_CallOneArg(state->CudaError, message);
     Py_DECREF(message);
-    if (!exc) return -1;
+    if (!exc) return NULL;
     PyObject *code = PyLong_FromLong((long)err);
     PyObject *name_obj = PyUnicode_FromString(name);
     if (!code || !name_obj || PyObject_SetAttr(exc, LAB_NAME_OBJ(state, code), code) < 0 ||
@@ -41,11 +41,11 @@ int lab_raise_cuda_error(lab_state *state, cudaError_t err, const char *func, co
         Py_XDECREF(code);
         Py_XDECREF(name_obj);
         Py_DECREF(exc);
-        return -1;
+        return NULL;
     }
     Py_DECREF(code);
     Py_DECREF(name_obj);
     PyErr_SetObject(state->CudaError, exc);
     Py_DECREF(exc);
-    return -1;
+    return NULL;
 }

@@ -43,3 +43,14 @@ cudaError_t lab_select_device(lab_state *state, const lab_array *arrays, int n, 
     }
     return cudaSuccess;
 }
+
+cudaError_t lab_with_device(int device, cudaError_t (*call)(void *context), void *context) {
+    int current = 0;
+    cudaError_t err = cudaGetDevice(&current);
+    if (err != cudaSuccess) return err;
+    if (device < 0 || device == current) return call(context);
+    if ((err = cudaSetDevice(device)) != cudaSuccess) return err;
+    err = call(context);
+    cudaError_t restore = cudaSetDevice(current);
+    return err != cudaSuccess ? err : restore;
+}

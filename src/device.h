@@ -15,4 +15,8 @@ int lab_check_same_device(const lab_array *arrays, const char *const *names, int
  * Also returns the caller's current device so the launch can restore it. */
 cudaError_t lab_select_device(lab_state *state, const lab_array *arrays, int n, int *target, int *current);
 
+/* Runs `call` on `device` (-1: the current one), switching the caller's current device only when it
+ * differs and restoring it afterwards. Returns the first error. */
+cudaError_t lab_with_device(int device, cudaError_t (*call)(void *context), void *context);
+
 #endif

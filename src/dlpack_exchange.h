@@ -1,5 +1,6 @@
-/* dlpack_exchange.h - the parts of DLPack 1.3 (dmlc/dlpack include/dlpack/dlpack.h) that lab reads:
- * DLTensor and the C exchange API that producers publish as `type.__dlpack_c_exchange_api__`.
+/* dlpack_exchange.h - the parts of DLPack 1.3 (dmlc/dlpack include/dlpack/dlpack.h) that lab uses:
+ * DLTensor, the C exchange API that producers publish as `type.__dlpack_c_exchange_api__` (lab
+ * reads it), and the managed tensors that `__dlpack__` capsules carry (lab.Array exports them).
  * Declared here with the same layout, so lab needs no DLPack checkout to build. */
 #ifndef LAB_DLPACK_EXCHANGE_H
 #define LAB_DLPACK_EXCHANGE_H
@@ -22,6 +23,23 @@ typedef struct {
     int64_t *strides; /* in elements; NULL means compact row-major */
     uint64_t byte_offset;
 } DLTensor;
+
+/* What a "dltensor" capsule holds (DLPack < 1.0); the consumer calls deleter when done. */
+typedef struct DLManagedTensor {
+    DLTensor dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensor *self);
+} DLManagedTensor;
+
+/* What a "dltensor_versioned" capsule holds (DLPack >= 1.0). */
+#define DLPACK_FLAG_BITMASK_READ_ONLY (1ULL << 0)
+typedef struct DLManagedTensorVersioned {
+    DLPackVersion version;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensorVersioned *self);
+    uint64_t flags;
+    DLTensor dl_tensor;
+} DLManagedTensorVersioned;
 
 typedef struct DLPackExchangeAPIHeader {
     DLPackVersion version;

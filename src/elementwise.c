@@ -14,6 +14,7 @@
 #include "dtype.h"
 #include "kernels/launch.h"
 #include "plan.h"
+#include "runtime_types.h"
 #include "stream.h"
 
 /* What each parameter of a signature family means to run_elementwise. */
@@ -25,17 +26,17 @@ typedef struct {
 } lab_family;
 
 #define N(id) LAB_NAME_##id
-static const lab_family FAMILY_UNARY = {{2, 3, {N(x), N(out), N(stream)}}, {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
-static const lab_family FAMILY_COPY = {{2, 3, {N(src), N(dst), N(stream)}}, {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
-static const lab_family FAMILY_GELU = {{2, 4, {N(x), N(out), N(approximate), N(stream)}},
+static const lab_family FAMILY_UNARY = {{2, 2, 3, {N(x), N(out), N(stream)}}, {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
+static const lab_family FAMILY_COPY = {{2, 2, 3, {N(src), N(dst), N(stream)}}, {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
+static const lab_family FAMILY_GELU = {{2, 2, 4, {N(x), N(out), N(approximate), N(stream)}},
                                        {ROLE_INPUT, ROLE_OUTPUT, ROLE_APPROXIMATE, ROLE_STREAM}};
-static const lab_family FAMILY_BINARY = {{3, 4, {N(a), N(b), N(out), N(stream)}},
+static const lab_family FAMILY_BINARY = {{3, 3, 4, {N(a), N(b), N(out), N(stream)}},
                                          {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
-static const lab_family FAMILY_ADD = {{3, 5, {N(a), N(b), N(out), N(alpha), N(stream)}},
+static const lab_family FAMILY_ADD = {{3, 3, 5, {N(a), N(b), N(out), N(alpha), N(stream)}},
                                       {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_ALPHA, ROLE_STREAM}};
-static const lab_family FAMILY_FUSED = {{4, 5, {N(a), N(b), N(s), N(out), N(stream)}},
+static const lab_family FAMILY_FUSED = {{4, 4, 5, {N(a), N(b), N(s), N(out), N(stream)}},
                                         {ROLE_INPUT, ROLE_INPUT, ROLE_SCALE, ROLE_OUTPUT, ROLE_STREAM}};
-static const lab_family FAMILY_AXPBY = {{5, 6, {N(alpha), N(x), N(beta), N(y), N(out), N(stream)}},
+static const lab_family FAMILY_AXPBY = {{5, 5, 6, {N(alpha), N(x), N(beta), N(y), N(out), N(stream)}},
                                         {ROLE_ALPHA, ROLE_INPUT, ROLE_BETA, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
 #undef N
 
@@ -102,22 +103,38 @@ static int is_python_number(PyObject *obj) {
 
 static int launch(lab_state *state, const lab_operands *ops, const lab_elementwise_launch *plan, int stream_given,
                   cudaStream_t stream, const char *func) {
-    if (!stream_given && lab_producer_stream(ops->arrays, ops->count, &stream) < 0) return -1;
+    lab_stream_plan streams;
+    if (lab_plan_streams(state, ops->arrays, ops->count, stream_given, stream, &streams) < 0) return -1;
 
     int target = 0, current = 0;
+    const char *step = "device selection";
     cudaError_t err = lab_select_device(state, ops->arrays, ops->count, &target, &current);
-    if (err != cudaSuccess) return lab_raise_cuda_error(state, err, func, "device selection");
-    if (target != current && (err = cudaSetDevice(target)) != cudaSuccess)
-        return lab_raise_cuda_error(state, err, func, "switching device");
-
-    err = lab_launch_elementwise(plan, stream);
-
+    if (err == cudaSuccess && target != current) err = cudaSetDevice(target);
+    if (err == cudaSuccess) {
+        step = "ordering with the producers' streams";
+        err = lab_order_before_launch(state, &streams, target);
+    }
+    if (err == cudaSuccess) {
+        step = "kernel launch";
+        err = lab_launch_elementwise(plan, streams.launch);
+    }
+    if (err == cudaSuccess) {
+        step = "ordering the producers' streams after the launch";
+        err = lab_order_after_launch(state, &streams, target);
+    }
     if (target != current) {
         cudaError_t restore = cudaSetDevice(current);
-        if (err == cudaSuccess && restore != cudaSuccess)
-            return lab_raise_cuda_error(state, restore, func, "restoring the current device");
+        if (err == cudaSuccess && restore != cudaSuccess) {
+            err = restore;
+            step = "restoring the current device";
+        }
     }
-    if (err != cudaSuccess) return lab_raise_cuda_error(state, err, func, "kernel launch");
+    if (err != cudaSuccess) {
+        lab_raise_cuda_error(state, err, func, step);
+        return -1;
+    }
+    for (int i = 0; i < ops->count; i++) /* lab.Arrays remember where they were last used */
+        if (ops->arrays[i].lab_array) ((lab_array_object *)ops->arrays[i].lab_array)->stream = streams.launch;
     return 0;
 }
 

@@ -9,6 +9,10 @@
 #include "introspect.h"
 #include "module_state.h"
 #include "runtime.h"
+#include "runtime_types.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #ifndef LAB_VERSION
 #define LAB_VERSION "0.0.0+unknown"
@@ -28,9 +32,22 @@ static int lab_exec(PyObject *module) {
         state->names[i] = PyUnicode_InternFromString(NAME_TEXT[i]);
         if (!state->names[i]) return -1;
     }
+    /* Numba's and CuPy's convention: CUDA_ARRAY_INTERFACE_SYNC=0 means "do not order streams". */
+    const char *sync = getenv("LAB_CUDA_ARRAY_INTERFACE_SYNC");
+    state->order_streams = !(sync && strcmp(sync, "0") == 0);
+
     state->CudaError = lab_create_cuda_error_type();
     if (!state->CudaError) return -1;
     if (PyModule_AddObjectRef(module, "CudaError", state->CudaError) < 0) return -1;
+    state->StreamType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &lab_stream_spec, NULL);
+    state->EventType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &lab_event_spec, NULL);
+    state->ArrayType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &lab_array_spec, NULL);
+    if (!state->StreamType || !state->EventType || !state->ArrayType) return -1;
+    if (PyModule_AddType(module, state->StreamType) < 0 || PyModule_AddType(module, state->EventType) < 0 ||
+        PyModule_AddType(module, state->ArrayType) < 0)
+        return -1;
+    if (PyModule_AddFunctions(module, lab_stream_functions) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_array_functions) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_elementwise_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;
     if (PyModule_AddStringConstant(module, "__version__", LAB_VERSION) < 0) return -1;
@@ -41,6 +58,10 @@ static int lab_traverse(PyObject *module, visitproc visit, void *arg) {
     lab_state *state = lab_get_state(module);
     if (!state) return 0;
     Py_VISIT(state->CudaError);
+    Py_VISIT(state->StreamType);
+    Py_VISIT(state->EventType);
+    Py_VISIT(state->ArrayType);
+    Py_VISIT(state->numpy);
     for (int i = 0; i < state->exchange_cache_len; i++) Py_VISIT(state->exchange_cache[i].type);
     return 0;
 }
@@ -49,13 +70,24 @@ static int lab_clear(PyObject *module) {
     lab_state *state = lab_get_state(module);
     if (!state) return 0;
     Py_CLEAR(state->CudaError);
+    Py_CLEAR(state->StreamType);
+    Py_CLEAR(state->EventType);
+    Py_CLEAR(state->ArrayType);
+    Py_CLEAR(state->numpy);
     for (int i = 0; i < LAB_NUM_NAMES; i++) Py_CLEAR(state->names[i]);
     for (int i = 0; i < state->exchange_cache_len; i++) Py_CLEAR(state->exchange_cache[i].type);
     state->exchange_cache_len = 0;
     return 0;
 }
 
-static void lab_free(void *module) { lab_clear((PyObject *)module); }
+static void lab_free(void *module) {
+    lab_state *state = lab_get_state((PyObject *)module);
+    for (int d = 0; state && d < LAB_MAX_DEVICES; d++) {
+        if (state->order_events[d]) cudaEventDestroy((cudaEvent_t)state->order_events[d]); /* may fail at exit: harmless */
+        state->order_events[d] = NULL;
+    }
+    lab_clear((PyObject *)module);
+}
 
 static PyModuleDef_Slot lab_slots[] = {
     {Py_mod_exec, lab_exec},

@@ -23,12 +23,20 @@ typedef struct {
     const DLPackExchangeAPI *api; /* NULL: the type offers none */
 } lab_exchange_cache_entry;
 
+#define LAB_MAX_DEVICES 64
+
 typedef struct {
     PyObject *CudaError;
+    PyTypeObject *StreamType; /* lab.Stream, lab.Event, lab.Array: heap types made in the exec slot */
+    PyTypeObject *EventType;
+    PyTypeObject *ArrayType;
+    PyObject *numpy;          /* imported on first use by Array.numpy() */
     PyObject *names[LAB_NUM_NAMES];
     lab_exchange_cache_entry exchange_cache[LAB_EXCHANGE_CACHE_SIZE];
     int exchange_cache_len;
     int device_count; /* -1 until first asked (asking initialises CUDA, so never at import) */
+    int order_streams; /* 0 when LAB_CUDA_ARRAY_INTERFACE_SYNC=0: no events between producer streams */
+    void *order_events[LAB_MAX_DEVICES]; /* cudaEvent_t per device, made on first need (stream.c) */
 } lab_state;
 
 static inline lab_state *lab_get_state(PyObject *module) { return (lab_state *)PyModule_GetState(module); }

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda_error.h"
+#include "device.h"
 #include "kernels/launch.h"
 #include "module_state.h"
 
@@ -19,10 +20,7 @@ static PyObject *py_device_count(PyObject *module, PyObject *unused) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (lab_is_no_device_error(err)) return PyLong_FromLong(0);
-    if (err != cudaSuccess) {
-        lab_raise_cuda_error(lab_get_state(module), err, "device_count", "cudaGetDeviceCount");
-        return NULL;
-    }
+    if (err != cudaSuccess) return lab_raise_cuda_error(lab_get_state(module), err, "device_count", "cudaGetDeviceCount");
     return PyLong_FromLong(count);
 }
 
@@ -31,20 +29,14 @@ static PyObject *version_tuple(int version) { return Py_BuildValue("(ii)", versi
 static PyObject *py_cuda_runtime_version(PyObject *module, PyObject *unused) {
     int version = 0;
     cudaError_t err = cudaRuntimeGetVersion(&version);
-    if (err != cudaSuccess) {
-        lab_raise_cuda_error(lab_get_state(module), err, "cuda_runtime_version", "cudaRuntimeGetVersion");
-        return NULL;
-    }
+    if (err != cudaSuccess) return lab_raise_cuda_error(lab_get_state(module), err, "cuda_runtime_version", "cudaRuntimeGetVersion");
     return version_tuple(version);
 }
 
 static PyObject *py_cuda_driver_version(PyObject *module, PyObject *unused) {
     int version = 0;
     cudaError_t err = cudaDriverGetVersion(&version); /* 0 when no driver is installed */
-    if (err != cudaSuccess) {
-        lab_raise_cuda_error(lab_get_state(module), err, "cuda_driver_version", "cudaDriverGetVersion");
-        return NULL;
-    }
+    if (err != cudaSuccess) return lab_raise_cuda_error(lab_get_state(module), err, "cuda_driver_version", "cudaDriverGetVersion");
     if (version == 0) Py_RETURN_NONE;
     return version_tuple(version);
 }
@@ -58,25 +50,71 @@ static PyObject *py_get_device_properties(PyObject *module, PyObject *arg) {
     if (device == -1 && PyErr_Occurred()) return NULL;
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) {
-        lab_raise_cuda_error(lab_get_state(module), err, "get_device_properties", "cudaGetDeviceCount");
-        return NULL;
-    }
+    if (err != cudaSuccess) return lab_raise_cuda_error(lab_get_state(module), err, "get_device_properties", "cudaGetDeviceCount");
     if (device < 0 || device >= count)
         return PyErr_Format(PyExc_ValueError, "get_device_properties(): device %d does not exist (%d device(s))", device, count);
     struct cudaDeviceProp prop;
     err = cudaGetDeviceProperties(&prop, device);
-    if (err != cudaSuccess) {
-        lab_raise_cuda_error(lab_get_state(module), err, "get_device_properties", "cudaGetDeviceProperties");
-        return NULL;
-    }
+    if (err != cudaSuccess) return lab_raise_cuda_error(lab_get_state(module), err, "get_device_properties", "cudaGetDeviceProperties");
     return Py_BuildValue("{s:s, s:(ii), s:i, s:K, s:i, s:i}", "name", prop.name, "capability", prop.major, prop.minor,
                          "multi_processor_count", prop.multiProcessorCount, "total_memory",
                          (unsigned long long)prop.totalGlobalMem, "l2_cache_size", prop.l2CacheSize,
                          "max_threads_per_block", prop.maxThreadsPerBlock);
 }
 
+static cudaError_t synchronize_device(void *unused) { return cudaDeviceSynchronize(); }
+
+typedef struct {
+    size_t free, total;
+} memory_info;
+
+static cudaError_t read_memory_info(void *context) {
+    memory_info *info = context;
+    return cudaMemGetInfo(&info->free, &info->total);
+}
+
+/* device=None -> -1 (the current device); else a non-negative ordinal. -2 on error. */
+static int optional_device(PyObject *const *args, Py_ssize_t nargs, const char *func) {
+    if (nargs > 1) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most 1 argument (device)", func);
+        return -2;
+    }
+    if (nargs == 0 || args[0] == Py_None) return -1;
+    long device = PyLong_AsLong(args[0]);
+    if (device == -1 && PyErr_Occurred()) return -2;
+    if (device < 0) {
+        PyErr_Format(PyExc_ValueError, "%s(): device must be >= 0, got %ld", func, device);
+        return -2;
+    }
+    return (int)device;
+}
+
+static PyObject *py_synchronize(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    const int device = optional_device(args, nargs, "synchronize");
+    if (device == -2) return NULL;
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = lab_with_device(device, synchronize_device, NULL);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) return lab_raise_cuda_error(lab_get_state(module), err, "synchronize", "cudaDeviceSynchronize");
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_mem_get_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    const int device = optional_device(args, nargs, "mem_get_info");
+    if (device == -2) return NULL;
+    memory_info info = {0, 0};
+    cudaError_t err = lab_with_device(device, read_memory_info, &info);
+    if (err != cudaSuccess) return lab_raise_cuda_error(lab_get_state(module), err, "mem_get_info", "cudaMemGetInfo");
+    return Py_BuildValue("(KK)", (unsigned long long)info.free, (unsigned long long)info.total);
+}
+
 PyMethodDef lab_runtime_methods[] = {
+    {"synchronize", (PyCFunction)(void (*)(void))py_synchronize, METH_FASTCALL,
+     "synchronize(device=None, /)\n--\n\nWait for all work on the device (default: the current one) to finish; "
+     "releases the GIL."},
+    {"mem_get_info", (PyCFunction)(void (*)(void))py_mem_get_info, METH_FASTCALL,
+     "mem_get_info(device=None, /)\n--\n\n(free, total) bytes of device memory."},
     {"is_available", py_is_available, METH_NOARGS,
      "is_available()\n--\n\nTrue if a CUDA driver and at least one GPU are usable."},
     {"device_count", py_device_count, METH_NOARGS,

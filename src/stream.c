@@ -1,6 +1,8 @@
 /* stream.c - the stream policy of stream.h. */
 #include "stream.h"
 
+#include "runtime_types.h"
+
 /* A stream handle from a Python int: 0 is the legacy default stream when given as `stream=`. */
 static int handle_from_int(PyObject *value, const char *func, const char *what, cudaStream_t *stream) {
     if (!PyLong_Check(value)) {
@@ -72,24 +74,96 @@ int lab_parse_stream_arg(lab_state *state, PyObject *obj, const char *func, int 
     return -1;
 }
 
-int lab_producer_stream(const lab_array *arrays, int n, cudaStream_t *stream) {
+/* 0 and 1 both name the legacy default stream. */
+static cudaStream_t canonical(cudaStream_t stream) { return stream == cudaStreamLegacy ? (cudaStream_t)0 : stream; }
+
+/* The stream array `a` declares, if any: 1 and *stream set, 0 if none, -1 on a producer error. */
+static int declared_stream(const lab_array *a, cudaStream_t *stream) {
+    if (a->source == LAB_SOURCE_DLPACK_EXCHANGE) {
+        void *current = NULL;
+        if (a->exchange_api->current_work_stream(kDLCUDA, a->device, &current) != 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "a producer's current_work_stream failed without saying why");
+            return -1;
+        }
+        *stream = canonical((cudaStream_t)current);
+        return 1;
+    }
+    if (a->has_stream) {
+        *stream = canonical((cudaStream_t)a->stream); /* 2 is cudaStreamPerThread */
+        return 1;
+    }
+    return 0;
+}
+
+int lab_plan_streams(lab_state *state, const lab_array *arrays, int n, int stream_given, cudaStream_t given,
+                     lab_stream_plan *plan) {
+    cudaStream_t declared[LAB_MAX_OPERANDS];
+    int n_declared = 0;
+    const DLPackExchangeAPI *asked_api = NULL; /* all tensors of one producer share its current stream: ask once */
+    int asked_device = -1;
     for (int i = 0; i < n; i++) {
         const lab_array *a = &arrays[i];
+        if (a->source == LAB_SOURCE_DLPACK_EXCHANGE && a->exchange_api == asked_api && a->device == asked_device) continue;
+        cudaStream_t stream;
+        int found = declared_stream(a, &stream);
+        if (found < 0) return -1;
+        if (!found) continue;
         if (a->source == LAB_SOURCE_DLPACK_EXCHANGE) {
-            void *current = NULL;
-            if (a->exchange_api->current_work_stream(kDLCUDA, a->device, &current) != 0) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_RuntimeError, "a producer's current_work_stream failed without saying why");
-                return -1;
-            }
-            *stream = (cudaStream_t)current;
-            return 0;
+            asked_api = a->exchange_api;
+            asked_device = a->device;
         }
-        if (a->has_stream) {
-            *stream = (cudaStream_t)a->stream; /* 1 and 2 are cudaStreamLegacy / cudaStreamPerThread */
-            return 0;
-        }
+        int seen = 0;
+        for (int j = 0; j < n_declared; j++) seen |= declared[j] == stream;
+        if (!seen) declared[n_declared++] = stream;
     }
-    *stream = 0; /* the legacy default stream */
+    cudaStream_t thread_stream;
+    if (stream_given) plan->launch = canonical(given);
+    else if (lab_thread_current_stream(&thread_stream)) plan->launch = canonical(thread_stream);
+    else plan->launch = n_declared ? declared[0] : (cudaStream_t)0;
+
+    plan->n_foreign = 0;
+    if (!state->order_streams) return 0;
+    for (int j = 0; j < n_declared; j++)
+        if (declared[j] != plan->launch) plan->foreign[plan->n_foreign++] = declared[j];
     return 0;
+}
+
+static cudaError_t ordering_event(lab_state *state, int device, cudaEvent_t *event) {
+    if (device < 0 || device >= LAB_MAX_DEVICES) return cudaErrorInvalidDevice;
+    if (!state->order_events[device]) {
+        cudaEvent_t created;
+        cudaError_t err = cudaEventCreateWithFlags(&created, cudaEventDisableTiming);
+        if (err != cudaSuccess) return err;
+        state->order_events[device] = created;
+    }
+    *event = (cudaEvent_t)state->order_events[device];
+    return cudaSuccess;
+}
+
+/* One event per device is enough: a wait binds to the record before it, so the event can be
+ * recorded again as soon as the wait is queued. The GIL serialises the record/wait pairs. */
+cudaError_t lab_stream_wait_stream(lab_state *state, cudaStream_t waiter, cudaStream_t waited, int device) {
+    cudaEvent_t event;
+    cudaError_t err = ordering_event(state, device, &event);
+    if (err == cudaSuccess) err = cudaEventRecord(event, waited);
+    if (err == cudaSuccess) err = cudaStreamWaitEvent(waiter, event, 0);
+    return err;
+}
+
+cudaError_t lab_order_before_launch(lab_state *state, const lab_stream_plan *plan, int device) {
+    for (int j = 0; j < plan->n_foreign; j++) {
+        cudaError_t err = lab_stream_wait_stream(state, plan->launch, plan->foreign[j], device);
+        if (err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
+}
+
+cudaError_t lab_order_after_launch(lab_state *state, const lab_stream_plan *plan, int device) {
+    if (plan->n_foreign == 0) return cudaSuccess;
+    cudaEvent_t event;
+    cudaError_t err = ordering_event(state, device, &event);
+    if (err == cudaSuccess) err = cudaEventRecord(event, plan->launch);
+    for (int j = 0; err == cudaSuccess && j < plan->n_foreign; j++) err = cudaStreamWaitEvent(plan->foreign[j], event, 0);
+    return err;
 }

@@ -1,0 +1,126 @@
+"""lab's runtime API on any machine: the thread-local current stream, argument checking of
+lab.Stream / lab.Event / lab.empty / lab.zeros / lab.asarray, and the no-GPU errors."""
+import inspect
+import threading
+
+import pytest
+
+import lab
+from conftest import HAVE_GPU
+
+no_gpu_only = pytest.mark.skipif(HAVE_GPU, reason="checks the behaviour without a driver")
+
+
+class FakeStream:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def test_current_stream_is_none_by_default():
+    assert lab.current_stream() is None
+
+
+def test_stream_context_sets_and_restores():
+    s, t = FakeStream(0x1000), FakeStream(0x2000)
+    with lab.stream(s) as entered:
+        assert entered is s and lab.current_stream() is s
+        with lab.stream(t):
+            assert lab.current_stream() is t
+        assert lab.current_stream() is s
+    assert lab.current_stream() is None
+
+
+def test_stream_context_restores_after_an_exception():
+    with pytest.raises(KeyError):
+        with lab.stream(5):
+            raise KeyError
+    assert lab.current_stream() is None
+
+
+def test_stream_none_changes_nothing():
+    with lab.stream(7):
+        with lab.stream(None):
+            assert lab.current_stream() == 7
+
+
+def test_current_stream_is_thread_local():
+    seen = {}
+    barrier = threading.Barrier(2)
+
+    def worker(name, handle):
+        with lab.stream(handle):
+            barrier.wait()  # both threads are inside their own block now
+            seen[name] = lab.current_stream()
+            barrier.wait()
+
+    threads = [threading.Thread(target=worker, args=(n, h)) for n, h in (("a", 11), ("b", 22))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"a": 11, "b": 22} and lab.current_stream() is None
+
+
+@pytest.mark.parametrize("bad, error", [("x", TypeError), (-3, ValueError), (object(), TypeError)])
+def test_stream_context_validates(bad, error):
+    with pytest.raises(error):
+        with lab.stream(bad):
+            pass
+    assert lab.current_stream() is None
+
+
+def test_signatures():
+    assert str(inspect.signature(lab.empty)) == "(shape, dtype='float32', *, device=None, stream=None)"
+    assert str(inspect.signature(lab.zeros)) == "(shape, dtype='float32', *, device=None, stream=None)"
+    assert str(inspect.signature(lab.Event.record)) == "(self, /, stream=None)" or "stream" in lab.Event.record.__doc__
+
+
+@pytest.mark.parametrize("args, kwargs, error, pattern", [
+    (((3,), "complex64"), {}, TypeError, "unsupported dtype 'complex64'"),
+    (((3,), "nonsense"), {}, TypeError, "unsupported dtype 'nonsense'"),
+    (((3,), 3.5), {}, TypeError, "dtype must be a dtype name"),
+    (((-1,),), {}, ValueError, r"shape\[0\] = -1 is not a valid size"),
+    ((("a",),), {}, TypeError, r"shape\[0\] must be an int"),
+    ((3.5,), {}, TypeError, "shape must be an int or a tuple"),
+    (((1,) * 9,), {}, ValueError, "at most 8"),
+    (((2**40, 2**40),), {}, OverflowError, "too large"),
+    (((3,),), {"stream": "s"}, TypeError, "stream must be None"),
+    (((3,),), {"device": -1}, ValueError, "device must be a CUDA device ordinal"),
+    (((3,),), {"bogus": 1}, TypeError, "unexpected keyword argument 'bogus'"),
+    (((3,), "float32", 0), {}, TypeError, "at most 2 positional arguments"),
+])
+def test_empty_validates_before_cuda(args, kwargs, error, pattern):
+    with pytest.raises(error, match=pattern):
+        lab.empty(*args, **kwargs)
+    with pytest.raises(error, match=pattern.replace("empty", "zeros")):
+        lab.zeros(*args, **kwargs)
+
+
+def test_array_cannot_be_made_directly():
+    with pytest.raises(TypeError):
+        lab.Array()
+
+
+def test_types_are_lab_types():
+    assert lab.Stream.__module__ == "lab" and lab.Event.__module__ == "lab" and lab.Array.__module__ == "lab"
+    assert "Stream(device=None, priority=0)" in lab.Stream.__doc__ or inspect.signature(lab.Stream)
+
+
+@no_gpu_only
+@pytest.mark.parametrize("make", [lambda: lab.Stream(), lambda: lab.Event(timing=True), lambda: lab.empty((4,)),
+                                  lambda: lab.zeros(4, "int8"), lambda: lab.asarray([1.0, 2.0]),
+                                  lambda: lab.synchronize(), lambda: lab.mem_get_info()],
+                         ids=["Stream", "Event", "empty", "zeros", "asarray", "synchronize", "mem_get_info"])
+def test_no_gpu_raises_cuda_error(make):
+    with pytest.raises(lab.CudaError, match="no CUDA driver/GPU was found"):
+        make()
+
+
+def test_synchronize_argument_checks():
+    with pytest.raises(ValueError, match="device must be >= 0"):
+        lab.synchronize(-2)
+    with pytest.raises(TypeError, match="at most 1 argument"):
+        lab.mem_get_info(0, 1)
