@@ -1,0 +1,331 @@
+"""Streams, CUDA graphs and lab's runtime types on a GPU.
+
+Races: a producer's stream is kept busy with a long queue so that a launch on the wrong stream, or
+without ordering, reads stale data - each case must still be exact. Capture: lab ops inside
+torch.cuda.graph and a CuPy stream capture must be recorded, and replays must recompute from new
+inputs. lab.Array must round-trip through torch, CuPy and Numba without a copy, and give its memory
+back."""
+import threading
+
+import numpy as np
+import pytest
+
+import lab
+from producers import get_producer
+
+pytestmark = pytest.mark.gpu
+N = 1 << 22
+
+
+def need(name):
+    producer = get_producer(name)
+    if producer is None:
+        pytest.skip(f"{name} is not installed or sees no GPU")
+    return getattr(producer, name) if name != "numba" else producer.cuda
+
+
+def busy(torch, x, rounds=40):
+    """Queues slow work on the current torch stream that rewrites x (ends as 1.0 everywhere)."""
+    for _ in range(rounds):
+        torch.mul(x, 1.0000001, out=x)
+    x.fill_(1.0)
+
+
+@pytest.mark.parametrize("repeat", range(5))
+def test_torch_side_stream_race(repeat):
+    torch = need("torch")
+    side = torch.cuda.Stream()
+    a = torch.zeros(N, device="cuda")
+    b = torch.full((N,), 2.0, device="cuda")
+    out = torch.empty(N, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        busy(torch, a)          # a becomes 1.0, late
+        lab.add(a, b, out)      # torch's current stream is `side`: lab must queue behind busy()
+        out.mul_(10)            # and torch's next op behind lab
+    side.synchronize()
+    assert torch.equal(out, torch.full_like(out, 30.0))
+
+
+@pytest.mark.parametrize("kind", ["lab.Stream", "torch.Stream", "int handle"])
+def test_explicit_stream_is_ordered_with_the_producer(kind):
+    torch = need("torch")
+    side = torch.cuda.Stream()
+    other = {"lab.Stream": lambda: lab.Stream(), "torch.Stream": lambda: torch.cuda.Stream(),
+             "int handle": lambda: torch.cuda.Stream().cuda_stream}[kind]()
+    a = torch.zeros(N, device="cuda")
+    b = torch.full((N,), 2.0, device="cuda")
+    out = torch.empty(N, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        busy(torch, a)
+        lab.add(a, b, out, stream=other)  # another stream: must wait for `side`, and `side` for it
+        out.mul_(10)
+    side.synchronize()
+    assert torch.equal(out, torch.full_like(out, 30.0))
+
+
+def test_lab_stream_context_with_torch_tensors():
+    torch = need("torch")
+    s = lab.Stream()
+    a = torch.zeros(N, device="cuda")
+    b = torch.full((N,), 2.0, device="cuda")
+    out = torch.empty(N, device="cuda")
+    torch.cuda.synchronize()
+    busy(torch, a)                 # on torch's default stream
+    with lab.stream(s):
+        lab.add(a, b, out)         # launched on s, after the default stream's work
+    out.mul_(10)                   # default stream, after lab's launch
+    torch.cuda.synchronize()
+    assert torch.equal(out, torch.full_like(out, 30.0))
+
+
+def test_cupy_stream_race():
+    cupy = need("cupy")
+    with cupy.cuda.Stream(non_blocking=True) as s:
+        a = cupy.zeros(N, dtype=cupy.float32)
+        b = cupy.full(N, 2.0, dtype=cupy.float32)
+        out = cupy.empty(N, dtype=cupy.float32)
+        for _ in range(40):
+            cupy.multiply(a, 1.0000001, out=a)
+        a.fill(1.0)
+        lab.add(a, b, out)       # CuPy's CAI declares `s`
+        out *= 10
+        s.synchronize()
+    assert bool((out == 30.0).all())
+
+
+def test_cupy_explicit_other_stream():
+    cupy = need("cupy")
+    other = lab.Stream()
+    with cupy.cuda.Stream(non_blocking=True) as s:
+        a = cupy.zeros(N, dtype=cupy.float32)
+        b = cupy.full(N, 2.0, dtype=cupy.float32)
+        out = cupy.empty(N, dtype=cupy.float32)
+        for _ in range(40):
+            cupy.multiply(a, 1.0000001, out=a)
+        a.fill(1.0)
+        lab.add(a, b, out, stream=other)
+        out *= 10
+        s.synchronize()
+    assert bool((out == 30.0).all())
+
+
+def test_torch_graph_capture_and_replay():
+    torch = need("torch")
+    a = torch.rand(N, device="cuda")
+    b = torch.rand(N, device="cuda")
+    out = torch.empty(N, device="cuda")
+    warm = torch.cuda.Stream()
+    warm.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(warm):
+        lab.fused_add_mul(a, b, 0.5, out)
+    torch.cuda.current_stream().wait_stream(warm)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        lab.fused_add_mul(a, b, 0.5, out)
+        lab.relu(out, out)
+    for _ in range(3):
+        a.copy_(torch.randn(N, device="cuda"))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.allclose(out, torch.relu((a + b) * 0.5))
+
+
+def test_torch_graph_of_100_lab_ops():
+    torch = need("torch")
+    x = torch.rand(4096, device="cuda")
+    step = torch.full((4096,), 0.25, device="cuda")
+    acc = torch.empty_like(x)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        lab.copy(x, acc)
+        for _ in range(99):
+            lab.add(acc, step, acc)
+    for value in (1.0, -3.0):
+        x.fill_(value)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.allclose(acc, torch.full_like(acc, value + 99 * 0.25))
+
+
+def test_cupy_stream_capture():
+    cupy = need("cupy")
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        a = cupy.random.rand(N, dtype=cupy.float32)
+        b = cupy.random.rand(N, dtype=cupy.float32)
+        out = cupy.empty_like(a)
+        s.synchronize()
+        s.begin_capture()
+        lab.mul(a, b, out)
+        lab.sqrt(out, out)
+        graph = s.end_capture()
+        for _ in range(2):
+            a[...] = cupy.random.rand(N, dtype=cupy.float32)
+            out.fill(cupy.nan)
+            graph.launch()
+            s.synchronize()
+            assert bool(cupy.allclose(out, cupy.sqrt(a * b)))
+
+
+# ---- lab.Array ----
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "uint8"])
+def test_array_numpy_round_trip(dtype):
+    host = (np.arange(1000) % 97).astype(dtype).reshape(10, 100)
+    arr = lab.asarray(host)
+    assert arr.shape == (10, 100) and arr.dtype == dtype and arr.nbytes == host.nbytes
+    assert arr.strides == host.strides and arr.device == 0
+    np.testing.assert_array_equal(arr.numpy(), host)
+
+
+def test_array_ops_with_numpy_only():
+    a = lab.asarray(np.linspace(-2, 2, 10007, dtype=np.float32))
+    b = lab.asarray(np.full(10007, 0.5, dtype=np.float32))
+    out = lab.empty(10007)
+    lab.fused_add_mul(a, b, 3.0, out)
+    np.testing.assert_allclose(out.numpy(), (a.numpy() + 0.5) * 3.0, rtol=1e-6)
+    z = lab.zeros((3, 4), "int32")
+    np.testing.assert_array_equal(z.numpy(), np.zeros((3, 4), np.int32))
+    assert lab.asarray(a) is a
+    cast = lab.asarray(a, "float16")
+    np.testing.assert_allclose(cast.numpy(), a.numpy().astype(np.float16))
+
+
+def test_array_on_its_own_stream():
+    s = lab.Stream()
+    with lab.stream(s):
+        a = lab.asarray(np.arange(100, dtype=np.float32))
+        out = lab.empty(100)
+        lab.relu(a, out)
+    assert a.stream == s.handle and out.stream == s.handle
+    np.testing.assert_array_equal(out.numpy(), np.arange(100, dtype=np.float32))
+
+
+def test_array_through_torch_without_copy():
+    torch = need("torch")
+    arr = lab.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    via_cai = torch.as_tensor(arr, device="cuda")
+    via_dlpack = torch.from_dlpack(arr)
+    assert via_cai.data_ptr() == arr.data_ptr == via_dlpack.data_ptr()
+    via_dlpack.mul_(2)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(arr.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4) * 2)
+    bf16 = lab.empty((5,), "bfloat16")
+    t = torch.from_dlpack(bf16)
+    assert t.dtype == torch.bfloat16 and t.data_ptr() == bf16.data_ptr
+    del arr
+    assert via_dlpack.sum().item() == 2 * 66  # the tensor keeps the memory alive
+
+
+def test_array_through_cupy_and_numba_without_copy():
+    cupy = need("cupy")
+    arr = lab.asarray(np.arange(64, dtype=np.int32))
+    assert cupy.asarray(arr).data.ptr == arr.data_ptr
+    assert cupy.from_dlpack(arr).data.ptr == arr.data_ptr
+    cuda = need("numba")
+    view = cuda.as_cuda_array(arr)
+    assert view.device_ctypes_pointer.value == arr.data_ptr
+    np.testing.assert_array_equal(view.copy_to_host(), np.arange(64, dtype=np.int32))
+
+
+def test_array_memory_is_given_back():
+    lab.synchronize()
+    free_before, _ = lab.mem_get_info()
+    for _ in range(10_000):
+        a = lab.empty(1 << 18)  # 1 MiB
+        del a
+    lab.synchronize()
+    free_after, _ = lab.mem_get_info()
+    assert free_after >= free_before - (64 << 20), (free_before, free_after)
+
+
+def test_dlpack_export_options():
+    arr = lab.zeros(8)
+    assert arr.__dlpack_device__() == (2, 0)
+    with pytest.raises(BufferError):
+        arr.__dlpack__(copy=True)
+    with pytest.raises(BufferError):
+        arr.__dlpack__(dl_device=(1, 0))
+    with pytest.raises(ValueError, match="ambiguous"):
+        arr.__dlpack__(stream=0)
+    arr.__dlpack__(stream=-1)  # unconsumed capsules free their tensor
+    arr.__dlpack__(max_version=(1, 0))
+
+
+# ---- events, streams ----
+
+def test_event_timing_agrees_with_torch():
+    torch = need("torch")
+    x = torch.rand(1 << 26, device="cuda")
+    y = torch.empty_like(x)
+    stream = torch.cuda.current_stream()
+    start, end = lab.Event(timing=True), lab.Event(timing=True)
+    t_start, t_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    lab.gelu(x, y)
+    start.record(stream=stream)
+    t_start.record()
+    for _ in range(20):
+        lab.gelu(x, y)
+    t_end.record()
+    end.record(stream=stream)
+    end.synchronize()
+    assert end.query()
+    ours, theirs = start.elapsed_time(end), t_start.elapsed_time(t_end)
+    assert abs(ours - theirs) <= 0.05 * theirs, (ours, theirs)
+
+
+def test_event_and_stream_methods():
+    s, t = lab.Stream(), lab.Stream(priority=-1)
+    assert t.priority <= 0 and s.device == 0 and s.__cuda_stream__() == (0, s.handle)
+    e = lab.Event()
+    e.record(stream=s)
+    t.wait_event(e)
+    t.wait_stream(s)
+    s.synchronize()
+    t.synchronize()
+    assert s.query() and t.query() and e.query()
+    with pytest.raises(ValueError, match="timing=True"):
+        e.elapsed_time(lab.Event())
+    with pytest.raises(TypeError, match="expected a lab.Event"):
+        s.wait_event(5)
+    lab.synchronize()
+    free, total = lab.mem_get_info()
+    assert 0 < free <= total
+    props = lab.get_device_properties(0)
+    assert props["multi_processor_count"] > 0 and props["l2_cache_size"] > 0
+
+
+def test_thread_local_streams_decide_the_launch():
+    """Two threads, each inside its own `with lab.stream(...)`, on arrays made on a third stream:
+    each launch goes on its thread's stream (a lab.Array records the stream it was last used on)."""
+    maker = lab.Stream()
+    host = np.arange(1 << 16, dtype=np.float32)
+    results, errors = {}, []
+    barrier = threading.Barrier(2)
+
+    def worker(name):
+        try:
+            own = lab.Stream()
+            x = lab.asarray(host, stream=maker)
+            out = lab.empty(host.shape, stream=maker)
+            barrier.wait()
+            with lab.stream(own):
+                for _ in range(100):
+                    lab.add(x, x, out)
+            results[name] = (out.stream == own.handle, out.numpy())
+        except Exception as error:  # surfaced in the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for name in ("a", "b"):
+        launched_on_own, values = results[name]
+        assert launched_on_own
+        np.testing.assert_array_equal(values, host * 2)
