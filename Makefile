@@ -32,11 +32,12 @@ gpu-check:
 	mkdir -p $(OUT)
 	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(OUT)/build.log 2>&1 || (tail -50 $(OUT)/build.log; exit 1)
 	$(PYTHON) -m lab | tee $(OUT)/config.txt
-	$(PYTHON) -m pytest -q -p no:cacheprovider $(XDIST) tests 2>&1 | tee $(OUT)/tests.log | tail -25; \
-	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(OUT)/tests.log
+	$(PYTHON) -m pytest -q -p no:cacheprovider $(XDIST) tests 2>&1 | tee $(OUT)/tests.txt | grep -v "^[.sx]*  *\[" | tail -30; \
+	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(OUT)/tests.txt
 	$(MAKE) --no-print-directory sanitize 2>&1 | tail -14
+	$(PYTHON) -m lab demo 2>&1 | tail -5
 	$(PYTHON) bench/bench_elementwise.py --json $(OUT)/bench.json 2>&1 | tee $(OUT)/bench.txt
-	@grep -E "passed|failed" $(OUT)/tests.log | tail -1
+	@grep -E "passed|failed" $(OUT)/tests.txt | tail -1
 
 # compute-sanitizer over a cut of the GPU tests. Torch's caching allocator is switched off so each
 # array is its own allocation and memcheck sees any access past its end. API-error reports are off:
@@ -48,14 +49,15 @@ sanitize:
 	PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 300 compute-sanitizer --tool memcheck --report-api-errors no \
 	  --error-exitcode 9 \
 	  --log-file $(OUT)/memcheck.log $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py \
-	  tests/test_layouts_gpu.py -k "not cupy and not jax and not 16777221 and not two_to_the_31" \
-	  > $(OUT)/memcheck-pytest.log 2>&1; \
-	  echo "memcheck exit code: $$?"; tail -1 $(OUT)/memcheck-pytest.log
+	  tests/test_layouts_gpu.py tests/test_streams_gpu.py \
+	  -k "not cupy and not jax and not 16777221 and not two_to_the_31 and not memory_is_given_back" \
+	  > $(OUT)/memcheck-pytest.txt 2>&1; \
+	  echo "memcheck exit code: $$?"; tail -1 $(OUT)/memcheck-pytest.txt
 	@grep -E "^========= (Invalid|Program hit|ERROR SUMMARY)" $(OUT)/memcheck.log | sort | uniq -c | sort -rn | head -8
 	timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(OUT)/racecheck.log \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py tests/test_layouts_gpu.py \
 	  -k "(torch and 1000003 and float32) or transposed_inputs" \
-	  > $(OUT)/racecheck-pytest.log 2>&1; echo "racecheck exit code: $$?"; tail -1 $(OUT)/racecheck-pytest.log
+	  > /dev/null 2>&1; echo "racecheck exit code: $$?"
 	@grep -E "SUMMARY" $(OUT)/racecheck.log
 
 bench: build

@@ -43,7 +43,7 @@ def asarray(obj, dtype=None, *, device=None, stream=None):
     if hasattr(type(obj), "__dlpack_c_exchange_api__") or hasattr(obj, "__cuda_array_interface__"):
         info = _core._array_info(obj)
         out = _core.empty(info["shape"], dtype or info["dtype"], device=device, stream=stream)
-        _core.copy(obj, out, stream=stream if stream is not None else out.stream)
+        _core.copy(obj, out, stream=stream)  # None: lab.stream(), else out's stream, ordered after obj's
         return out
     host = np.ascontiguousarray(obj, dtype=dtype)
     out = _core.empty(host.shape, host.dtype, device=device, stream=stream)

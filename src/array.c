@@ -161,6 +161,7 @@ static int read_dlpack_exchange(const DLPackExchangeAPI *api, PyObject *obj, con
     array->has_stream = 0;
     array->stream = 0;
     array->lab_array = NULL;
+    array->stream_owner = NULL;
     return 0;
 }
 
@@ -361,6 +362,7 @@ static int read_cai_dict(lab_state *state, PyObject *cai, const char *func, cons
     array->source = LAB_SOURCE_CAI;
     array->exchange_api = NULL;
     array->lab_array = NULL;
+    array->stream_owner = NULL;
     return 0;
 }
 

@@ -29,6 +29,7 @@ typedef struct {
     int has_stream;                  /* a stream is declared: CAI v3 'stream' (not None), a lab.Array's */
     uintptr_t stream;                /* that stream: 0/1 legacy default, 2 per-thread default, else a handle */
     PyObject *lab_array;             /* LAB_SOURCE_LAB_ARRAY: the lab.Array (borrowed), to note its last stream */
+    PyObject *stream_owner;          /* LAB_SOURCE_LAB_ARRAY: the object keeping `stream` alive, or NULL */
 } lab_array;
 
 /* Reads `obj` (the argument called `argname` of function `func`) into *array.

@@ -42,6 +42,13 @@ void lab_array_object_describe(const lab_array_object *self, lab_array *array) {
     array->has_stream = 1;
     array->stream = (uintptr_t)self->stream;
     array->lab_array = (PyObject *)self;
+    array->stream_owner = self->stream_owner;
+}
+
+void lab_array_object_set_stream(lab_array_object *self, cudaStream_t stream, PyObject *owner) {
+    self->stream = stream;
+    Py_XINCREF(owner); /* before the DECREF: owner may be the object already held */
+    Py_XSETREF(self->stream_owner, owner);
 }
 
 /* ---- arguments: dtype, shape, device, stream ---- */
@@ -138,11 +145,15 @@ static int parse_device(lab_state *state, PyObject *obj, const char *func) {
     return (int)device;
 }
 
-/* stream= given, else this thread's lab.stream(), else the legacy default stream. */
-static int parse_work_stream(lab_state *state, PyObject *obj, const char *func, cudaStream_t *stream) {
+/* stream= given, else this thread's lab.stream(), else the legacy default stream; *owner is the
+ * object the stream came from (borrowed; NULL for the default stream). */
+static int parse_work_stream(lab_state *state, PyObject *obj, const char *func, cudaStream_t *stream,
+                             PyObject **owner) {
     int given = 0;
+    *owner = NULL;
     if (lab_parse_stream_arg(state, obj, func, &given, stream) < 0) return -1;
-    if (!given && !lab_thread_current_stream(stream)) *stream = 0;
+    if (given) *owner = obj;
+    else if (!lab_thread_current_stream(stream, owner)) *stream = 0;
     return 0;
 }
 
@@ -175,12 +186,14 @@ static PyObject *create(PyObject *module, PyObject *const *args, Py_ssize_t narg
     lab_array_object *self = (lab_array_object *)state->ArrayType->tp_alloc(state->ArrayType, 0);
     if (!self) return NULL;
     self->dtype = LAB_FLOAT32;
+    PyObject *owner = NULL;
     if ((dtype_obj && dtype_obj != Py_None && parse_dtype(state, dtype_obj, func, &self->dtype) < 0) ||
-        parse_shape(slots[0], func, self) < 0 || parse_work_stream(state, slots[3], func, &self->stream) < 0 ||
+        parse_shape(slots[0], func, self) < 0 || parse_work_stream(state, slots[3], func, &self->stream, &owner) < 0 ||
         (self->device = parse_device(state, slots[2], func)) < 0) {
         Py_DECREF(self);
         return NULL;
     }
+    self->stream_owner = Py_XNewRef(owner);
     allocate_args allocation = {self, zero};
     cudaError_t err = lab_with_device(self->device, allocate, &allocation);
     if (err != cudaSuccess) {
@@ -308,6 +321,7 @@ static void array_dealloc(PyObject *op) {
             PyErr_Restore(saved_type, saved_value, saved_traceback);
         }
     }
+    Py_CLEAR(self->stream_owner); /* only now may the stream go: the free above is queued on it */
     type->tp_free(op);
     Py_DECREF(type);
 }

@@ -101,10 +101,10 @@ static int is_python_number(PyObject *obj) {
     return PyFloat_Check(obj) || PyLong_Check(obj);
 }
 
-static int launch(lab_state *state, const lab_operands *ops, const lab_elementwise_launch *plan, int stream_given,
-                  cudaStream_t stream, const char *func) {
+static int launch(lab_state *state, const lab_operands *ops, const lab_elementwise_launch *plan, PyObject *stream_obj,
+                  int stream_given, cudaStream_t stream, const char *func) {
     lab_stream_plan streams;
-    if (lab_plan_streams(state, ops->arrays, ops->count, stream_given, stream, &streams) < 0) return -1;
+    if (lab_plan_streams(state, ops->arrays, ops->count, stream_obj, stream_given, stream, &streams) < 0) return -1;
 
     int target = 0, current = 0;
     const char *step = "device selection";
@@ -134,7 +134,8 @@ static int launch(lab_state *state, const lab_operands *ops, const lab_elementwi
         return -1;
     }
     for (int i = 0; i < ops->count; i++) /* lab.Arrays remember where they were last used */
-        if (ops->arrays[i].lab_array) ((lab_array_object *)ops->arrays[i].lab_array)->stream = streams.launch;
+        if (ops->arrays[i].lab_array)
+            lab_array_object_set_stream((lab_array_object *)ops->arrays[i].lab_array, streams.launch, streams.launch_owner);
     return 0;
 }
 
@@ -220,7 +221,7 @@ static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, Py
     if (lab_parse_stream_arg(state, stream_obj, func, &stream_given, &stream) < 0) return NULL;
 
     if (plan.path == LAB_PATH_EMPTY) return Py_NewRef(out_obj); /* nothing to do: no CUDA call, no launch */
-    if (launch(state, &ops, &plan, stream_given, stream, func) < 0) return NULL;
+    if (launch(state, &ops, &plan, stream_obj, stream_given, stream, func) < 0) return NULL;
     return Py_NewRef(out_obj);
 }
 

@@ -43,7 +43,7 @@ static PyObject *event_record(PyObject *op, PyObject *const *args, Py_ssize_t na
     int given = 0;
     cudaStream_t stream = 0;
     if (lab_parse_stream_arg(state, stream_obj, "Event.record", &given, &stream) < 0) return NULL;
-    if (!given) lab_thread_current_stream(&stream);
+    if (!given) lab_thread_current_stream(&stream, NULL);
     cudaError_t err = cudaEventRecord(((lab_event_object *)op)->handle, stream);
     if (err != cudaSuccess) return lab_raise_cuda_error(state, err, "Event.record", "cudaEventRecord");
     Py_RETURN_NONE;

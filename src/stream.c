@@ -96,9 +96,10 @@ static int declared_stream(const lab_array *a, cudaStream_t *stream) {
     return 0;
 }
 
-int lab_plan_streams(lab_state *state, const lab_array *arrays, int n, int stream_given, cudaStream_t given,
-                     lab_stream_plan *plan) {
+int lab_plan_streams(lab_state *state, const lab_array *arrays, int n, PyObject *given_owner, int stream_given,
+                     cudaStream_t given, lab_stream_plan *plan) {
     cudaStream_t declared[LAB_MAX_OPERANDS];
+    PyObject *declared_owner[LAB_MAX_OPERANDS];
     int n_declared = 0;
     const DLPackExchangeAPI *asked_api = NULL; /* all tensors of one producer share its current stream: ask once */
     int asked_device = -1;
@@ -115,12 +116,23 @@ int lab_plan_streams(lab_state *state, const lab_array *arrays, int n, int strea
         }
         int seen = 0;
         for (int j = 0; j < n_declared; j++) seen |= declared[j] == stream;
-        if (!seen) declared[n_declared++] = stream;
+        if (!seen) {
+            declared_owner[n_declared] = a->stream_owner;
+            declared[n_declared++] = stream;
+        }
     }
     cudaStream_t thread_stream;
-    if (stream_given) plan->launch = canonical(given);
-    else if (lab_thread_current_stream(&thread_stream)) plan->launch = canonical(thread_stream);
-    else plan->launch = n_declared ? declared[0] : (cudaStream_t)0;
+    PyObject *thread_owner = NULL;
+    if (stream_given) {
+        plan->launch = canonical(given);
+        plan->launch_owner = given_owner;
+    } else if (lab_thread_current_stream(&thread_stream, &thread_owner)) {
+        plan->launch = canonical(thread_stream);
+        plan->launch_owner = thread_owner;
+    } else {
+        plan->launch = n_declared ? declared[0] : (cudaStream_t)0;
+        plan->launch_owner = n_declared ? declared_owner[0] : NULL;
+    }
 
     plan->n_foreign = 0;
     if (!state->order_streams) return 0;

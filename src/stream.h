@@ -23,6 +23,7 @@ int lab_parse_stream_arg(lab_state *state, PyObject *obj, const char *func, int 
 
 typedef struct {
     cudaStream_t launch;
+    PyObject *launch_owner;                      /* object keeping `launch` alive, if known (borrowed) */
     int n_foreign;                               /* other streams operands declared: ordered by events */
     cudaStream_t foreign[LAB_MAX_OPERANDS];
 } lab_stream_plan;
@@ -30,8 +31,8 @@ typedef struct {
 /* Decides the launch stream for operands arrays[0..n) (the output first) and which producer streams
  * need ordering. May call a producer's current_work_stream; no CUDA call of lab's own.
  * Returns 0 or -1 (error set). */
-int lab_plan_streams(lab_state *state, const lab_array *arrays, int n, int stream_given, cudaStream_t given,
-                     lab_stream_plan *plan);
+int lab_plan_streams(lab_state *state, const lab_array *arrays, int n, PyObject *given_owner, int stream_given,
+                     cudaStream_t given, lab_stream_plan *plan);
 
 /* Event ordering on the current device (which must be `device`): before the launch, the launch
  * stream waits for each foreign stream; after it, each foreign stream waits for the launch stream. */

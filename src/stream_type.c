@@ -12,9 +12,10 @@
 static _Thread_local PyObject *current_stream_object = NULL;
 static _Thread_local cudaStream_t current_stream_handle = 0;
 
-int lab_thread_current_stream(cudaStream_t *stream) {
+int lab_thread_current_stream(cudaStream_t *stream, PyObject **owner) {
     if (!current_stream_object) return 0;
     *stream = current_stream_handle;
+    if (owner) *owner = current_stream_object;
     return 1;
 }
 

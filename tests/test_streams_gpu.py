@@ -204,6 +204,35 @@ def test_array_on_its_own_stream():
     np.testing.assert_array_equal(out.numpy(), np.arange(100, dtype=np.float32))
 
 
+@pytest.mark.parametrize("how", ["stream=", "lab.stream()", "inherited"])
+def test_array_keeps_its_last_stream_alive(how):
+    """An array freed after the lab.Stream it was last used on: the free is queued on that stream,
+    so the array must keep the stream object alive until then."""
+    import gc
+    host = np.arange(1 << 20, dtype=np.float32)
+    s = lab.Stream()
+    if how == "stream=":
+        a = lab.asarray(host, stream=s)
+        out = lab.empty(host.shape, stream=s)
+    elif how == "lab.stream()":
+        with lab.stream(s):
+            a, out = lab.asarray(host), lab.empty(host.shape)
+    else:
+        a = lab.asarray(host, stream=s)
+        out = lab.empty(host.shape)          # on the default stream
+        lab.relu(a, out)                     # launched on a's stream, s: out now depends on s too
+        assert out.stream == s.handle
+    for _ in range(20):
+        lab.add(a, a, out)
+    del s
+    gc.collect()
+    values = out.numpy()
+    del a, out
+    gc.collect()
+    lab.synchronize()
+    np.testing.assert_array_equal(values, host * 2)
+
+
 def test_array_through_torch_without_copy():
     torch = need("torch")
     arr = lab.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
