@@ -218,10 +218,10 @@ def test_array_keeps_its_last_stream_alive(how):
         with lab.stream(s):
             a, out = lab.asarray(host), lab.empty(host.shape)
     else:
-        a = lab.asarray(host, stream=s)
-        out = lab.empty(host.shape)          # on the default stream
-        lab.relu(a, out)                     # launched on a's stream, s: out now depends on s too
-        assert out.stream == s.handle
+        a = lab.asarray(host)                # on the default stream
+        out = lab.empty(host.shape, stream=s)
+        lab.relu(a, out)                     # launched on out's stream, s: a was last used there too
+        assert a.stream == s.handle
     for _ in range(20):
         lab.add(a, a, out)
     del s
