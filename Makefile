@@ -36,7 +36,7 @@ gpu-check:
 	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(OUT)/tests.txt
 	$(MAKE) --no-print-directory sanitize 2>&1 | tail -14
 	$(PYTHON) -m lab demo 2>&1 | tail -5
-	$(PYTHON) bench/bench_elementwise.py --json $(OUT)/bench.json 2>&1 | tee $(OUT)/bench.txt
+	$(PYTHON) bench/bench_elementwise.py --out-dir $(OUT)/bench
 	@grep -E "passed|failed" $(OUT)/tests.txt | tail -1
 
 # compute-sanitizer over a cut of the GPU tests. Torch's caching allocator is switched off so each
@@ -61,7 +61,7 @@ sanitize:
 	@grep -E "SUMMARY" $(OUT)/racecheck.log
 
 bench: build
-	$(PYTHON) bench/bench_elementwise.py
+	$(PYTHON) bench/bench_elementwise.py --out-dir bench/results/latest
 
 clean:
 	rm -rf build lab/*.so $(VENV) .pytest_cache

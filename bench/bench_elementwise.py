@@ -1,16 +1,26 @@
-"""Elementwise benchmark: lab against torch and CuPy on the same GPU, in one run.
+"""lab's benchmark suite: lab against torch, torch.compile, CuPy and Numba on the same GPU, in one run.
 
-Bandwidth (2^28 elements): achieved TB/s counting each array read or written once, next to a
-device-to-device copy measured in the same run. Per-call cost (1024 elements): host wall time of
-many back-to-back calls, which is what a small op costs a Python program. Times are medians of
-event-timed repeats after warm-up (lab/_timing.py). Usage:
-    python3 bench/bench_elementwise.py [--json results.json] [--quick]
+- Bandwidth (2^28 elements): achieved TB/s counting each array read or written once, next to a
+  device-to-device copy measured in the same run.
+- Layouts (8192 x 8192): transposed copy, bias-row broadcast, strided add, a dtype mix.
+- Size curve (2^10 .. 2^26): time per call of back-to-back calls, where small sizes are host-bound.
+- Per-call cost (1024 elements): host wall time of many back-to-back calls, against the floor - a
+  launch of the same kernel from raw pointers (lab.lab._bare_add), measured in the same run.
+Times are medians of event-timed repeats after warm-up (lab/_timing.py); ratios are the peer's
+time over lab's (> 1: lab is faster). Writes results.json and results.png to --out-dir.
+    python3 bench/bench_elementwise.py [--out-dir DIR] [--quick]
 """
 import argparse
 import json
 import os
+import platform
 import sys
 import time
+
+import numpy as np
+
+if not hasattr(np, "row_stack"):  # numba-cuda on the GPU machine still imports it (NumPy 2.5 removed it)
+    np.row_stack = np.vstack
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
@@ -35,6 +45,14 @@ def per_call_us(fn, sync, calls=20000):
     return (time.perf_counter() - start) / calls * 1e6
 
 
+def compile_fused(torch):
+    """torch.compile of (a + b) * s (Inductor fuses it into one Triton kernel), or None if it fails."""
+    try:
+        return torch.compile(lambda a, b, s: (a + b) * s, fullgraph=True)
+    except Exception:
+        return None
+
+
 def bandwidth_rows(torch, cupy, n, repeats):
     rows = []
     ttimer = torch_timer(torch)
@@ -50,6 +68,7 @@ def bandwidth_rows(torch, cupy, n, repeats):
         tdtype = getattr(torch, dtype)
         a, b, s = (torch.rand(n, device="cuda").to(tdtype) for _ in range(3))
         out = torch.empty_like(a)
+        compiled = compile_fused(torch)
         ca = cb = cs = cout = None
         if cupy is not None and dtype != "bfloat16":
             ca, cb, cs = (cupy.random.rand(n, dtype=cupy.float32).astype(dtype) for _ in range(3))
@@ -68,11 +87,15 @@ def bandwidth_rows(torch, cupy, n, repeats):
         for name, arrays, lab_fn, torch_fn, lab_cupy_fn, cupy_fn in cases:
             lab_ms = median_ms(lab_fn, *ttimer, repeats=repeats)
             torch_ms = median_ms(torch_fn, *ttimer, repeats=repeats)
+            compile_ms = None
+            if name == "fused_add_mul" and compiled is not None:
+                compile_ms = median_ms(lambda: compiled(a, b, s), *ttimer, repeats=repeats)
             cupy_ms = median_ms(cupy_fn, *ctimer, repeats=repeats) if cupy_fn else None
             lab_cupy_ms = median_ms(lab_cupy_fn, *ctimer, repeats=repeats) if lab_cupy_fn else None
             itemsize = a.element_size()
             rows.append(dict(op=name, dtype=dtype, n=n, lab_ms=lab_ms, torch_ms=torch_ms, cupy_ms=cupy_ms,
-                             lab_on_cupy_ms=lab_cupy_ms, arrays=arrays, tbs=arrays * n * itemsize / lab_ms / 1e9))
+                             lab_on_cupy_ms=lab_cupy_ms, compile_ms=compile_ms, arrays=arrays,
+                             tbs=arrays * n * itemsize / lab_ms / 1e9))
         del a, b, s, out, ca, cb, cs, cout
         torch.cuda.empty_cache()
         if cupy is not None:
@@ -107,65 +130,189 @@ def layout_rows(torch, side, repeats):
     return rows
 
 
-def per_call_rows(torch, cupy):
+def size_curve(torch, cupy, sizes, repeats, calls=20):
+    """Time per call of `calls` back-to-back calls (event-timed), float32, per size and library."""
+    ttimer = torch_timer(torch)
+    ctimer = cupy_timer(cupy) if cupy else None
     rows = []
+    for n in sizes:
+        a, b, s = (torch.rand(n, device="cuda") for _ in range(3))
+        out = torch.empty_like(a)
+        peers = {
+            "add": [("lab", ttimer, lambda: lab.add(a, b, out)), ("torch", ttimer, lambda: torch.add(a, b, out=out))],
+            "fused_add_mul": [("lab", ttimer, lambda: lab.fused_add_mul(a, b, s, out)),
+                              ("torch", ttimer, lambda: torch.mul(torch.add(a, b), s, out=out))],
+        }
+        if cupy is not None:
+            ca, cb, cs = (cupy.random.rand(n, dtype=cupy.float32) for _ in range(3))
+            cout = cupy.empty_like(ca)
+            peers["add"].append(("cupy", ctimer, lambda: cupy.add(ca, cb, out=cout)))
+            peers["fused_add_mul"].append(("cupy", ctimer, lambda: cupy.multiply(cupy.add(ca, cb), cs, out=cout)))
+        for op, entries in peers.items():
+            arrays = 3 if op == "add" else 4
+            for library, timer, fn in entries:
+                def batch(fn=fn):
+                    for _ in range(calls):
+                        fn()
+                ms = median_ms(batch, *timer, repeats=repeats) / calls
+                rows.append(dict(op=op, library=library, n=n, ms=ms, tbs=arrays * n * 4 / ms / 1e9))
+    return rows
+
+
+def per_call_rows(torch, cupy):
+    """Host cost per call on 1024 float32 elements, and the floor of a bare launch from C."""
+    rows = []
+    sync_torch = torch.cuda.synchronize
+    la, lb, lout = (lab.asarray(np.random.rand(1024).astype(np.float32)) for _ in range(3))
+    pointers = (lout.data_ptr, la.data_ptr, lb.data_ptr, 1024)
+    rows.append(dict(what="floor: _bare_add(raw pointers)", us=per_call_us(lambda: lab.lab._bare_add(*pointers),
+                                                                           lab.synchronize)))
+    rows.append(dict(what="lab.add on lab.Array", us=per_call_us(lambda: lab.add(la, lb, lout), lab.synchronize)))
     a, b, out = (torch.rand(1024, device="cuda") for _ in range(3))
-    rows.append(dict(what="lab.add on torch", us=per_call_us(lambda: lab.add(a, b, out), torch.cuda.synchronize)))
-    rows.append(dict(what="torch.add(out=)", us=per_call_us(lambda: torch.add(a, b, out=out), torch.cuda.synchronize)))
+    rows.append(dict(what="lab.add on torch", us=per_call_us(lambda: lab.add(a, b, out), sync_torch)))
+    rows.append(dict(what="torch.add(out=)", us=per_call_us(lambda: torch.add(a, b, out=out), sync_torch)))
     if cupy is not None:
         ca, cb, cout = (cupy.random.rand(1024, dtype=cupy.float32) for _ in range(3))
         sync = cupy.cuda.runtime.deviceSynchronize
         rows.append(dict(what="lab.add on CuPy", us=per_call_us(lambda: lab.add(ca, cb, cout), sync)))
         rows.append(dict(what="cupy.add(out=)", us=per_call_us(lambda: cupy.add(ca, cb, out=cout), sync)))
+    try:
+        from numba import cuda
+    except Exception:
+        cuda = None
+    if cuda is not None:
+        @cuda.jit
+        def numba_add(x, y, z):
+            i = cuda.grid(1)
+            if i < z.size:
+                z[i] = x[i] + y[i]
+
+        na, nb, nout = (cuda.to_device(np.random.rand(1024).astype(np.float32)) for _ in range(3))
+        rows.append(dict(what="lab.add on Numba", us=per_call_us(lambda: lab.add(na, nb, nout), cuda.synchronize)))
+        rows.append(dict(what="numba kernel launch", us=per_call_us(lambda: numba_add[4, 256](na, nb, nout),
+                                                                    cuda.synchronize, calls=5000)))
     return rows
+
+
+def plot(curve, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    for row, op in enumerate(("add", "fused_add_mul")):
+        for library, style in (("lab", "o-"), ("torch", "s--"), ("cupy", "^:")):
+            points = [r for r in curve if r["op"] == op and r["library"] == library]
+            if not points:
+                continue
+            sizes = [r["n"] for r in points]
+            axes[row][0].loglog(sizes, [r["ms"] * 1000 for r in points], style, label=library)
+            axes[row][1].semilogx(sizes, [r["tbs"] for r in points], style, label=library)
+        axes[row][0].set_title(f"{op}: time per call (float32)")
+        axes[row][0].set_ylabel("us per call")
+        axes[row][1].set_title(f"{op}: bandwidth")
+        axes[row][1].set_ylabel("TB/s")
+        for ax in axes[row]:
+            ax.set_xlabel("elements")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def fmt(v, spec=".3f"):
     return "-" if v is None else format(v, spec)
 
 
+def goal_lines(bw, calls, curve):
+    """Issue 5's goals, each with its measured ratio."""
+    lines = []
+    by = {(r["op"], r["dtype"]): r for r in bw}
+    for dtype in ("float32", "float16", "bfloat16"):
+        add, fused = by[("add", dtype)], by[("fused_add_mul", dtype)]
+        lines.append((f"add {dtype} >= 1.0x torch", add["torch_ms"] / add["lab_ms"], 1.0))
+        lines.append((f"fused_add_mul {dtype} >= 1.45x torch eager", fused["torch_ms"] / fused["lab_ms"], 1.45))
+        if fused.get("compile_ms"):
+            lines.append((f"fused_add_mul {dtype} >= 1.0x torch.compile", fused["compile_ms"] / fused["lab_ms"], 1.0))
+        for op in ("relu", "gelu"):
+            r = by[(op, dtype)]
+            lines.append((f"{op} {dtype} >= 1.0x torch", r["torch_ms"] / r["lab_ms"], 1.0))
+    us = {r["what"]: r["us"] for r in calls}
+    lines.append(("per call on torch <= 0.75x torch.add", us["lab.add on torch"] / us["torch.add(out=)"], -0.75))
+    if "cupy.add(out=)" in us:
+        lines.append(("per call on CuPy <= 0.7x cupy.add", us["lab.add on CuPy"] / us["cupy.add(out=)"], -0.7))
+    if "numba kernel launch" in us:
+        lines.append(("per call on Numba <= 0.3x numba launch", us["lab.add on Numba"] / us["numba kernel launch"], -0.3))
+    lines.append(("lab's own cost above the floor <= 0.5 us",
+                  us["lab.add on lab.Array"] - us["floor: _bare_add(raw pointers)"], -0.5))
+    for op in ("add", "fused_add_mul"):
+        worst = min(min(r_peer["ms"] for r_peer in curve if r_peer["op"] == op and r_peer["n"] == n and
+                        r_peer["library"] != "lab") / next(r["ms"] for r in curve if r["op"] == op and r["n"] == n and
+                                                           r["library"] == "lab")
+                    for n in sorted({r["n"] for r in curve}))
+        lines.append((f"{op} curve 2^10..2^26: lab at or below torch and CuPy (worst peer/lab)", worst, 1.0))
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--json", help="write the raw numbers here")
+    parser.add_argument("--out-dir", help="write results.json and results.png here")
     parser.add_argument("--quick", action="store_true", help="2^24 elements and fewer repeats")
     args = parser.parse_args()
     torch = optional("torch")
     cupy = optional("cupy")
     if not lab.is_available() or torch is None or not torch.cuda.is_available():
-        print("benchmark: needs a CUDA GPU and PyTorch (CuPy optional); `python3 -m lab` says what is missing")
+        print("benchmark: needs a CUDA GPU and PyTorch (CuPy and Numba optional); `python3 -m lab` says what is "
+              "missing")
         return 1
     n = 1 << 24 if args.quick else 1 << 28
     repeats = 10 if args.quick else 30
     bw, copy_tbs = bandwidth_rows(torch, cupy, n, repeats)
     layouts = layout_rows(torch, 2048 if args.quick else 8192, repeats)
+    curve = size_curve(torch, cupy, [1 << k for k in range(10, 27, 2)], 10 if args.quick else 15)
     calls = per_call_rows(torch, cupy)
+    goals = goal_lines(bw, calls, curve)
     gpu = torch.cuda.get_device_name()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(gpu=gpu, torch=torch.__version__, cupy=getattr(cupy, "__version__", None),
-                           lab=lab.__version__, date=time.strftime("%Y-%m-%d"), bandwidth=bw, layouts=layouts,
-                           per_call=calls), f,
-                      indent=1)
+    meta = dict(gpu=gpu, date=time.strftime("%Y-%m-%d"), lab=lab.__version__, torch=torch.__version__,
+                cupy=getattr(cupy, "__version__", None), driver=".".join(map(str, lab.cuda_driver_version() or ())),
+                cuda_runtime=".".join(map(str, lab.cuda_runtime_version())), python=platform.python_version())
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
+        with open(os.path.join(args.out_dir, "results.json"), "w") as f:
+            json.dump(dict(meta=meta, copy_tbs=copy_tbs, bandwidth=bw, layouts=layouts, curve=curve, per_call=calls,
+                           goals=[dict(goal=g, measured=m) for g, m, _ in goals]), f, indent=1)
+        try:
+            plot(curve, os.path.join(args.out_dir, "results.png"))
+        except ImportError:
+            print("(matplotlib is not installed: no plot)")
 
-    print(f"\n== lab elementwise benchmark on {gpu}, torch {torch.__version__}, CuPy "
-          f"{getattr(cupy, '__version__', 'absent')}, n = 2^{n.bit_length() - 1} ==")
-    print(f"{'op':15s} {'dtype':9s} {'lab ms':>8s} {'torch ms':>9s} {'cupy ms':>8s} {'lab/cupy':>9s} "
+    print(f"\n== lab benchmark: {gpu}, driver {meta['driver']}, torch {meta['torch']}, CuPy {meta['cupy']}, "
+          f"{meta['date']}; n = 2^{n.bit_length() - 1} ==")
+    print(f"{'op':15s} {'dtype':9s} {'lab ms':>8s} {'torch ms':>9s} {'compile':>8s} {'cupy ms':>8s} "
           f"{'vs torch':>9s} {'vs cupy':>8s} {'lab TB/s':>9s} {'% copy':>7s}")
     for r in bw:
         vs_torch = r["torch_ms"] / r["lab_ms"] if r["lab_ms"] else None
         vs_cupy = r["cupy_ms"] / r["lab_on_cupy_ms"] if r.get("cupy_ms") and r.get("lab_on_cupy_ms") else None
-        print(f"{r['op']:15s} {r['dtype']:9s} {fmt(r['lab_ms']):>8s} {fmt(r['torch_ms']):>9s} {fmt(r['cupy_ms']):>8s} "
-              f"{fmt(r.get('lab_on_cupy_ms')):>9s} {fmt(vs_torch, '.2f'):>9s} {fmt(vs_cupy, '.2f'):>8s} "
-              f"{r['tbs']:9.2f} {100 * r['tbs'] / copy_tbs:6.0f}%")
-    print("(vs torch / vs cupy: the peer's time over lab's; > 1 means lab is faster)")
+        print(f"{r['op']:15s} {r['dtype']:9s} {fmt(r['lab_ms']):>8s} {fmt(r['torch_ms']):>9s} "
+              f"{fmt(r.get('compile_ms')):>8s} {fmt(r['cupy_ms']):>8s} {fmt(vs_torch, '.2f'):>9s} "
+              f"{fmt(vs_cupy, '.2f'):>8s} {r['tbs']:9.2f} {100 * r['tbs'] / copy_tbs:6.0f}%")
     print(f"\n{'layout (float32)':16s} {'shape':>10s} {'lab ms':>8s} {'torch ms':>9s} {'vs torch':>9s} "
           f"{'lab TB/s':>9s} {'torch TB/s':>11s}")
     for r in layouts:
         print(f"{r['op']:16s} {r['shape']:>10s} {r['lab_ms']:8.3f} {r['torch_ms']:9.3f} "
               f"{r['torch_ms'] / r['lab_ms']:9.2f} {r['lab_tbs']:9.2f} {r['torch_tbs']:11.2f}")
-    print(f"\n{'per call, 1024 elements':28s} {'us':>7s}")
+    print(f"\n{'size curve, us per call':24s} " + " ".join(f"{'2^' + str(k):>7s}" for k in range(10, 27, 2)))
+    for op in ("add", "fused_add_mul"):
+        for library in ("lab", "torch", "cupy"):
+            points = [r for r in curve if r["op"] == op and r["library"] == library]
+            if points:
+                print(f"{op + ' ' + library:24s} " + " ".join(f"{r['ms'] * 1000:7.2f}" for r in points))
+    print(f"\n{'per call, 1024 float32':34s} {'us':>7s}")
     for r in calls:
-        print(f"{r['what']:28s} {r['us']:7.2f}")
+        print(f"{r['what']:34s} {r['us']:7.2f}")
+    print(f"\n{'goal':62s} {'measured':>9s}  met")
+    for goal, measured, target in goals:
+        met = measured <= -target if target < 0 else measured >= target
+        print(f"{goal:62s} {measured:9.2f}  {'yes' if met else 'NO'}")
     return 0
 
 
