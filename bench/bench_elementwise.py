@@ -285,7 +285,12 @@ def main():
         except ImportError:
             print("(matplotlib is not installed: no plot)")
 
-    print(f"\n== lab benchmark: {gpu}, driver {meta['driver']}, torch {meta['torch']}, CuPy {meta['cupy']}, "
+    print_report(meta, n, bw, copy_tbs, layouts, curve, calls, goals)
+    return 0
+
+
+def print_report(meta, n, bw, copy_tbs, layouts, curve, calls, goals):
+    print(f"\n== lab benchmark: {meta['gpu']}, driver {meta['driver']}, torch {meta['torch']}, CuPy {meta['cupy']}, "
           f"{meta['date']}; n = 2^{n.bit_length() - 1} ==")
     print(f"{'op':15s} {'dtype':9s} {'lab ms':>8s} {'torch ms':>9s} {'compile':>8s} {'cupy ms':>8s} "
           f"{'vs torch':>9s} {'vs cupy':>8s} {'lab TB/s':>9s} {'% copy':>7s}")
@@ -313,7 +318,6 @@ def main():
     for goal, measured, target in goals:
         met = measured <= -target if target < 0 else measured >= target
         print(f"{goal:62s} {measured:9.2f}  {'yes' if met else 'NO'}")
-    return 0
 
 
 if __name__ == "__main__":
