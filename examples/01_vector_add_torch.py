@@ -3,16 +3,11 @@
 lab reads the tensors' device pointers through torch's DLPack C exchange API (no copy), launches
 its kernel on torch's current stream, and writes into c. Run: python3 examples/01_vector_add_torch.py
 """
-import sys
+from _common import need, need_gpu
 
-try:
-    import torch
-except ImportError:
-    sys.exit("this example needs PyTorch with CUDA (pip install torch)")
-import lab
-
-if not torch.cuda.is_available() or not lab.is_available():
-    sys.exit("this example needs a CUDA GPU; `python3 -m lab` says what is missing")
+torch = need("torch")
+need_gpu()
+import lab  # noqa: E402
 
 n = 10_000_000
 a = torch.rand(n, device="cuda")
