@@ -9,7 +9,7 @@
 
 #include "module_state.h"
 
-#define LAB_MAX_PARAMS 8
+#define LAB_MAX_PARAMS 12
 
 typedef struct {
     int n_required;         /* leading parameters that must be given */

@@ -6,6 +6,7 @@
  * free let the garbage collector see and release what the state holds. */
 #include "cuda_error.h"
 #include "elementwise.h"
+#include "foreach.h"
 #include "introspect.h"
 #include "launch_floor.h"
 #include "module_state.h"
@@ -50,6 +51,7 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_stream_functions) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_array_functions) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_elementwise_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_foreach_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_launch_floor_methods) < 0) return -1;
     if (PyModule_AddStringConstant(module, "__version__", LAB_VERSION) < 0) return -1;

@@ -144,6 +144,9 @@ struct GeluTanhOp {  // the tanh approximation, gelu(approximate="tanh")
         return C(0.5) * a * (C(1) + math_tanh(inner));
     }
 };
+struct ScaleOp {  // out = alpha * x (foreach_scale's per-tensor path)
+    template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &p) const { return wrapping_mul(p.alpha, a); }
+};
 struct CopyOp {
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const { return a; }
 };

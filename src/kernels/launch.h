@@ -77,6 +77,50 @@ typedef struct {
 /* Launches one planned elementwise op on `stream`. LAB_PATH_EMPTY launches nothing. */
 cudaError_t lab_launch_elementwise(const lab_elementwise_launch *launch, cudaStream_t stream);
 
+/* ---- multi-tensor apply: one launch for many tensors (foreach ops, optimizer steps) ---- */
+
+typedef enum {
+    LAB_MT_ADD = 0,       /* lists x, y, out:        out = x + alpha * y */
+    LAB_MT_MUL,           /* lists x, y, out:        out = x * y */
+    LAB_MT_AXPBY,         /* lists x, y, out:        out = alpha * x + beta * y */
+    LAB_MT_SCALE,         /* lists x, out:           out = alpha * x */
+    LAB_MT_COPY,          /* lists src, dst:         dst = src */
+    LAB_MT_NORM,          /* list x:                 norms[i] = ||x[i]||_2 */
+    LAB_MT_SGD,           /* lists param, grad:      plain SGD (momentum 0) */
+    LAB_MT_SGD_MOMENTUM,  /* lists param, grad, buf: SGD with a momentum buffer */
+    LAB_MT_ADAM,          /* lists param, grad, exp_avg, exp_avg_sq: Adam / AdamW */
+    LAB_NUM_MT_OPS
+} lab_mt_op;
+
+/* Scalars of a multi-tensor op, all float32 (what the kernels compute in). */
+typedef struct {
+    float alpha, beta;
+    float lr, weight_decay, momentum, dampening;
+    float beta1, beta2, eps, step_size, bias_correction2_sqrt;
+    int nesterov, first_step, decoupled_weight_decay;
+} lab_mt_params;
+
+/* Tensor i of list k is at ptrs[k][i] with sizes[i] contiguous elements. Lists that hold optimizer
+ * state (SGD's buf, Adam's exp_avg and exp_avg_sq) have dtype state_dtype, the others dtype; both
+ * are float16, bfloat16 or float32. For LAB_MT_NORM, norms[norm_index[i]] receives tensor i's norm
+ * (the launcher zeroes and finishes them). large_params: the driver takes 32 KB of kernel
+ * parameters (CUDA 12.1+), so one launch covers more tensors. */
+typedef struct {
+    lab_mt_op op;
+    int n_lists;
+    int n_tensors;
+    lab_dtype dtype, state_dtype;
+    char *const *ptrs[LAB_MAX_OPERANDS];
+    const int64_t *sizes;
+    float *norms;
+    const int *norm_index;
+    int n_norms;
+    lab_mt_params params;
+    int large_params;
+} lab_multi_tensor_launch;
+
+cudaError_t lab_launch_multi_tensor(const lab_multi_tensor_launch *launch, cudaStream_t stream);
+
 /* Architectures this build carries, as "sm_80 sm_90 compute_90" (for `python -m lab`). */
 const char *lab_compiled_architectures(void);
 

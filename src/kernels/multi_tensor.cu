@@ -1,0 +1,270 @@
+// multi_tensor.cu - multi-tensor apply: one kernel launch for a whole list of tensors.
+//
+// An optimizer step touches hundreds of small tensors; launching once per tensor costs ~4 us of
+// host time each, far more than the GPU work. Here the host cuts every tensor into chunks of
+// kChunk elements and packs, into the kernel's parameters, a table of (tensor pointers, sizes) and
+// (block -> tensor, chunk); each block then processes one chunk. A table holds what fits in the
+// parameter space - 32 KB from CUDA 12.1, else the classic 4 KB - and more tensors take more
+// launches. Elements are read as float, computed in float (half types too) and written back in
+// each list's dtype. (apex / PyTorch's MultiTensorApply.cuh follow the same plan.)
+#include <type_traits>
+
+#include "dispatch.cuh"
+#include "launch.h"
+
+namespace lab {
+namespace {
+
+constexpr int kChunk = 65536;      // elements per block
+constexpr int kMtThreads = 512;
+constexpr int kIlp = 4;            // elements per thread per step, loaded before use
+
+template <int kMaxTensors, int kMaxBlocks> struct ChunkTable {
+    char *ptrs[LAB_MAX_OPERANDS][kMaxTensors];
+    int64_t sizes[kMaxTensors];
+    int norm_index[kMaxTensors];
+    uint16_t block_tensor[kMaxBlocks];
+    int32_t block_chunk[kMaxBlocks];
+};
+using SmallTable = ChunkTable<24, 160>;    // fits the classic 4 KB of kernel parameters
+using LargeTable = ChunkTable<256, 2048>;  // fits 32 KB
+static_assert(sizeof(SmallTable) + sizeof(lab_mt_params) + 64 < 4096, "4 KB parameter limit");
+static_assert(sizeof(LargeTable) + sizeof(lab_mt_params) + 64 < 32764, "32 KB parameter limit");
+
+template <typename T> __device__ __forceinline__ float to_float(T v) { return static_cast<float>(v); }
+template <> __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_float(float v) { return static_cast<T>(v); }
+template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// Each op: how many lists, which it reads and writes (bit k = list k), which hold state (state
+// dtype), and what it does to one element's values r[k].
+struct MtAdd {
+    static constexpr int kLists = 3, kReads = 0b011, kWrites = 0b100, kState = 0;
+    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const { r[2] = r[0] + p.alpha * r[1]; }
+};
+struct MtMul {
+    static constexpr int kLists = 3, kReads = 0b011, kWrites = 0b100, kState = 0;
+    __device__ void operator()(float (&r)[4], const lab_mt_params &) const { r[2] = r[0] * r[1]; }
+};
+struct MtAxpby {
+    static constexpr int kLists = 3, kReads = 0b011, kWrites = 0b100, kState = 0;
+    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const { r[2] = p.alpha * r[0] + p.beta * r[1]; }
+};
+struct MtScale {
+    static constexpr int kLists = 2, kReads = 0b01, kWrites = 0b10, kState = 0;
+    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const { r[1] = p.alpha * r[0]; }
+};
+struct MtCopy {
+    static constexpr int kLists = 2, kReads = 0b01, kWrites = 0b10, kState = 0;
+    __device__ void operator()(float (&r)[4], const lab_mt_params &) const { r[1] = r[0]; }
+};
+// torch.optim.SGD, single-tensor form: d = g + wd * p; p -= lr * d.
+struct MtSgd {
+    static constexpr int kLists = 2, kReads = 0b11, kWrites = 0b01, kState = 0;
+    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const {
+        const float d = p.weight_decay != 0.f ? r[1] + p.weight_decay * r[0] : r[1];
+        r[0] -= p.lr * d;
+    }
+};
+// With momentum: buf = d on the first step, else momentum * buf + (1 - dampening) * d; nesterov
+// steps along d + momentum * buf, else along buf.
+struct MtSgdMomentum {
+    static constexpr int kLists = 3, kReads = 0b111, kWrites = 0b101, kState = 0b100;
+    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const {
+        float d = p.weight_decay != 0.f ? r[1] + p.weight_decay * r[0] : r[1];
+        const float buf = p.first_step ? d : p.momentum * r[2] + (1.f - p.dampening) * d;
+        r[2] = buf;
+        d = p.nesterov ? d + p.momentum * buf : buf;
+        r[0] -= p.lr * d;
+    }
+};
+// torch.optim.Adam / AdamW (single-tensor form): exp_avg.lerp_(g, 1 - beta1) - with lerp's formula -
+// exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g, then
+// p -= step_size * exp_avg / (sqrt(exp_avg_sq) / sqrt(bias_correction2) + eps).
+struct MtAdam {
+    static constexpr int kLists = 4, kReads = 0b1111, kWrites = 0b1101, kState = 0b1100;
+    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const {
+        float param = r[0], grad = r[1];
+        if (p.weight_decay != 0.f) {
+            if (p.decoupled_weight_decay) param *= 1.f - p.lr * p.weight_decay;
+            else grad += p.weight_decay * param;
+        }
+        const float weight = 1.f - p.beta1;
+        const float exp_avg = weight < 0.5f ? r[2] + weight * (grad - r[2]) : grad - (grad - r[2]) * (1.f - weight);
+        const float exp_avg_sq = p.beta2 * r[3] + (1.f - p.beta2) * grad * grad;
+        const float denom = sqrtf(exp_avg_sq) / p.bias_correction2_sqrt + p.eps;
+        r[0] = param - p.step_size * exp_avg / denom;
+        r[2] = exp_avg;
+        r[3] = exp_avg_sq;
+    }
+};
+
+template <typename Op, typename P, typename S, typename Table>
+__global__ void __launch_bounds__(kMtThreads) multi_tensor_kernel(Table table, lab_mt_params params) {
+    const Op op;
+    const int t = table.block_tensor[blockIdx.x];
+    const int64_t start = static_cast<int64_t>(table.block_chunk[blockIdx.x]) * kChunk;
+    const int64_t remaining = table.sizes[t] - start;
+    const int len = static_cast<int>(remaining < kChunk ? remaining : kChunk);
+    for (int base = threadIdx.x * kIlp; base < len; base += kMtThreads * kIlp) {
+        float r[kIlp][4];
+#pragma unroll
+        for (int k = 0; k < Op::kLists; ++k) {
+            if (!((Op::kReads >> k) & 1)) continue;
+#pragma unroll
+            for (int e = 0; e < kIlp; ++e) {
+                const int i = base + e;
+                if (i >= len) break;
+                if ((Op::kState >> k) & 1) r[e][k] = to_float(reinterpret_cast<const S *>(table.ptrs[k][t])[start + i]);
+                else r[e][k] = to_float(reinterpret_cast<const P *>(table.ptrs[k][t])[start + i]);
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < kIlp; ++e) op(r[e], params);
+#pragma unroll
+        for (int k = 0; k < Op::kLists; ++k) {
+            if (!((Op::kWrites >> k) & 1)) continue;
+#pragma unroll
+            for (int e = 0; e < kIlp; ++e) {
+                const int i = base + e;
+                if (i >= len) break;
+                if ((Op::kState >> k) & 1) reinterpret_cast<S *>(table.ptrs[k][t])[start + i] = from_float<S>(r[e][k]);
+                else reinterpret_cast<P *>(table.ptrs[k][t])[start + i] = from_float<P>(r[e][k]);
+            }
+        }
+    }
+}
+
+// Sum of squares of each chunk, added atomically into norms[norm_index[t]] (zeroed beforehand).
+template <typename P, typename Table>
+__global__ void __launch_bounds__(kMtThreads) sum_of_squares_kernel(Table table, float *norms) {
+    const int t = table.block_tensor[blockIdx.x];
+    const int64_t start = static_cast<int64_t>(table.block_chunk[blockIdx.x]) * kChunk;
+    const int64_t remaining = table.sizes[t] - start;
+    const int len = static_cast<int>(remaining < kChunk ? remaining : kChunk);
+    const P *x = reinterpret_cast<const P *>(table.ptrs[0][t]) + start;
+    float sum = 0.f;
+    for (int i = threadIdx.x; i < len; i += kMtThreads) {
+        const float v = to_float(x[i]);
+        sum += v * v;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    __shared__ float warp_sums[kMtThreads / 32];
+    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        sum = threadIdx.x < kMtThreads / 32 ? warp_sums[threadIdx.x] : 0.f;
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+        if (threadIdx.x == 0) atomicAdd(&norms[table.norm_index[t]], sum);
+    }
+}
+
+__global__ void square_root_kernel(float *norms, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) norms[i] = sqrtf(norms[i]);
+}
+
+template <typename Op, typename P, typename S, typename Table>
+cudaError_t launch_tables(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
+    constexpr int kMaxTensors = sizeof(Table::sizes) / sizeof(int64_t);
+    constexpr int kMaxBlocks = sizeof(Table::block_chunk) / sizeof(int32_t);
+    Table table;
+    int tensors = 0, blocks = 0;
+    auto flush = [&]() -> cudaError_t {
+        if (blocks > 0) {
+            if constexpr (std::is_same_v<Op, void>) {
+                sum_of_squares_kernel<P, Table><<<blocks, kMtThreads, 0, stream>>>(table, launch.norms);
+            } else {
+                multi_tensor_kernel<Op, P, S, Table><<<blocks, kMtThreads, 0, stream>>>(table, launch.params);
+            }
+        }
+        tensors = blocks = 0;
+        return cudaGetLastError();
+    };
+    for (int i = 0; i < launch.n_tensors; ++i) {
+        const int64_t n = launch.sizes[i];
+        if (n == 0) continue;
+        const int64_t chunks = (n + kChunk - 1) / kChunk;
+        for (int64_t c = 0; c < chunks; ++c) {
+            if (c == 0 || blocks == 0) {  // (re)enter tensor i into the table
+                if (tensors == kMaxTensors || blocks == kMaxBlocks) {
+                    cudaError_t err = flush();
+                    if (err != cudaSuccess) return err;
+                }
+                for (int k = 0; k < launch.n_lists; ++k) table.ptrs[k][tensors] = launch.ptrs[k][i];
+                table.sizes[tensors] = n;
+                table.norm_index[tensors] = launch.norm_index ? launch.norm_index[i] : 0;
+                ++tensors;
+            }
+            table.block_tensor[blocks] = static_cast<uint16_t>(tensors - 1);
+            table.block_chunk[blocks] = static_cast<int32_t>(c);
+            if (++blocks == kMaxBlocks) {
+                cudaError_t err = flush();
+                if (err != cudaSuccess) return err;
+            }
+        }
+    }
+    return flush();
+}
+
+template <typename Op, typename P, typename S>
+cudaError_t launch_op(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
+    return launch.large_params ? launch_tables<Op, P, S, LargeTable>(launch, stream)
+                               : launch_tables<Op, P, S, SmallTable>(launch, stream);
+}
+
+// float16 / bfloat16 / float32 for the lists; state lists either the same type or float32.
+template <typename Fn> cudaError_t visit_mt_type(lab_dtype dtype, Fn &&fn) {
+    switch (dtype) {
+    case LAB_FLOAT16: return fn(TypeTag<__half>{});
+    case LAB_BFLOAT16: return fn(TypeTag<__nv_bfloat16>{});
+    case LAB_FLOAT32: return fn(TypeTag<float>{});
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+template <typename Op> cudaError_t launch_with_types(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
+    return visit_mt_type(launch.dtype, [&](auto tag) {
+        using P = typename decltype(tag)::type;
+        if constexpr (Op::kState != 0) {
+            if (launch.state_dtype == LAB_FLOAT32 && !std::is_same_v<P, float>) return launch_op<Op, P, float>(launch, stream);
+        }
+        if (launch.state_dtype != launch.dtype) return cudaErrorInvalidValue;
+        return launch_op<Op, P, P>(launch, stream);
+    });
+}
+
+cudaError_t launch_norms(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
+    cudaError_t err = cudaMemsetAsync(launch.norms, 0, sizeof(float) * launch.n_norms, stream);
+    if (err != cudaSuccess) return err;
+    err = visit_mt_type(launch.dtype, [&](auto tag) {
+        using P = typename decltype(tag)::type;
+        return launch_op<void, P, P>(launch, stream);
+    });
+    if (err != cudaSuccess || launch.n_norms == 0) return err;
+    square_root_kernel<<<(launch.n_norms + 255) / 256, 256, 0, stream>>>(launch.norms, launch.n_norms);
+    return cudaGetLastError();
+}
+
+}  // namespace
+}  // namespace lab
+
+extern "C" cudaError_t lab_launch_multi_tensor(const lab_multi_tensor_launch *launch, cudaStream_t stream) {
+    using namespace lab;
+    switch (launch->op) {
+    case LAB_MT_ADD: return launch_with_types<MtAdd>(*launch, stream);
+    case LAB_MT_MUL: return launch_with_types<MtMul>(*launch, stream);
+    case LAB_MT_AXPBY: return launch_with_types<MtAxpby>(*launch, stream);
+    case LAB_MT_SCALE: return launch_with_types<MtScale>(*launch, stream);
+    case LAB_MT_COPY: return launch_with_types<MtCopy>(*launch, stream);
+    case LAB_MT_NORM: return launch_norms(*launch, stream);
+    case LAB_MT_SGD: return launch_with_types<MtSgd>(*launch, stream);
+    case LAB_MT_SGD_MOMENTUM: return launch_with_types<MtSgdMomentum>(*launch, stream);
+    case LAB_MT_ADAM: return launch_with_types<MtAdam>(*launch, stream);
+    default: return cudaErrorInvalidValue;
+    }
+}
