@@ -130,6 +130,48 @@ def layout_rows(torch, side, repeats):
     return rows
 
 
+def foreach_rows(torch, repeats, count=300):
+    """Many tensors of a transformer's spread of sizes (log-uniform, 64 .. 4M elements), float32:
+    lab's one-launch list ops against a Python loop of torch ops, torch._foreach_*, and torch's
+    Adam with foreach=True and fused=True."""
+    timer = torch_timer(torch)
+    rng = np.random.default_rng(0)
+    sizes = [int(v) for v in np.exp(rng.uniform(np.log(64), np.log(4 << 20), size=count))]
+    xs = [torch.rand(n, device="cuda") for n in sizes]
+    ys = [torch.rand(n, device="cuda") for n in sizes]
+    elements = sum(sizes)
+
+    def loop():
+        for x, y in zip(xs, ys):
+            torch.add(x, y, out=x)
+
+    rows = [dict(what=f"add over {count} tensors", lab_ms=median_ms(lambda: lab.foreach_add(xs, ys, xs), *timer,
+                                                                       repeats=repeats),
+                 loop_ms=median_ms(loop, *timer, repeats=repeats),
+                 foreach_ms=median_ms(lambda: torch._foreach_add_(xs, ys), *timer, repeats=repeats),
+                 bytes=3 * elements * 4)]
+
+    params = [torch.nn.Parameter(torch.rand(n, device="cuda")) for n in sizes]
+    for p in params:
+        p.grad = torch.rand_like(p)
+    exp_avgs = [torch.zeros_like(p) for p in params]
+    exp_avg_sqs = [torch.zeros_like(p) for p in params]
+    grads = [p.grad for p in params]
+    step = [0]
+
+    def lab_adam():
+        step[0] += 1
+        lab.adam_step(params, grads, exp_avgs, exp_avg_sqs, step=step[0], lr=1e-4)
+
+    with torch.no_grad():
+        adam_foreach = torch.optim.Adam(params, lr=1e-4, foreach=True)
+        adam_fused = torch.optim.Adam(params, lr=1e-4, fused=True)
+        rows.append(dict(what=f"adam over {count} tensors", lab_ms=median_ms(lab_adam, *timer, repeats=repeats),
+                         foreach_ms=median_ms(adam_foreach.step, *timer, repeats=repeats),
+                         fused_ms=median_ms(adam_fused.step, *timer, repeats=repeats), bytes=7 * elements * 4))
+    return rows
+
+
 def size_curve(torch, cupy, sizes, repeats, calls=20):
     """Time per call of `calls` back-to-back calls (event-timed), float32, per size and library."""
     ttimer = torch_timer(torch)
@@ -223,9 +265,13 @@ def fmt(v, spec=".3f"):
     return "-" if v is None else format(v, spec)
 
 
-def goal_lines(bw, calls, curve):
-    """Issue 5's goals, each with its measured ratio."""
+def goal_lines(bw, calls, curve, lists):
+    """Issues 5's and 6's goals, each with its measured ratio."""
     lines = []
+    add_row, adam_row = lists
+    lines.append(("foreach_add >= 10x a Python loop of torch.add", add_row["loop_ms"] / add_row["lab_ms"], 10.0))
+    lines.append(("foreach_add >= 1.0x torch._foreach_add_", add_row["foreach_ms"] / add_row["lab_ms"], 1.0))
+    lines.append(("adam_step >= 1.0x torch Adam(fused=True)", adam_row["fused_ms"] / adam_row["lab_ms"], 1.0))
     by = {(r["op"], r["dtype"]): r for r in bw}
     for dtype in ("float32", "float16", "bfloat16"):
         add, fused = by[("add", dtype)], by[("fused_add_mul", dtype)]
@@ -270,7 +316,8 @@ def main():
     layouts = layout_rows(torch, 2048 if args.quick else 8192, repeats)
     curve = size_curve(torch, cupy, [1 << k for k in range(10, 27, 2)], 10 if args.quick else 15)
     calls = per_call_rows(torch, cupy)
-    goals = goal_lines(bw, calls, curve)
+    lists = foreach_rows(torch, 10 if args.quick else 20)
+    goals = goal_lines(bw, calls, curve, lists)
     gpu = torch.cuda.get_device_name()
     meta = dict(gpu=gpu, date=time.strftime("%Y-%m-%d"), lab=lab.__version__, torch=torch.__version__,
                 cupy=getattr(cupy, "__version__", None), driver=".".join(map(str, lab.cuda_driver_version() or ())),
@@ -279,17 +326,18 @@ def main():
         os.makedirs(args.out_dir, exist_ok=True)
         with open(os.path.join(args.out_dir, "results.json"), "w") as f:
             json.dump(dict(meta=meta, copy_tbs=copy_tbs, bandwidth=bw, layouts=layouts, curve=curve, per_call=calls,
+                           foreach=lists,
                            goals=[dict(goal=g, measured=m) for g, m, _ in goals]), f, indent=1)
         try:
             plot(curve, os.path.join(args.out_dir, "results.png"))
         except ImportError:
             print("(matplotlib is not installed: no plot)")
 
-    print_report(meta, n, bw, copy_tbs, layouts, curve, calls, goals)
+    print_report(meta, n, bw, copy_tbs, layouts, curve, calls, goals, lists)
     return 0
 
 
-def print_report(meta, n, bw, copy_tbs, layouts, curve, calls, goals):
+def print_report(meta, n, bw, copy_tbs, layouts, curve, calls, goals, lists):
     print(f"\n== lab benchmark: {meta['gpu']}, driver {meta['driver']}, torch {meta['torch']}, CuPy {meta['cupy']}, "
           f"{meta['date']}; n = 2^{n.bit_length() - 1} ==")
     print(f"{'op':15s} {'dtype':9s} {'lab ms':>8s} {'torch ms':>9s} {'compile':>8s} {'cupy ms':>8s} "
@@ -314,6 +362,11 @@ def print_report(meta, n, bw, copy_tbs, layouts, curve, calls, goals):
     print(f"\n{'per call, 1024 float32':34s} {'us':>7s}")
     for r in calls:
         print(f"{r['what']:34s} {r['us']:7.2f}")
+    print(f"\n{'many tensors (float32)':24s} {'lab ms':>8s} {'py loop':>8s} {'_foreach':>9s} {'fused':>8s} "
+          f"{'lab TB/s':>9s}")
+    for r in lists:
+        print(f"{r['what']:24s} {r['lab_ms']:8.3f} {fmt(r.get('loop_ms')):>8s} {fmt(r.get('foreach_ms')):>9s} "
+              f"{fmt(r.get('fused_ms')):>8s} {r['bytes'] / r['lab_ms'] / 1e9:9.2f}")
     print(f"\n{'goal':62s} {'measured':>9s}  met")
     for goal, measured, target in goals:
         met = measured <= -target if target < 0 else measured >= target
