@@ -7,7 +7,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test demo gpu-check sanitize bench clean
+.PHONY: build test demo gpu-check sanitize bench fuzz clean
 
 build:
 	$(PYTHON) setup.py build_ext --inplace
@@ -59,6 +59,11 @@ sanitize:
 	  -k "(torch and 1000003 and float32) or transposed_inputs" \
 	  > /dev/null 2>&1; echo "racecheck exit code: $$?"
 	@grep -E "SUMMARY" $(OUT)/racecheck.log
+
+# The protocol fuzzer at full strength (CI runs 300 examples per test).
+fuzz: $(VENV_PY)
+	$(VENV_PY) setup.py build_ext --inplace
+	LAB_FUZZ_EXAMPLES=100000 $(VENV_PY) -m pytest -q tests/test_fuzz.py
 
 bench: build
 	$(PYTHON) bench/bench_elementwise.py --out-dir bench/results/latest

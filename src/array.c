@@ -366,6 +366,29 @@ static int read_cai_dict(lab_state *state, PyObject *cai, const char *func, cons
     return 0;
 }
 
+/* Every element's address must be representable: data + sum((shape - 1) * stride) over the
+ * dimensions, each product and sum checked for overflow (a hand-written dict may say anything). */
+static int check_address_range(const lab_array *a, const char *func, const char *argname) {
+    if (a->numel == 0) return 0;
+    const int64_t itemsize = lab_dtype_itemsize[a->dtype];
+    int64_t low = 0, high = 0;
+    for (int d = 0; d < a->ndim; d++) {
+        int64_t span;
+        if (__builtin_mul_overflow(a->shape[d] - 1, a->strides[d], &span) || __builtin_mul_overflow(span, itemsize, &span) ||
+            (span < 0 ? __builtin_add_overflow(low, span, &low) : __builtin_add_overflow(high, span, &high)))
+            goto outside;
+    }
+    const uintptr_t first = (uintptr_t)a->data, below = (uintptr_t)0 - (uintptr_t)low; /* low <= 0 */
+    uintptr_t last;
+    if (below > first || __builtin_add_overflow(first, (uintptr_t)high + (uintptr_t)(itemsize - 1), &last))
+        goto outside;
+    return 0;
+outside:
+    PyErr_Format(PyExc_ValueError, "%s(): argument '%s': its data pointer, shape and strides reach outside the address "
+                 "space", func, argname);
+    return -1;
+}
+
 int lab_read_array(lab_state *state, PyObject *obj, const char *func, const char *argname, lab_array *array) {
     if (Py_IS_TYPE(obj, state->ArrayType)) {
         lab_array_object_describe((lab_array_object *)obj, array);
@@ -373,7 +396,10 @@ int lab_read_array(lab_state *state, PyObject *obj, const char *func, const char
     }
     const DLPackExchangeAPI *api = NULL;
     if (lookup_exchange_api(state, obj, &api) < 0) return -1;
-    if (api) return read_dlpack_exchange(api, obj, func, argname, array);
+    if (api) {
+        if (read_dlpack_exchange(api, obj, func, argname, array) < 0) return -1;
+        return check_address_range(array, func, argname);
+    }
 
     PyObject *cai = PyObject_GetAttr(obj, LAB_NAME_OBJ(state, cai));
     if (!cai) {
@@ -386,7 +412,7 @@ int lab_read_array(lab_state *state, PyObject *obj, const char *func, const char
     }
     int rc = read_cai_dict(state, cai, func, argname, array);
     Py_DECREF(cai);
-    return rc;
+    return rc < 0 ? rc : check_address_range(array, func, argname);
 }
 
 int lab_array_is_contiguous(const lab_array *array) {
