@@ -46,17 +46,18 @@ gpu-check:
 # as lab.CudaError and tested, so memcheck here counts memory-access errors only.
 sanitize:
 	mkdir -p $(OUT)
-	PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 300 compute-sanitizer --tool memcheck --report-api-errors no \
+	PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 200 compute-sanitizer --tool memcheck --report-api-errors no \
 	  --error-exitcode 9 \
 	  --log-file $(OUT)/memcheck.log $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py \
-	  tests/test_layouts_gpu.py tests/test_streams_gpu.py \
-	  -k "not cupy and not jax and not 16777221 and not two_to_the_31 and not memory_is_given_back" \
+	  tests/test_layouts_gpu.py tests/test_streams_gpu.py tests/test_foreach_gpu.py \
+	  -k "not cupy and not jax and not 16777221 and not two_to_the_31 and not memory_is_given_back and not 300 \
+	  and not matches_torch and not training" \
 	  > $(OUT)/memcheck-pytest.txt 2>&1; \
 	  echo "memcheck exit code: $$?"; tail -1 $(OUT)/memcheck-pytest.txt
 	@grep -E "^========= (Invalid|Program hit|ERROR SUMMARY)" $(OUT)/memcheck.log | sort | uniq -c | sort -rn | head -8
-	timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(OUT)/racecheck.log \
+	timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(OUT)/racecheck.log \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py tests/test_layouts_gpu.py \
-	  -k "(torch and 1000003 and float32) or transposed_inputs" \
+	  tests/test_foreach_gpu.py -k "(torch and 1000003 and float32) or transposed_inputs or foreach_norm" \
 	  > /dev/null 2>&1; echo "racecheck exit code: $$?"
 	@grep -E "SUMMARY" $(OUT)/racecheck.log
 
