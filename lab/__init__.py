@@ -11,7 +11,7 @@ the `out` array you pass and returns it. The compiled core is lab.lab (src/*.c, 
 from ._version import __version__
 
 try:
-    from . import lab as _core
+    from . import lab as _core  # noqa: F401  (first, so a missing build gives the message below)
 except ImportError as error:  # the extension is not built
     raise ImportError(
         "lab's compiled extension (lab.lab) is not built or cannot be loaded: "

@@ -124,6 +124,17 @@ PRODUCER_NAMES = ["torch", "cupy", "numba"]
 _cache = {}
 
 
+def producer_or_skip(name, dtype="float32"):
+    """The producer, or a pytest skip saying why it cannot take part."""
+    import pytest
+    producer = get_producer(name)
+    if producer is None:
+        pytest.skip(f"{name} is not installed or sees no GPU")
+    if not producer.supports(dtype):
+        pytest.skip(f"{name} cannot express {dtype} unambiguously")
+    return producer
+
+
 def get_producer(name):
     if "all" not in _cache:
         _cache["all"] = _available()

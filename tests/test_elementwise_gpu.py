@@ -6,21 +6,12 @@ import pytest
 
 import lab
 import lab.lab as core
-from producers import ALL_DTYPES, FLOAT_DTYPES, PRODUCER_NAMES, get_producer
+from producers import ALL_DTYPES, FLOAT_DTYPES, PRODUCER_NAMES, producer_or_skip
 from reference import OPS, assert_close, expected, random_inputs
 
 pytestmark = pytest.mark.gpu
 
 SIZES = [0, 1, 7, 1_000_003, 2**24 + 5]
-
-
-def producer_or_skip(name, dtype="float32"):
-    producer = get_producer(name)
-    if producer is None:
-        pytest.skip(f"{name} is not installed or sees no GPU")
-    if not producer.supports(dtype):
-        pytest.skip(f"{name} cannot express {dtype} unambiguously")
-    return producer
 
 
 def cases():

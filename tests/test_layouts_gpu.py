@@ -9,7 +9,7 @@ import pytest
 
 import lab
 import lab.lab as core
-from producers import FLOAT_DTYPES, get_producer, poison_value, round_to
+from producers import FLOAT_DTYPES, poison_value, producer_or_skip, round_to
 from reference import OPS, TOLERANCES, assert_close, expected, random_input
 
 pytestmark = pytest.mark.gpu
@@ -43,15 +43,6 @@ BROADCAST_SHAPES = {  # input shapes for each number of inputs
     "row_packed": {1: [(64,)], 2: [(36, 64), (64,)], 3: [(36, 64), (64,), (1, 64)]},
     "outer_packed": {1: [(36, 1)], 2: [(36, 1), (36, 64)], 3: [(36, 1), (36, 64), (36, 64)]},
 }
-
-
-def producer_or_skip(name, dtype="float32"):
-    producer = get_producer(name)
-    if producer is None:
-        pytest.skip(f"{name} is not installed or sees no GPU")
-    if not producer.supports(dtype):
-        pytest.skip(f"{name} cannot express {dtype}")
-    return producer
 
 
 def run_layout(key, layout, dtype, producer, rng, in_dtypes=None, out_dtype=None):
