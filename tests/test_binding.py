@@ -351,3 +351,29 @@ def test_no_gpu_with_exchange_tensor_and_explicit_stream():
     with pytest.raises(lab.CudaError, match="no CUDA driver"):
         lab.add(a, b, out, stream=7)
     assert STREAM_REPORTED  # the fake producer's stream is only asked for at launch
+
+
+# ---- size and address arithmetic that must not overflow ----
+
+@pytest.mark.parametrize("kw", [
+    dict(shape=(3,), strides=(2**62,), ptr=16),            # (3-1) * 2^62 * 4 bytes overflows int64
+    dict(shape=(3,), strides=(-64,), ptr=16),              # a negative stride walks below address 0
+    dict(shape=(4,), ptr=2**64 - 8),                       # the last element is past 2^64
+    dict(shape=(2**59,), typestr="<f8", ptr=2**63 + 2**62 + 16),  # 2^62 bytes from past 2^63 + 2^62
+    dict(shape=(3, 2), strides=(2**62, 4), ptr=16),        # (3-1) * 2^62 bytes overflows int64
+])
+def test_views_reaching_outside_the_address_space_are_refused(kw):
+    with pytest.raises(ValueError, match="reach outside the address space"):
+        core._array_info(fake_array(**kw))
+
+
+def test_byte_size_overflow_is_an_overflow_error():
+    with pytest.raises(OverflowError, match="overflows int64"):
+        core._array_info(fake_array(shape=(2**61,), typestr="<f8", ptr=16))
+
+
+def test_large_but_representable_views_are_read():
+    info = core._array_info(fake_array(shape=(2**40,), ptr=2**63))  # 4 TiB from 2^63: fits below 2^64
+    assert info["numel"] == 2**40
+    info = core._array_info(fake_array(shape=(10,), strides=(-4,), ptr=4096))  # x[::-1] of a buffer at 4096-36
+    assert info["strides"] == (-1,)

@@ -113,3 +113,20 @@ def test_module_refcounts_stable():
             pass
     after = sys.getrefcount(lab.CudaError)  # computed outside the assert: pytest's rewriting holds temporaries
     assert after == before
+
+
+def test_hundred_thousand_failing_calls_do_not_leak():
+    """Issue 8's CI figure: 10^5 failing calls, refcounts and traced memory flat."""
+    a, out = fake_array(), fake_array(readonly=True)
+    fn = failing(lambda: lab.relu(a, out), ValueError)
+    fn()
+    before = refcounts(tracked(a, out))
+    tracemalloc.start()
+    snapshot_before = tracemalloc.take_snapshot()
+    for _ in range(100_000):
+        fn()
+    snapshot_after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    assert refcounts(tracked(a, out)) == before
+    growth = sum(stat.size_diff for stat in snapshot_after.compare_to(snapshot_before, "filename"))
+    assert growth < 64 * 1024, f"memory grew by {growth} bytes over 10^5 calls"
