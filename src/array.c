@@ -71,12 +71,20 @@ int lab_has_array_protocol(lab_state *state, PyObject *obj) {
         api = NULL;
     }
     if (api) return 1;
-    PyObject *cai = PyObject_GetAttr(obj, LAB_NAME_OBJ(state, cai));
-    if (!cai) {
+    /* Producers define __cuda_array_interface__ as a property of their type (CuPy, Numba, JAX):
+     * asking the type returns the property without building the dict, which lab_read_array then
+     * builds once. Only an attribute set on the instance needs the instance asked. */
+    PyObject *name = LAB_NAME_OBJ(state, cai);
+    PyObject *found = PyObject_GetAttr((PyObject *)Py_TYPE(obj), name);
+    if (!found) {
+        PyErr_Clear();
+        found = PyObject_GetAttr(obj, name);
+    }
+    if (!found) {
         PyErr_Clear();
         return 0;
     }
-    Py_DECREF(cai);
+    Py_DECREF(found);
     return 1;
 }
 

@@ -113,29 +113,22 @@ done:
 }
 
 /* A written array at index i may be identical to another list's array there (in place), but not
- * partially overlap it. */
+ * partially overlap it. Contiguous arrays are checked here; views go through the per-tensor plan,
+ * whose overlap check knows strides. */
 static int check_overlap(const tensor_lists *lists, int i) {
     for (int w = 0; w < lists->n_lists; w++) {
-        const tensor_list *written = &lists->lists[w];
-        if (!written->written) continue;
-        const lab_array *out = &written->arrays[i];
-        lab_operands ops;
-        ops.count = 0;
-        ops.arrays[ops.count] = *out;
-        ops.names[ops.count++] = written->name;
+        if (!lists->lists[w].written) continue;
+        const lab_array *out = &lists->lists[w].arrays[i];
         for (int k = 0; k < lists->n_lists; k++) {
-            if (k == w) continue;
             const lab_array *other = &lists->lists[k].arrays[i];
-            const int identical = other->data == out->data && other->dtype == out->dtype;
-            if (identical || other->numel == 0 || out->numel == 0) continue;
-            const int64_t out_bytes = out->numel * lab_dtype_itemsize[out->dtype];
-            const int64_t other_bytes = other->numel * lab_dtype_itemsize[other->dtype];
-            if (lab_array_is_contiguous(out) && lab_array_is_contiguous(other) &&
-                (other->data + other_bytes <= out->data || out->data + out_bytes <= other->data))
+            if (k == w || out->numel == 0 || other->numel == 0 || !lab_array_is_contiguous(out) ||
+                !lab_array_is_contiguous(other) || (other->data == out->data && other->dtype == out->dtype))
                 continue;
-            if (!lab_array_is_contiguous(out) || !lab_array_is_contiguous(other)) continue; /* the per-tensor plan checks views */
+            const char *out_end = out->data + out->numel * lab_dtype_itemsize[out->dtype];
+            const char *other_end = other->data + other->numel * lab_dtype_itemsize[other->dtype];
+            if (other_end <= out->data || out_end <= other->data) continue;
             PyErr_Format(PyExc_ValueError, "%s(): '%s[%d]' partially overlaps '%s[%d]'; use the identical array for in-place",
-                         lists->func, written->name, i, lists->lists[k].name, i);
+                         lists->func, lists->lists[w].name, i, lists->lists[k].name, i);
             return -1;
         }
     }

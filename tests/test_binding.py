@@ -377,3 +377,24 @@ def test_large_but_representable_views_are_read():
     assert info["numel"] == 2**40
     info = core._array_info(fake_array(shape=(10,), strides=(-4,), ptr=4096))  # x[::-1] of a buffer at 4096-36
     assert info["strides"] == (-1,)
+
+
+class CountingProducer:
+    """A producer whose __cuda_array_interface__ is a class-level property, as in CuPy and Numba,
+    counting how often the (costly, per-access) dict is built."""
+    builds = 0
+
+    def __init__(self, shape):
+        self._cai = {"shape": shape, "typestr": "<f4", "data": (0, False), "version": 3}
+
+    @property
+    def __cuda_array_interface__(self):
+        type(self).builds += 1
+        return self._cai
+
+
+def test_each_protocol_dict_is_built_once_per_call():
+    arrays = [CountingProducer((0,)) for _ in range(4)]
+    CountingProducer.builds = 0
+    lab.fused_add_mul(arrays[0], arrays[1], arrays[2], arrays[3])  # `s` an array: probed, then read
+    assert CountingProducer.builds == 4
