@@ -398,3 +398,10 @@ def test_each_protocol_dict_is_built_once_per_call():
     CountingProducer.builds = 0
     lab.fused_add_mul(arrays[0], arrays[1], arrays[2], arrays[3])  # `s` an array: probed, then read
     assert CountingProducer.builds == 4
+
+
+def test_scale_array_with_an_instance_attribute_interface():
+    a, b, s, out = (fake_array(shape=(0,), ptr=0) for _ in range(4))
+    assert lab.fused_add_mul(a, b, s, out) is out
+    with pytest.raises(ValueError, match=r"cannot be broadcast together: .*'s' has shape \(3,\)"):
+        lab.fused_add_mul(fake_array(shape=(0,)), fake_array(shape=(0,)), fake_array(shape=(3,)), fake_array(shape=(0,)))
