@@ -92,6 +92,56 @@ def test_foreach_slow_paths_views_and_dtype_mixes():
         assert torch.allclose(out, x.float() + 2 * y, atol=1e-6)
 
 
+EDGE_SIZES = [1, 7, 8, 9, 4095, 65535, 65536, 65537, 200_003]
+
+
+def offset_views(torch, host_arrays, dtype, offset):
+    """Contiguous views starting `offset` elements into a larger buffer: the multi-tensor kernel's
+    fast path still takes them, but off the 16-byte alignment its vector loads need."""
+    views = []
+    for h in host_arrays:
+        buffer = torch.full((h.size + offset,), float("nan"), dtype=getattr(torch, dtype), device="cuda")
+        view = buffer[offset:]
+        view.copy_(torch.tensor(h, dtype=torch.float32, device="cuda"))
+        views.append(view)
+    return views
+
+
+@pytest.mark.parametrize("offsets", [(0, 0, 0), (1, 0, 0), (0, 3, 0), (0, 0, 1), (5, 5, 5)])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_foreach_add_on_misaligned_views_and_edge_sizes(dtype, offsets):
+    """Sizes around the vector width and the 65536-element chunk, every list aligned or not."""
+    torch = torch_or_skip()
+    rng = np.random.default_rng(7)
+    hx = [round_to(rng.uniform(-2, 2, n), dtype) for n in EDGE_SIZES]
+    hy = [round_to(rng.uniform(-2, 2, n), dtype) for n in EDGE_SIZES]
+    xs, ys = offset_views(torch, hx, dtype, offsets[0]), offset_views(torch, hy, dtype, offsets[1])
+    outs = offset_views(torch, [np.full(n, np.nan) for n in EDGE_SIZES], dtype, offsets[2])
+    lab.foreach_add(xs, ys, outs, alpha=-1.5)
+    check(torch, outs, [x - 1.5 * y for x, y in zip(hx, hy)], dtype, "foreach_add")
+
+
+@pytest.mark.parametrize("param_dtype,state_dtype", [("float32", "float32"), ("bfloat16", "float32"),
+                                                     ("float16", "float16")])
+def test_adam_on_misaligned_views_matches_aligned(param_dtype, state_dtype):
+    """The same Adam step on aligned tensors and on views one element off alignment: bit-identical
+    (the vector path and the element path compute one formula)."""
+    torch = torch_or_skip()
+    rng = np.random.default_rng(11)
+    hosts = [[rng.uniform(-1, 1, n) for n in EDGE_SIZES] for _ in range(4)]
+    hosts[3] = [np.abs(h) for h in hosts[3]]  # exp_avg_sq >= 0
+    dtypes = [param_dtype, param_dtype, state_dtype, state_dtype]
+    results = []
+    for offset in (0, 1):
+        lists = [offset_views(torch, h, d, offset) for h, d in zip(hosts, dtypes)]
+        lab.adam_step(*lists, step=3, lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True)
+        torch.cuda.synchronize()
+        results.append([[t.float().cpu().numpy() for t in lst] for lst in (lists[0], lists[2], lists[3])])
+    for aligned, misaligned in zip(*results):
+        for a, m in zip(aligned, misaligned):
+            np.testing.assert_array_equal(a, m)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("count", [1, 7, 300])
 def test_foreach_norm(dtype, count):

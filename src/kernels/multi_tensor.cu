@@ -17,7 +17,7 @@ namespace {
 
 constexpr int kChunk = 65536;      // elements per block
 constexpr int kMtThreads = 512;
-constexpr int kIlp = 4;            // elements per thread per step, loaded before use
+constexpr int kIlp = 4;            // misaligned tensors: elements per thread per step, loaded before use
 
 template <int kMaxTensors, int kMaxBlocks> struct ChunkTable {
     char *ptrs[LAB_MAX_OPERANDS][kMaxTensors];
@@ -30,13 +30,6 @@ using SmallTable = ChunkTable<24, 160>;    // fits the classic 4 KB of kernel pa
 using LargeTable = ChunkTable<256, 2048>;  // fits 32 KB
 static_assert(sizeof(SmallTable) + sizeof(lab_mt_params) + 64 < 4096, "4 KB parameter limit");
 static_assert(sizeof(LargeTable) + sizeof(lab_mt_params) + 64 < 32764, "32 KB parameter limit");
-
-template <typename T> __device__ __forceinline__ float to_float(T v) { return static_cast<float>(v); }
-template <> __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_float(float v) { return static_cast<T>(v); }
-template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 // Each op: how many lists, which it reads and writes (bit k = list k), which hold state (state
 // dtype), and what it does to one element's values r[k].
@@ -101,38 +94,117 @@ struct MtAdam {
     }
 };
 
+// One element of list k of the block's tensor: the state dtype S or the parameter dtype P.
+template <typename Op, typename P, typename S>
+__device__ __forceinline__ float load_element(const char *list, int k, int i) {
+    if ((Op::kState >> k) & 1) return load_as_compute(reinterpret_cast<const S *>(list)[i]);
+    return load_as_compute(reinterpret_cast<const P *>(list)[i]);
+}
+template <typename Op, typename P, typename S>
+__device__ __forceinline__ void store_element(char *list, int k, int i, float v) {
+    if ((Op::kState >> k) & 1) reinterpret_cast<S *>(list)[i] = store_from_compute<S>(v);
+    else reinterpret_cast<P *>(list)[i] = store_from_compute<P>(v);
+}
+
+// kVec consecutive elements moved by one instruction: 16 bytes of the parameter dtype (a state
+// list in float32 next to half parameters moves 32 bytes, two instructions).
+template <typename T, int kVec> struct alignas(sizeof(T) * kVec) Vector {
+    T v[kVec];
+};
+template <typename Op, typename P, typename S, int kVec>
+__device__ __forceinline__ void load_vector(const char *list, int k, int v, float (&r)[kVec][4]) {
+    if ((Op::kState >> k) & 1) {
+        const Vector<S, kVec> x = reinterpret_cast<const Vector<S, kVec> *>(list)[v];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) r[e][k] = load_as_compute(x.v[e]);
+    } else {
+        const Vector<P, kVec> x = reinterpret_cast<const Vector<P, kVec> *>(list)[v];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) r[e][k] = load_as_compute(x.v[e]);
+    }
+}
+template <typename Op, typename P, typename S, int kVec>
+__device__ __forceinline__ void store_vector(char *list, int k, int v, const float (&r)[kVec][4]) {
+    if ((Op::kState >> k) & 1) {
+        Vector<S, kVec> x;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) x.v[e] = store_from_compute<S>(r[e][k]);
+        reinterpret_cast<Vector<S, kVec> *>(list)[v] = x;
+    } else {
+        Vector<P, kVec> x;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) x.v[e] = store_from_compute<P>(r[e][k]);
+        reinterpret_cast<Vector<P, kVec> *>(list)[v] = x;
+    }
+}
+
+// Block b handles chunk block_chunk[b] of tensor block_tensor[b]. Neighbouring threads touch
+// neighbouring memory on every step (coalesced): when every list of the tensor is aligned, each
+// thread moves whole vectors, kUnroll of them loaded before any is used; the rest of the chunk
+// (the last len % kVec elements, or all of a misaligned view) goes kIlp elements per thread, each
+// kMtThreads apart.
 template <typename Op, typename P, typename S, typename Table>
 __global__ void __launch_bounds__(kMtThreads) multi_tensor_kernel(Table table, lab_mt_params params) {
+    constexpr int kVec = 16 / sizeof(P);
+    // Two vectors in flight per thread when they fit in registers (float32, or few lists).
+    constexpr int kUnroll = kVec * Op::kLists <= 16 ? 2 : 1;
     const Op op;
     const int t = table.block_tensor[blockIdx.x];
     const int64_t start = static_cast<int64_t>(table.block_chunk[blockIdx.x]) * kChunk;
     const int64_t remaining = table.sizes[t] - start;
     const int len = static_cast<int>(remaining < kChunk ? remaining : kChunk);
-    for (int base = threadIdx.x * kIlp; base < len; base += kMtThreads * kIlp) {
-        float r[kIlp][4];
+
+    char *list[Op::kLists];
+    bool aligned = true;
 #pragma unroll
-        for (int k = 0; k < Op::kLists; ++k) {
-            if (!((Op::kReads >> k) & 1)) continue;
+    for (int k = 0; k < Op::kLists; ++k) {
+        const int element_size = ((Op::kState >> k) & 1) ? sizeof(S) : sizeof(P);
+        list[k] = table.ptrs[k][t] + start * element_size;
+        aligned &= reinterpret_cast<uintptr_t>(list[k]) % (element_size * kVec) == 0;
+    }
+
+    int done = 0;
+    if (aligned) {
+        const int n_vectors = len / kVec;
+        for (int first = threadIdx.x; first < n_vectors; first += kMtThreads * kUnroll) {
+            float r[kUnroll][kVec][4];
 #pragma unroll
-            for (int e = 0; e < kIlp; ++e) {
-                const int i = base + e;
-                if (i >= len) break;
-                if ((Op::kState >> k) & 1) r[e][k] = to_float(reinterpret_cast<const S *>(table.ptrs[k][t])[start + i]);
-                else r[e][k] = to_float(reinterpret_cast<const P *>(table.ptrs[k][t])[start + i]);
+            for (int u = 0; u < kUnroll; ++u) {
+                const int v = first + u * kMtThreads;
+#pragma unroll
+                for (int k = 0; k < Op::kLists; ++k)
+                    if (((Op::kReads >> k) & 1) && v < n_vectors) load_vector<Op, P, S, kVec>(list[k], k, v, r[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                const int v = first + u * kMtThreads;
+                if (v >= n_vectors) break;
+#pragma unroll
+                for (int e = 0; e < kVec; ++e) op(r[u][e], params);
+#pragma unroll
+                for (int k = 0; k < Op::kLists; ++k)
+                    if ((Op::kWrites >> k) & 1) store_vector<Op, P, S, kVec>(list[k], k, v, r[u]);
             }
         }
+        done = n_vectors * kVec;
+    }
+    for (int first = done + threadIdx.x; first < len; first += kMtThreads * kIlp) {
+        float r[kIlp][4];
 #pragma unroll
-        for (int e = 0; e < kIlp; ++e) op(r[e], params);
+        for (int e = 0; e < kIlp; ++e) {
+            const int i = first + e * kMtThreads;
 #pragma unroll
-        for (int k = 0; k < Op::kLists; ++k) {
-            if (!((Op::kWrites >> k) & 1)) continue;
+            for (int k = 0; k < Op::kLists; ++k)
+                if (((Op::kReads >> k) & 1) && i < len) r[e][k] = load_element<Op, P, S>(list[k], k, i);
+        }
 #pragma unroll
-            for (int e = 0; e < kIlp; ++e) {
-                const int i = base + e;
-                if (i >= len) break;
-                if ((Op::kState >> k) & 1) reinterpret_cast<S *>(table.ptrs[k][t])[start + i] = from_float<S>(r[e][k]);
-                else reinterpret_cast<P *>(table.ptrs[k][t])[start + i] = from_float<P>(r[e][k]);
-            }
+        for (int e = 0; e < kIlp; ++e) {
+            const int i = first + e * kMtThreads;
+            if (i >= len) break;
+            op(r[e], params);
+#pragma unroll
+            for (int k = 0; k < Op::kLists; ++k)
+                if ((Op::kWrites >> k) & 1) store_element<Op, P, S>(list[k], k, i, r[e][k]);
         }
     }
 }
@@ -147,7 +219,7 @@ __global__ void __launch_bounds__(kMtThreads) sum_of_squares_kernel(Table table,
     const P *x = reinterpret_cast<const P *>(table.ptrs[0][t]) + start;
     float sum = 0.f;
     for (int i = threadIdx.x; i < len; i += kMtThreads) {
-        const float v = to_float(x[i]);
+        const float v = load_as_compute(x[i]);
         sum += v * v;
     }
 #pragma unroll
