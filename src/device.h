@@ -6,14 +6,25 @@
 
 #include "array.h"
 
-/* Validation, no CUDA call: every operand whose protocol names its device (DLPack) must be on the
- * same device as the first one that does. arrays[0] is the output. ValueError names both. */
+/* No CUDA call: every operand whose device is known (DLPack, lab.Array, or located) must be on the
+ * same device as the first one that is. arrays[0] is the output. ValueError names both. */
 int lab_check_same_device(const lab_array *arrays, const char *const *names, int n, const char *func);
 
-/* The device to launch on: the output's (or an input's) where the protocol says it; for CAI
- * arrays, the pointer's device when more than one GPU exists, else the current device.
- * Also returns the caller's current device so the launch can restore it. */
-cudaError_t lab_select_device(lab_state *state, const lab_array *arrays, int n, int *target, int *current);
+/* Where each CAI operand lives (the dict does not say): asks the driver about the pointer, once per
+ * 2 MiB page (cached in the module state), and fills array->device. Memory the GPU cannot reach -
+ * ordinary host memory, or an address nobody mapped - is refused with a ValueError naming the
+ * argument, unless the device reads pageable host memory itself (HMM/ATS). Arrays whose protocol
+ * named the device (DLPack, lab.Array) and empty arrays are skipped. Returns 0, or -1 with
+ * ValueError or lab.CudaError set. */
+int lab_locate_memory(lab_state *state, lab_array *arrays, const char *const *names, int n, const char *func);
+
+/* The same for one array of a list: messages name it `name[index]` (index -1: just `name`). */
+int lab_locate_array(lab_state *state, lab_array *array, const char *name, int index, const char *func);
+
+/* The device to launch on: the first operand's whose device is known (after lab_locate_memory, all
+ * but page-locked host memory), else the current device. Also returns the caller's current device
+ * so the launch can restore it. */
+cudaError_t lab_select_device(const lab_array *arrays, int n, int *target, int *current);
 
 /* Runs `call` on `device` (-1: the current one), switching the caller's current device only when it
  * differs and restoring it afterwards. Returns the first error. */

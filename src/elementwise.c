@@ -3,18 +3,17 @@
  * lab.add(a, b, out) lands in py_add(), generated below from its row in ops_table.h, which calls
  * run_elementwise() with that row. run_elementwise() parses the arguments, reads each array into a
  * lab_array, has plan.c validate them and plan the launch (broadcasting, dtypes, layout, overlap),
- * checks devices and scalars, and only then touches CUDA: pick the device and the stream, launch,
- * check, restore the device. */
+ * checks scalars, and only then touches CUDA: locate the operands' memory and check they share a device,
+ * then launch inside launch_scope.c's bracket (stream, device, ordering, error). */
 #include "elementwise.h"
 
 #include "args.h"
 #include "array.h"
-#include "cuda_error.h"
 #include "device.h"
 #include "dtype.h"
 #include "kernels/launch.h"
+#include "launch_scope.h"
 #include "plan.h"
-#include "runtime_types.h"
 #include "stream.h"
 
 /* What each parameter of a signature family means to run_elementwise. */
@@ -103,39 +102,12 @@ static int is_python_number(PyObject *obj) {
 
 static int launch(lab_state *state, const lab_operands *ops, const lab_elementwise_launch *plan, PyObject *stream_obj,
                   int stream_given, cudaStream_t stream, const char *func) {
-    lab_stream_plan streams;
-    if (lab_plan_streams(state, ops->arrays, ops->count, stream_obj, stream_given, stream, &streams) < 0) return -1;
-
-    int target = 0, current = 0;
-    const char *step = "device selection";
-    cudaError_t err = lab_select_device(state, ops->arrays, ops->count, &target, &current);
-    if (err == cudaSuccess && target != current) err = cudaSetDevice(target);
-    if (err == cudaSuccess) {
-        step = "ordering with the producers' streams";
-        err = lab_order_before_launch(state, &streams, target);
-    }
-    if (err == cudaSuccess) {
-        step = "kernel launch";
-        err = lab_launch_elementwise(plan, streams.launch);
-    }
-    if (err == cudaSuccess) {
-        step = "ordering the producers' streams after the launch";
-        err = lab_order_after_launch(state, &streams, target);
-    }
-    if (target != current) {
-        cudaError_t restore = cudaSetDevice(current);
-        if (err == cudaSuccess && restore != cudaSuccess) {
-            err = restore;
-            step = "restoring the current device";
-        }
-    }
-    if (err != cudaSuccess) {
-        lab_raise_cuda_error(state, err, func, step);
-        return -1;
-    }
-    for (int i = 0; i < ops->count; i++) /* lab.Arrays remember where they were last used */
-        if (ops->arrays[i].lab_array)
-            lab_array_object_set_stream((lab_array_object *)ops->arrays[i].lab_array, streams.launch, streams.launch_owner);
+    lab_launch_scope scope;
+    if (lab_launch_scope_begin(state, &scope, ops->arrays, ops->count, stream_obj, stream_given, stream) < 0) return -1;
+    if (lab_launch_scope_ok(&scope))
+        lab_launch_scope_step(&scope, "kernel launch", lab_launch_elementwise(plan, scope.streams.launch));
+    if (lab_launch_scope_end(state, &scope, func) < 0) return -1;
+    lab_launch_scope_note_stream(&scope, ops->arrays, ops->count);
     return 0;
 }
 
@@ -204,7 +176,6 @@ static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, Py
     }
     lab_elementwise_launch plan;
     if (lab_plan_elementwise(&ops, OP_INTEGERS[op], func, &plan) < 0) return NULL;
-    if (lab_check_same_device(ops.arrays, ops.names, ops.count, func) < 0) return NULL;
     plan.op = op;
 
     /* Scalars take the compute type: integers for integer arithmetic, else any real number. */
@@ -220,7 +191,10 @@ static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, Py
     cudaStream_t stream = 0;
     if (lab_parse_stream_arg(state, stream_obj, func, &stream_given, &stream) < 0) return NULL;
 
+    if (lab_check_same_device(ops.arrays, ops.names, ops.count, func) < 0) return NULL; /* devices the protocols named */
     if (plan.path == LAB_PATH_EMPTY) return Py_NewRef(out_obj); /* nothing to do: no CUDA call, no launch */
+    if (lab_locate_memory(state, ops.arrays, ops.names, ops.count, func) < 0) return NULL;
+    if (lab_check_same_device(ops.arrays, ops.names, ops.count, func) < 0) return NULL; /* and the located ones */
     if (launch(state, &ops, &plan, stream_obj, stream_given, stream, func) < 0) return NULL;
     return Py_NewRef(out_obj);
 }

@@ -15,11 +15,10 @@
 
 #include "args.h"
 #include "array.h"
-#include "cuda_error.h"
 #include "device.h"
 #include "dtype.h"
+#include "launch_scope.h"
 #include "plan.h"
-#include "runtime_types.h"
 #include "stream.h"
 
 typedef struct {
@@ -41,8 +40,34 @@ static void free_lists(tensor_lists *lists) { PyMem_Free(lists->storage); }
 
 static int is_mt_dtype(lab_dtype d) { return d == LAB_FLOAT16 || d == LAB_BFLOAT16 || d == LAB_FLOAT32; }
 
+/* Every array whose device is known (and `norms`, if given) on one device. ValueError names the
+ * first array that differs and the first whose device was known. */
+static int check_devices(const tensor_lists *lists, const lab_array *norms) {
+    const lab_array *reference = norms && norms->device >= 0 ? norms : NULL;
+    const char *reference_list = "out";
+    int reference_index = -1;
+    for (int k = 0; k < lists->n_lists; k++) {
+        for (int i = 0; i < lists->n; i++) {
+            const lab_array *a = &lists->lists[k].arrays[i];
+            if (a->device < 0) continue;
+            if (!reference) {
+                reference = a;
+                reference_list = lists->lists[k].name;
+                reference_index = i;
+            } else if (a->device != reference->device) {
+                char where[80] = "out";
+                if (reference_index >= 0) snprintf(where, sizeof where, "%s[%d]", reference_list, reference_index);
+                PyErr_Format(PyExc_ValueError, "%s(): '%s[%d]' is on cuda:%d but '%s' is on cuda:%d; all arrays must be "
+                             "on one device", lists->func, lists->lists[k].name, i, a->device, where, reference->device);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Reads the lists `objects` (names `names`) into lists->lists. Checks lengths, arrays, shapes per
- * index against the first list, writability and devices. Returns 0 or -1 (error set). */
+ * index against the first list, writability and the devices the protocols name. Returns 0 or -1. */
 static int read_lists(lab_state *state, tensor_lists *lists, const char *const *names, PyObject *const *objects,
                       int n_lists, int written_mask, int state_mask) {
     const char *func = lists->func;
@@ -94,15 +119,9 @@ static int read_lists(lab_state *state, tensor_lists *lists, const char *const *
                              "one shape", func, argname, names[0], i);
                 goto done;
             }
-            const lab_array *reference = &lists->lists[0].arrays[0];
-            if (a->device >= 0 && reference->device >= 0 && a->device != reference->device) {
-                PyErr_Format(PyExc_ValueError, "%s(): '%s' is on cuda:%d but '%s[0]' is on cuda:%d; all arrays must be on "
-                             "one device", func, argname, a->device, names[0], reference->device);
-                goto done;
-            }
         }
     }
-    rc = 0;
+    rc = check_devices(lists, NULL);
 done:
     for (int k = 0; k < n_lists; k++) Py_XDECREF(sequences[k]);
     if (rc < 0) {
@@ -384,69 +403,46 @@ static PyObject *run_list_op(lab_state *state, tensor_lists *lists, const list_o
         goto done;
     }
 
+    /* Where each CAI array lives (the driver is asked once per 2 MiB page), then one device for all. */
+    if (op->norms && lab_locate_array(state, op->norms, "out", -1, func) < 0) goto done;
+    for (int k = 0; k < lists->n_lists; k++)
+        for (int i = 0; i < n; i++)
+            if (lab_locate_array(state, &lists->lists[k].arrays[i], lists->lists[k].name, i, func) < 0) goto done;
+    if (check_devices(lists, op->norms) < 0) goto done;
+
     /* The launch stream and device, decided from the first array of each list (and the norms). */
     lab_array representatives[LAB_MAX_OPERANDS];
     int n_rep = 0;
     if (op->norms) representatives[n_rep++] = *op->norms;
     for (int k = lists->n_lists - 1; k >= 0 && n > 0 && n_rep < LAB_MAX_OPERANDS; k--)
         representatives[n_rep++] = lists->lists[k].arrays[0];
-    lab_stream_plan streams;
-    if (lab_plan_streams(state, representatives, n_rep, stream_obj, stream_given, stream, &streams) < 0) goto done;
-    int target = 0, current = 0;
-    const char *step = "device selection";
-    cudaError_t err = lab_select_device(state, representatives, n_rep, &target, &current);
-    if (err == cudaSuccess && target != current) err = cudaSetDevice(target);
-    if (err == cudaSuccess) {
-        step = "ordering with the producers' streams";
-        err = lab_order_before_launch(state, &streams, target);
-    }
-    for (int s = 0; err == cudaSuccess && s < p.n_staged; s++) { /* stage in */
+    lab_launch_scope scope;
+    if (lab_launch_scope_begin(state, &scope, representatives, n_rep, stream_obj, stream_given, stream) < 0) goto done;
+    const cudaStream_t launch_stream = scope.streams.launch;
+    for (int s = 0; lab_launch_scope_ok(&scope) && s < p.n_staged; s++) { /* stage in */
         staged_array *st = &p.staged[s];
-        step = "staging a non-contiguous array";
-        err = cudaMallocAsync((void **)&st->temporary.data,
-                              (size_t)(st->original.numel * lab_dtype_itemsize[st->original.dtype]), streams.launch);
-        if (err == cudaSuccess) err = copy_array(&st->temporary, &st->original, streams.launch);
+        const char *step = "staging a non-contiguous array";
+        if (lab_launch_scope_step(&scope, step, cudaMallocAsync((void **)&st->temporary.data,
+                                  (size_t)(st->original.numel * lab_dtype_itemsize[st->original.dtype]), launch_stream)))
+            lab_launch_scope_step(&scope, step, copy_array(&st->temporary, &st->original, launch_stream));
         p.ptrs[st->slot] = st->temporary.data;
     }
-    if (err == cudaSuccess) {
-        step = "multi-tensor launch";
-        err = launch_fast(lists, op, &p, streams.launch);
-    }
-    if (err == cudaSuccess && op->norms && p.n_fast == 0)  /* no non-empty tensor: every norm is 0 */
-        err = cudaMemsetAsync(op->norms->data, 0, sizeof(float) * n, streams.launch);
-    for (int s = 0; err == cudaSuccess && s < p.n_slow; s++) {
-        step = "kernel launch";
-        err = lab_launch_elementwise(&p.slow_plans[s], streams.launch);
-    }
+    if (lab_launch_scope_ok(&scope))
+        lab_launch_scope_step(&scope, "multi-tensor launch", launch_fast(lists, op, &p, launch_stream));
+    if (lab_launch_scope_ok(&scope) && op->norms && p.n_fast == 0)  /* no non-empty tensor: every norm is 0 */
+        lab_launch_scope_step(&scope, "zeroing the norms", cudaMemsetAsync(op->norms->data, 0, sizeof(float) * n, launch_stream));
+    for (int s = 0; lab_launch_scope_ok(&scope) && s < p.n_slow; s++)
+        lab_launch_scope_step(&scope, "kernel launch", lab_launch_elementwise(&p.slow_plans[s], launch_stream));
     for (int s = 0; s < p.n_staged; s++) { /* stage out, and free every temporary made */
         staged_array *st = &p.staged[s];
         if (!st->temporary.data) continue;
-        if (err == cudaSuccess && st->written) {
-            step = "copying a staged array back";
-            err = copy_array(&st->original, &st->temporary, streams.launch);
-        }
-        cudaError_t freed = cudaFreeAsync(st->temporary.data, streams.launch);
-        if (err == cudaSuccess) err = freed;
+        if (lab_launch_scope_ok(&scope) && st->written)
+            lab_launch_scope_step(&scope, "copying a staged array back", copy_array(&st->original, &st->temporary, launch_stream));
+        lab_launch_scope_step(&scope, "freeing a staging buffer", cudaFreeAsync(st->temporary.data, launch_stream));
     }
-    if (err == cudaSuccess) {
-        step = "ordering the producers' streams after the launch";
-        err = lab_order_after_launch(state, &streams, target);
-    }
-    if (target != current) {
-        cudaError_t restore = cudaSetDevice(current);
-        if (err == cudaSuccess) err = restore;
-    }
-    if (err != cudaSuccess) {
-        lab_raise_cuda_error(state, err, func, step);
-        goto done;
-    }
-    for (int k = 0; k < lists->n_lists; k++) /* lab.Arrays remember where they were last used */
-        for (int i = 0; i < n; i++)
-            if (lists->lists[k].arrays[i].lab_array)
-                lab_array_object_set_stream((lab_array_object *)lists->lists[k].arrays[i].lab_array, streams.launch,
-                                            streams.launch_owner);
-    if (op->norms && op->norms->lab_array)
-        lab_array_object_set_stream((lab_array_object *)op->norms->lab_array, streams.launch, streams.launch_owner);
+    if (lab_launch_scope_end(state, &scope, func) < 0) goto done;
+    for (int k = 0; k < lists->n_lists; k++) lab_launch_scope_note_stream(&scope, lists->lists[k].arrays, n);
+    if (op->norms) lab_launch_scope_note_stream(&scope, op->norms, 1);
     returned = Py_NewRef(result);
 done:
     free_plan(&p);

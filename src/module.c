@@ -28,7 +28,6 @@ static const char *const NAME_TEXT[LAB_NUM_NAMES] = {
 
 static int lab_exec(PyObject *module) {
     lab_state *state = lab_get_state(module);
-    state->device_count = -1;
     state->exchange_cache_len = 0;
     for (int i = 0; i < LAB_NUM_NAMES; i++) {
         state->names[i] = PyUnicode_InternFromString(NAME_TEXT[i]);

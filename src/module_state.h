@@ -24,6 +24,7 @@ typedef struct {
 } lab_exchange_cache_entry;
 
 #define LAB_MAX_DEVICES 64
+#define LAB_DEVICE_PAGE_SLOTS 4096 /* pages known to hold device memory (device.c) */
 
 typedef struct {
     PyObject *CudaError;
@@ -34,9 +35,9 @@ typedef struct {
     PyObject *names[LAB_NUM_NAMES];
     lab_exchange_cache_entry exchange_cache[LAB_EXCHANGE_CACHE_SIZE];
     int exchange_cache_len;
-    int device_count; /* -1 until first asked (asking initialises CUDA, so never at import) */
     int order_streams; /* 0 when LAB_CUDA_ARRAY_INTERFACE_SYNC=0: no events between producer streams */
     void *order_events[LAB_MAX_DEVICES]; /* cudaEvent_t per device, made on first need (stream.c) */
+    uintptr_t device_pages[LAB_DEVICE_PAGE_SLOTS]; /* (2 MiB page << 8) | (device + 1); see device.c */
 } lab_state;
 
 static inline lab_state *lab_get_state(PyObject *module) { return (lab_state *)PyModule_GetState(module); }

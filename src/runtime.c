@@ -56,10 +56,11 @@ static PyObject *py_get_device_properties(PyObject *module, PyObject *arg) {
     struct cudaDeviceProp prop;
     err = cudaGetDeviceProperties(&prop, device);
     if (err != cudaSuccess) return lab_raise_cuda_error(lab_get_state(module), err, "get_device_properties", "cudaGetDeviceProperties");
-    return Py_BuildValue("{s:s, s:(ii), s:i, s:K, s:i, s:i}", "name", prop.name, "capability", prop.major, prop.minor,
-                         "multi_processor_count", prop.multiProcessorCount, "total_memory",
+    return Py_BuildValue("{s:s, s:(ii), s:i, s:K, s:i, s:i, s:O}", "name", prop.name, "capability", prop.major,
+                         prop.minor, "multi_processor_count", prop.multiProcessorCount, "total_memory",
                          (unsigned long long)prop.totalGlobalMem, "l2_cache_size", prop.l2CacheSize,
-                         "max_threads_per_block", prop.maxThreadsPerBlock);
+                         "max_threads_per_block", prop.maxThreadsPerBlock, "pageable_memory_access",
+                         prop.pageableMemoryAccess ? Py_True : Py_False);
 }
 
 static cudaError_t synchronize_device(void *unused) { return cudaDeviceSynchronize(); }
