@@ -7,7 +7,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test demo gpu-check sanitize bench fuzz clean
+.PHONY: build test demo gpu-check leak-check sweep profile sanitize bench fuzz clean
 
 build:
 	$(PYTHON) setup.py build_ext --inplace
@@ -28,16 +28,45 @@ demo: build
 	$(PYTHON) -m lab demo
 
 # On the GPU machine (one `run` call): its python3 has torch, CuPy, Numba and JAX; no network.
+# Logs go to $(OUT)/logs, packed at the end into $(OUT)/logs.tgz (the device tool returns at most 8
+# files); the benchmark's JSON and PNG stay beside it. EXTRA names more targets to run before the
+# packing, e.g. `make gpu-check EXTRA="leak-check sweep profile"`.
+LOGS = $(OUT)/logs
 gpu-check:
-	mkdir -p $(OUT)
-	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(OUT)/build.log 2>&1 || (tail -50 $(OUT)/build.log; exit 1)
-	$(PYTHON) -m lab | tee $(OUT)/config.txt
-	$(PYTHON) -m pytest -q -p no:cacheprovider $(XDIST) tests 2>&1 | tee $(OUT)/tests.txt | grep -v "^[.sx]*  *\[" | tail -30; \
-	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(OUT)/tests.txt
+	mkdir -p $(LOGS)
+	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(LOGS)/build.log 2>&1 || (tail -50 $(LOGS)/build.log; exit 1)
+	$(PYTHON) -m lab | tee $(LOGS)/config.txt
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rs $(XDIST) tests 2>&1 | tee $(LOGS)/tests.txt | grep -v "^[.sx]*  *\[" | grep -v "^SKIPPED" | tail -30; \
+	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(LOGS)/tests.txt
 	$(MAKE) --no-print-directory sanitize 2>&1 | tail -14
 	$(PYTHON) -m lab demo 2>&1 | tail -5
+	$(if $(EXTRA),$(MAKE) --no-print-directory $(EXTRA))
 	$(PYTHON) bench/bench_elementwise.py --out-dir $(OUT)/bench
-	@grep -E "passed|failed" $(OUT)/tests.txt | tail -1
+	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1
+	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
+
+# Issue 8's leak figure: the refcount/tracemalloc tests at 10^6 calls each (GPU machine).
+leak-check:
+	mkdir -p $(LOGS)
+	LAB_LEAK_CALLS=1000000 $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/test_refcounts.py 2>&1 \
+	  | tee $(LOGS)/leak-check.txt | grep -E "calls:|passed|failed"
+
+# How the vectorized kernel's tuning was chosen: the library's kernel over a grid of tunings.
+sweep:
+	mkdir -p $(LOGS)
+	nvcc -std=c++17 -O3 -arch=sm_90 -Isrc/kernels bench/sweep_vectorized.cu -o $(LOGS)/sweep
+	$(LOGS)/sweep | tee $(LOGS)/sweep.txt | head -3; rm -f $(LOGS)/sweep
+
+# Nsight Compute counters for lab's and torch's add/relu/gelu, and the SASS of lab's add kernels.
+NCU_METRICS = gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,\
+dram__bytes_write.sum,sm__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,\
+sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size
+profile:
+	mkdir -p $(LOGS)
+	timeout 240 ncu --clock-control none --kernel-name regex:'elementwise|vectorized|gelu|relu|clamp|threshold' \
+	  --csv --metrics $(NCU_METRICS) $(PYTHON) bench/profile_ops.py > $(LOGS)/ncu.csv 2> $(LOGS)/ncu.err; \
+	  echo "ncu exit code: $$?"; wc -l $(LOGS)/ncu.csv
+	cuobjdump -sass lab/lab*.so > $(LOGS)/lab.sass 2>&1; echo "cuobjdump exit code: $$?"
 
 # compute-sanitizer over a cut of the GPU tests. Torch's caching allocator is switched off so each
 # array is its own allocation and memcheck sees any access past its end. API-error reports are off:
@@ -45,21 +74,21 @@ gpu-check:
 # memcheck counted those 34 failed probes as errors (2026-11-29); lab's own CUDA errors are raised
 # as lab.CudaError and tested, so memcheck here counts memory-access errors only.
 sanitize:
-	mkdir -p $(OUT)
+	mkdir -p $(LOGS)
 	PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 200 compute-sanitizer --tool memcheck --report-api-errors no \
 	  --error-exitcode 9 \
-	  --log-file $(OUT)/memcheck.log $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py \
+	  --log-file $(LOGS)/memcheck.log $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py \
 	  tests/test_layouts_gpu.py tests/test_streams_gpu.py tests/test_foreach_gpu.py \
 	  -k "not cupy and not jax and not 16777221 and not two_to_the_31 and not memory_is_given_back and not 300 \
 	  and not matches_torch and not training" \
-	  > $(OUT)/memcheck-pytest.txt 2>&1; \
-	  echo "memcheck exit code: $$?"; tail -1 $(OUT)/memcheck-pytest.txt
-	@grep -E "^========= (Invalid|Program hit|ERROR SUMMARY)" $(OUT)/memcheck.log | sort | uniq -c | sort -rn | head -8
-	timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(OUT)/racecheck.log \
+	  > $(LOGS)/memcheck-pytest.txt 2>&1; \
+	  echo "memcheck exit code: $$?"; tail -1 $(LOGS)/memcheck-pytest.txt
+	@grep -E "^========= (Invalid|Program hit|ERROR SUMMARY)" $(LOGS)/memcheck.log | sort | uniq -c | sort -rn | head -8
+	timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(LOGS)/racecheck.log \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py tests/test_layouts_gpu.py \
 	  tests/test_foreach_gpu.py -k "(torch and 1000003 and float32) or transposed_inputs or foreach_norm" \
 	  > /dev/null 2>&1; echo "racecheck exit code: $$?"
-	@grep -E "SUMMARY" $(OUT)/racecheck.log
+	@grep -E "SUMMARY" $(LOGS)/racecheck.log
 
 # The protocol fuzzer at full strength (CI runs 300 examples per test).
 fuzz: $(VENV_PY)

@@ -1,0 +1,31 @@
+"""Kernels for Nsight Compute to read: lab's and torch's add / relu / gelu on 2^26 elements in
+float32, float16 and bfloat16, one launch each (ncu replays a kernel to collect its counters).
+
+    ncu --clock-control none --kernel-name regex:'elementwise|vectorized' --csv --metrics ... \\
+        python3 bench/profile_ops.py
+
+`make profile` runs it with the metrics that tell a memory-bound kernel's story: time, DRAM
+throughput and bytes, issue-slot use, achieved occupancy, registers, grid."""
+import torch
+
+import lab
+
+N = 1 << 26
+
+
+def main():
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        a, b, out = (torch.rand(N, device="cuda").to(dtype) for _ in range(3))
+        for name in ("add", "relu", "gelu"):
+            args = (a, b) if name == "add" else (a,)
+            getattr(lab, name)(*args, out)
+            if name == "add":
+                torch.add(a, b, out=out)
+            else:
+                getattr(torch.nn.functional, name)(a)
+            torch.cuda.synchronize()
+            print(f"profiled {name} {dtype}: lab, then torch", flush=True)
+
+
+if __name__ == "__main__":
+    main()
