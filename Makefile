@@ -36,13 +36,14 @@ gpu-check:
 	mkdir -p $(LOGS)
 	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(LOGS)/build.log 2>&1 || (tail -50 $(LOGS)/build.log; exit 1)
 	$(PYTHON) -m lab | tee $(LOGS)/config.txt
-	$(PYTHON) -m pytest -q -p no:cacheprovider -rs $(XDIST) tests 2>&1 | tee $(LOGS)/tests.txt | grep -v "^[.sx]*  *\[" | grep -v "^SKIPPED" | tail -30; \
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rfEs $(XDIST) tests 2>&1 | tee $(LOGS)/tests.txt | grep -v "^[.sx]*  *\[" | grep -v "^SKIPPED" | tail -30; \
 	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(LOGS)/tests.txt
 	$(MAKE) --no-print-directory sanitize 2>&1 | tail -14
 	$(PYTHON) -m lab demo 2>&1 | tail -5
 	$(if $(EXTRA),$(MAKE) --no-print-directory $(EXTRA))
 	$(PYTHON) bench/bench_elementwise.py --out-dir $(OUT)/bench
 	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1
+	find $(LOGS) -type f -size +4M -printf "left out of logs.tgz (over 4 MiB): %p\n" -delete
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
 
 # Issue 8's leak figure: the refcount/tracemalloc tests at 10^6 calls each (GPU machine).
@@ -55,18 +56,18 @@ leak-check:
 sweep:
 	mkdir -p $(LOGS)
 	nvcc -std=c++17 -O3 -arch=sm_90 -Isrc/kernels bench/sweep_vectorized.cu -o $(LOGS)/sweep
-	$(LOGS)/sweep | tee $(LOGS)/sweep.txt | head -3; rm -f $(LOGS)/sweep
+	$(LOGS)/sweep > $(LOGS)/sweep.txt; rm -f $(LOGS)/sweep; cp $(LOGS)/sweep.txt $(OUT)/; head -2 $(LOGS)/sweep.txt
 
-# Nsight Compute counters for lab's and torch's add/relu/gelu, and the SASS of lab's add kernels.
-NCU_METRICS = gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,\
-dram__bytes_write.sum,sm__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,\
-sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size
+# Nsight Compute counters for lab's and torch's add/relu/gelu (ncu.csv), and the SASS of lab's
+# add kernels for each float dtype (sass.txt). Both also land beside logs.tgz.
+NCU_METRICS = gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,sm__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size
 profile:
 	mkdir -p $(LOGS)
 	timeout 240 ncu --clock-control none --kernel-name regex:'elementwise|vectorized|gelu|relu|clamp|threshold' \
 	  --csv --metrics $(NCU_METRICS) $(PYTHON) bench/profile_ops.py > $(LOGS)/ncu.csv 2> $(LOGS)/ncu.err; \
-	  echo "ncu exit code: $$?"; wc -l $(LOGS)/ncu.csv
-	cuobjdump -sass lab/lab*.so > $(LOGS)/lab.sass 2>&1; echo "cuobjdump exit code: $$?"
+	  echo "ncu exit code: $$?"; wc -l $(LOGS)/ncu.csv; tail -3 $(LOGS)/ncu.err; cp $(LOGS)/ncu.csv $(OUT)/
+	cuobjdump -sass lab/lab*.so | $(PYTHON) bench/sass_summary.py elementwise_vectorized AddOp > $(LOGS)/sass.txt; \
+	  grep "^==" -A1 $(LOGS)/sass.txt | cut -c1-400
 
 # compute-sanitizer over a cut of the GPU tests. Torch's caching allocator is switched off so each
 # array is its own allocation and memcheck sees any access past its end. API-error reports are off:

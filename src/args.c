@@ -42,3 +42,19 @@ int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig,
     }
     return 0;
 }
+
+void lab_indexed_name(char *buf, size_t size, const char *name, int index) {
+    char digits[12];
+    int n_digits = 0;
+    unsigned int value = index < 0 ? 0u : (unsigned int)index;
+    do {
+        digits[n_digits++] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value && n_digits < (int)sizeof digits);
+    size_t at = 0;
+    while (*name && at + 1 < size) buf[at++] = *name++;
+    if (at + 1 < size) buf[at++] = '[';
+    while (n_digits && at + 1 < size) buf[at++] = digits[--n_digits];
+    if (at + 1 < size) buf[at++] = ']';
+    buf[at] = '\0';
+}

@@ -23,4 +23,8 @@ typedef struct {
 int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig, PyObject *const *args, Py_ssize_t nargs,
                    PyObject *kwnames, PyObject **slots);
 
+/* "name[index]" into buf (truncated to fit), for an array of a list in messages. Hand-rolled rather
+ * than snprintf: foreach ops name every array of every list up front, hundreds per call. */
+void lab_indexed_name(char *buf, size_t size, const char *name, int index);
+
 #endif

@@ -1,6 +1,7 @@
 /* device.c - device checks and selection for launches (see device.h). */
 #include "device.h"
 
+#include "args.h"
 #include "cuda_error.h"
 
 int lab_check_same_device(const lab_array *arrays, const char *const *names, int n, const char *func) {
@@ -53,7 +54,7 @@ int lab_locate_array(lab_state *state, lab_array *array, const char *name, int i
         return 0;
     }
     char argname[80];
-    if (index >= 0) PyOS_snprintf(argname, sizeof argname, "%s[%d]", name, index);
+    if (index >= 0) lab_indexed_name(argname, sizeof argname, name, index);
     else PyOS_snprintf(argname, sizeof argname, "%s", name);
     struct cudaPointerAttributes attributes;
     cudaError_t err = cudaPointerGetAttributes(&attributes, array->data);

@@ -104,7 +104,7 @@ static int read_lists(lab_state *state, tensor_lists *lists, const char *const *
         list->state = (state_mask >> k) & 1;
         for (int i = 0; i < lists->n; i++) {
             char argname[64];
-            snprintf(argname, sizeof argname, "%s[%d]", names[k], i);
+            lab_indexed_name(argname, sizeof argname, names[k], i);
             lab_array *a = &list->arrays[i];
             if (lab_read_array(state, PySequence_Fast_GET_ITEM(sequences[k], i), func, argname, a) < 0) goto done;
             if (list->written && a->readonly) {

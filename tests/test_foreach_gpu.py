@@ -124,8 +124,10 @@ def test_foreach_add_on_misaligned_views_and_edge_sizes(dtype, offsets):
 @pytest.mark.parametrize("param_dtype,state_dtype", [("float32", "float32"), ("bfloat16", "float32"),
                                                      ("float16", "float16")])
 def test_adam_on_misaligned_views_matches_aligned(param_dtype, state_dtype):
-    """The same Adam step on aligned tensors and on views one element off alignment: bit-identical
-    (the vector path and the element path compute one formula)."""
+    """The same Adam step on aligned tensors (vector path) and on views one element off alignment
+    (element path) agrees within one rounding of each dtype: nvcc may contract a * b + c into an FMA
+    differently in the two paths, which moves a float result by an ulp and, rarely, a half result
+    across a rounding boundary (seen: 1 element of 65535 in float16, 2026-11-29)."""
     torch = torch_or_skip()
     rng = np.random.default_rng(11)
     hosts = [[rng.uniform(-1, 1, n) for n in EDGE_SIZES] for _ in range(4)]
@@ -137,9 +139,12 @@ def test_adam_on_misaligned_views_matches_aligned(param_dtype, state_dtype):
         lab.adam_step(*lists, step=3, lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True)
         torch.cuda.synchronize()
         results.append([[t.float().cpu().numpy() for t in lst] for lst in (lists[0], lists[2], lists[3])])
-    for aligned, misaligned in zip(*results):
-        for a, m in zip(aligned, misaligned):
-            np.testing.assert_array_equal(a, m)
+    for which, aligned, misaligned, dtype in zip(("param", "exp_avg", "exp_avg_sq"), *results,
+                                                 (param_dtype, state_dtype, state_dtype)):
+        rtol, atol = TOL[dtype]
+        for i, (a, m) in enumerate(zip(aligned, misaligned)):
+            assert not np.isnan(m).any(), f"{which}[{i}]: unwritten elements"
+            np.testing.assert_allclose(m, a, rtol=rtol, atol=atol, err_msg=f"{which}[{i}]")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
