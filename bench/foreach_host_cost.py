@@ -5,9 +5,13 @@ torch._foreach_add_ beside it. Microseconds per call, wall clock over 500 calls.
     python3 bench/foreach_host_cost.py"""
 import time
 
+import os
+import sys
+
 import torch
 
-import lab
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lab  # noqa: E402
 
 
 def per_call_us(fn, calls=500):

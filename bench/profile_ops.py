@@ -6,9 +6,13 @@ float32, float16 and bfloat16, one launch each (ncu replays a kernel to collect 
 
 `make profile` runs it with the metrics that tell a memory-bound kernel's story: time, DRAM
 throughput and bytes, issue-slot use, achieved occupancy, registers, grid."""
+import os
+import sys
+
 import torch
 
-import lab
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import lab  # noqa: E402
 
 N = 1 << 26
 

@@ -84,14 +84,15 @@ template <typename Tuning> void sweep(const Buffers &buffers) {
     time_one<Tuning, float, ReluOp, 1>(buffers, "relu");
     time_one<Tuning, __nv_bfloat16, ReluOp, 1>(buffers, "relu");
     time_one<Tuning, float, GeluOp, 1>(buffers, "gelu");
+    time_one<Tuning, __half, GeluOp, 1>(buffers, "gelu");
     time_one<Tuning, __nv_bfloat16, GeluOp, 1>(buffers, "gelu");
+    time_one<Tuning, float, SiluOp, 1>(buffers, "silu");
+    time_one<Tuning, __nv_bfloat16, SiluOp, 1>(buffers, "silu");
 }
 
-template <int kThreads, int kPackets> void sweep_hints(const Buffers &buffers) {
+template <int kThreads, int kPackets> void sweep_conversions(const Buffers &buffers) {
     sweep<VectorizedTuning<kThreads, kPackets, false, false>>(buffers);
     sweep<VectorizedTuning<kThreads, kPackets, true, false>>(buffers);
-    sweep<VectorizedTuning<kThreads, kPackets, false, true>>(buffers);
-    sweep<VectorizedTuning<kThreads, kPackets, true, true>>(buffers);
 }
 
 int main() {
@@ -107,12 +108,12 @@ int main() {
     std::printf("2^28 elements; cudaMemcpy D2D of float32: %.3f ms, %.2f TB/s\n", copy_ms, copy_tbs);
     std::printf("%7s %7s %6s %9s  %-8s %-8s %9s %8s %7s %7s\n", "threads", "packets", "paired", "streaming", "op",
                 "dtype", "elements", "ms", "TB/s", "% copy");
-    sweep_hints<128, 2>(buffers);
-    sweep_hints<128, 4>(buffers);
-    sweep_hints<128, 8>(buffers);
-    sweep_hints<256, 2>(buffers);
-    sweep_hints<256, 4>(buffers);
-    sweep_hints<512, 2>(buffers);
+    sweep_conversions<128, 2>(buffers);
+    sweep_conversions<128, 4>(buffers);
+    sweep_conversions<128, 8>(buffers);
+    sweep_conversions<256, 2>(buffers);
+    sweep_conversions<256, 4>(buffers);
+    sweep<VectorizedTuning<128, 2, false, true>>(buffers);  // streaming stores
     CHECK(cudaDeviceSynchronize());
     return 0;
 }

@@ -26,6 +26,7 @@ def test_host_memory_in_a_dict_is_refused_before_launch():
     host_a = np.arange(1000, dtype=np.float32)
     host_out = np.full(1000, np.nan, dtype=np.float32)
     b = lab.asarray(np.ones(1000, dtype=np.float32))
+    device_out = lab.empty(1000)
     a = fake_array(shape=(1000,), ptr=host_a.ctypes.data)
     out = fake_array(shape=(1000,), ptr=host_out.ctypes.data)
     if pageable_memory_access():
@@ -34,7 +35,7 @@ def test_host_memory_in_a_dict_is_refused_before_launch():
         np.testing.assert_array_equal(host_out, host_a + 1)
         return
     with pytest.raises(ValueError, match=r"add\(\): argument 'a' points to memory the GPU cannot access"):
-        lab.add(a, b, out)
+        lab.add(a, b, device_out)
     with pytest.raises(ValueError, match=r"argument 'out' points to memory the GPU cannot access"):
         lab.add(b, b, out)
     assert np.isnan(host_out).all()  # nothing was written

@@ -20,7 +20,18 @@ template <int kThreadsPerBlock, int kPacketsPerThread, bool kPaired, bool kStrea
     static constexpr bool kPairedConversions = kPaired;
     static constexpr bool kStreamingStores = kStreaming;
 };
-using DefaultVectorizedTuning = VectorizedTuning<kThreads, kUnroll, false, false>;
+
+// The tuning each (dtype, op) ships with, from bench/sweep_vectorized.cu on the H200 (2026-11-29, 2^28
+// elements, ms): two packets per thread beat four for memory-bound ops - relu float32 0.515 vs
+// 0.537, gelu float32 0.514 vs 0.528, relu bfloat16 0.262 vs 0.270, add within 1% - while
+// transcendental ops in half precision want eight (gelu bfloat16 0.303 vs 0.314 at four and 0.315
+// at two). Paired conversions moved nothing beyond noise and stay off. Streaming stores moved
+// nothing at 2^28 and sped up repeated adds on 2^22 elements (L2-resident) by 15%, but only
+// because the benchmark rewrites an output nobody reads: in a chain of ops the next op reads it
+// from L2, which evict-first would throw away. They stay off.
+template <typename T, typename Op>
+using VectorizedTuningFor = std::conditional_t<IsTranscendental<Op>::value && sizeof(T) == 2,
+                                               VectorizedTuning<128, 8, false, false>, VectorizedTuning<128, 2, false, false>>;
 
 template <typename T> struct InputPtrs {
     const T *p[3];
@@ -126,7 +137,7 @@ elementwise_vectorized(T *out, InputPtrs<T> in, int64_t n, OpParams<compute_t<T>
     }
 }
 
-template <typename T, typename Op, int kInputs, typename Tuning = DefaultVectorizedTuning>
+template <typename T, typename Op, int kInputs, typename Tuning = VectorizedTuningFor<T, Op>>
 cudaError_t launch_vectorized(T *out, const InputPtrs<T> &in, int64_t n, const OpParams<compute_t<T>> &params,
                               cudaStream_t stream) {
     const int64_t per_block = static_cast<int64_t>(Tuning::kThreads) * Tuning::kPackets * Packed16<T>::kCount;

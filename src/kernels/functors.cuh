@@ -11,6 +11,12 @@
 
 namespace lab {
 
+// An op marked kTranscendental spends many instructions per element (exp, erf, tanh); the
+// vectorized kernel gives such ops more elements per thread in half precision.
+template <typename Op, typename = void> struct IsTranscendental : std::false_type {};
+template <typename Op> struct IsTranscendental<Op, std::void_t<decltype(Op::kTranscendental)>>
+    : std::bool_constant<Op::kTranscendental> {};
+
 template <typename C> struct OpParams {
     C alpha;
     C beta;
@@ -114,6 +120,7 @@ struct SqrtOp {
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const { return math_sqrt(a); }
 };
 struct ExpOp {
+    static constexpr bool kTranscendental = true;  // many instructions per element: see elementwise_vectorized.cuh
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const { return math_exp(a); }
 };
 struct ReluOp {  // NaN stays NaN, as in torch.relu
@@ -122,22 +129,26 @@ struct ReluOp {  // NaN stays NaN, as in torch.relu
     }
 };
 struct SigmoidOp {
+    static constexpr bool kTranscendental = true;  // many instructions per element: see elementwise_vectorized.cuh
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
         return C(1) / (C(1) + math_exp(-a));
     }
 };
 struct SiluOp {
+    static constexpr bool kTranscendental = true;  // many instructions per element: see elementwise_vectorized.cuh
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
         return a / (C(1) + math_exp(-a));
     }
 };
 struct GeluOp {  // exact: x * Phi(x)
+    static constexpr bool kTranscendental = true;  // many instructions per element: see elementwise_vectorized.cuh
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
         const C inv_sqrt2 = C(0.70710678118654752440);
         return C(0.5) * a * (C(1) + math_erf(a * inv_sqrt2));
     }
 };
 struct GeluTanhOp {  // the tanh approximation, gelu(approximate="tanh")
+    static constexpr bool kTranscendental = true;  // many instructions per element: see elementwise_vectorized.cuh
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
         const C sqrt_2_over_pi = C(0.79788456080286535588);
         const C inner = sqrt_2_over_pi * (a + C(0.044715) * a * a * a);
