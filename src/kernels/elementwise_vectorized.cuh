@@ -22,13 +22,15 @@ template <int kThreadsPerBlock, int kPacketsPerThread, bool kPaired, bool kStrea
 };
 
 // The tuning each (dtype, op) ships with, from bench/sweep_vectorized.cu on the H200 (2026-11-29, 2^28
-// elements, ms): two packets per thread beat four for memory-bound ops - relu float32 0.515 vs
-// 0.537, gelu float32 0.514 vs 0.528, relu bfloat16 0.262 vs 0.270, add within 1% - while
-// transcendental ops in half precision want eight (gelu bfloat16 0.303 vs 0.314 at four and 0.315
-// at two). Paired conversions moved nothing beyond noise and stay off. Streaming stores moved
-// nothing at 2^28 and sped up repeated adds on 2^22 elements (L2-resident) by 15%, but only
-// because the benchmark rewrites an output nobody reads: in a chain of ops the next op reads it
-// from L2, which evict-first would throw away. They stay off.
+// elements, ms; two runs within 1% of each other): two packets per thread beat four for memory-
+// bound ops - relu float32 0.514 vs 0.539, gelu float32 0.512 vs 0.534, relu bfloat16 0.260 vs
+// 0.269, add within 1% - while erf-based gelu in half precision wants eight (bfloat16 0.301 vs
+// 0.311 at four and 0.314 at two; float16 0.296 vs 0.302 and 0.311). For exp-based silu in bfloat16
+// the packet count moved the time by 1% either way (0.269 at eight, 0.271 at two: one run), so
+// every transcendental op takes gelu's rule. Paired conversions moved nothing beyond noise and stay
+// off. Streaming stores moved nothing at 2^28 and sped up repeated adds on 2^22 elements (L2-
+// resident) by 15%, but only because the benchmark rewrites an output nobody reads: in a chain of
+// ops the next op reads it from L2, which evict-first would throw away. They stay off.
 template <typename T, typename Op>
 using VectorizedTuningFor = std::conditional_t<IsTranscendental<Op>::value && sizeof(T) == 2,
                                                VectorizedTuning<128, 8, false, false>, VectorizedTuning<128, 2, false, false>>;
