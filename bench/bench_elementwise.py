@@ -34,8 +34,10 @@ def optional(name):
         return None
 
 
-def per_call_us(fn, sync, calls=20000):
-    for _ in range(200):
+def per_call_us(fn, sync, calls=20000, warmup=200):
+    """Host microseconds per call: wall time of `calls` calls, synchronizing once at the end (when the
+    GPU work is shorter than the host's, this is the host's cost)."""
+    for _ in range(warmup):
         fn()
     sync()
     start = time.perf_counter()
@@ -152,20 +154,9 @@ def foreach_add_row(torch, timer, what, sizes, repeats):
     return dict(what=what, lab_ms=median_ms(lab_add, *timer, repeats=repeats),
                 loop_ms=median_ms(loop, *timer, repeats=repeats),
                 foreach_ms=median_ms(torch_add, *timer, repeats=repeats),
-                lab_host_us=host_us(lab_add, torch.cuda.synchronize), foreach_host_us=host_us(torch_add, torch.cuda.synchronize),
+                lab_host_us=per_call_us(lab_add, torch.cuda.synchronize, 200, 1),
+                foreach_host_us=per_call_us(torch_add, torch.cuda.synchronize, 200, 1),
                 bytes=3 * sum(sizes) * 4)
-
-
-def host_us(fn, sync, calls=200):
-    """Host microseconds per call: wall time of `calls` calls, synchronizing once at the end (when the
-    GPU work is shorter than the host's, this is the host's cost)."""
-    fn()
-    sync()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    sync()
-    return (time.perf_counter() - start) / calls * 1e6
 
 
 def foreach_rows(torch, repeats, count=300):
