@@ -5,8 +5,7 @@
 // Casts are unchecked, like NumPy's casting="unsafe": float -> integer saturates on the GPU and
 // NaN becomes 0; integer -> narrower integer wraps.
 #include "dispatch.cuh"
-#include "elementwise.cuh"
-#include "indexing.cuh"
+#include "elementwise_strided.cuh"
 
 namespace lab {
 namespace {
@@ -50,36 +49,28 @@ template <typename C> __device__ __forceinline__ void store_converted(char *p, l
     }
 }
 
+// One element per item, converted from (to) the operand's run-time dtype on load (store).
+template <typename C, typename Op, int kInputs> struct CastingAccess {
+    using Loaded = C;
+    CastingOperands<kInputs + 1> operands;
+    OpParams<C> params;
+
+    __device__ __forceinline__ C load(int k, int64_t offset) const {
+        return load_converted<C>(operands.p[k + 1] + offset, operands.dtypes[k + 1]);
+    }
+    __device__ __forceinline__ void store(int64_t offset, const C (&inputs)[kInputs]) const {
+        C v[3];
+#pragma unroll
+        for (int k = 0; k < kInputs; ++k) v[k] = inputs[k];
+        store_converted<C>(operands.p[0] + offset, operands.dtypes[0], apply<C, Op, kInputs>(Op{}, v, params));
+    }
+};
+
 template <typename C, typename Op, int kInputs>
 __global__ void __launch_bounds__(kThreads)
 elementwise_casting(CastingOperands<kInputs + 1> operands, StridedLayout<kInputs + 1> layout, int64_t n,
                     OpParams<C> params) {
-    const Op op;
-    const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * kUnroll + threadIdx.x;
-    C loaded[kInputs][kUnroll];
-    int64_t out_offset[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-        const int64_t i = first + static_cast<int64_t>(u) * kThreads;
-        if (i < n) {
-            int64_t offsets[kInputs + 1];
-            byte_offsets(layout, i, offsets);
-            out_offset[u] = offsets[0];
-#pragma unroll
-            for (int k = 0; k < kInputs; ++k)
-                loaded[k][u] = load_converted<C>(operands.p[k + 1] + offsets[k + 1], operands.dtypes[k + 1]);
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-        const int64_t i = first + static_cast<int64_t>(u) * kThreads;
-        if (i < n) {
-            C v[3];
-#pragma unroll
-            for (int k = 0; k < kInputs; ++k) v[k] = loaded[k][u];
-            store_converted<C>(operands.p[0] + out_offset[u], operands.dtypes[0], apply<C, Op, kInputs>(op, v, params));
-        }
-    }
+    strided_loop<kInputs>(CastingAccess<C, Op, kInputs>{operands, params}, layout, n);
 }
 
 }  // namespace

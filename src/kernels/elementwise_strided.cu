@@ -1,48 +1,34 @@
 // elementwise_strided.cu - one dtype, any strides: transposes, steps, negative strides, and inputs
-// broadcast with stride 0. Each thread turns kUnroll linear indices into byte offsets
-// (indexing.cuh), loads all its inputs first, then computes and stores.
+// broadcast with stride 0. The shared strided loop (elementwise_strided.cuh), one element per item.
 #include "dispatch.cuh"
-#include "elementwise.cuh"
-#include "indexing.cuh"
+#include "elementwise_strided.cuh"
 
 namespace lab {
 namespace {
 
-template <int kOperands> struct OperandPtrs {
-    char *p[kOperands];
+// One element of dtype T per item.
+template <typename T, typename Op, int kInputs> struct ElementAccess {
+    using C = compute_t<T>;
+    using Loaded = C;
+    OperandPtrs<kInputs + 1> ptrs;
+    OpParams<C> params;
+
+    __device__ __forceinline__ C load(int k, int64_t offset) const {
+        return load_as_compute(*reinterpret_cast<const T *>(ptrs.p[k + 1] + offset));
+    }
+    __device__ __forceinline__ void store(int64_t offset, const C (&inputs)[kInputs]) const {
+        C v[3];
+#pragma unroll
+        for (int k = 0; k < kInputs; ++k) v[k] = inputs[k];
+        *reinterpret_cast<T *>(ptrs.p[0] + offset) = store_from_compute<T>(apply<C, Op, kInputs>(Op{}, v, params));
+    }
 };
 
 template <typename T, typename Op, int kInputs>
 __global__ void __launch_bounds__(kThreads)
 elementwise_strided(OperandPtrs<kInputs + 1> ptrs, StridedLayout<kInputs + 1> layout, int64_t n,
                     OpParams<compute_t<T>> params) {
-    using C = compute_t<T>;
-    const Op op;
-    const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * kUnroll + threadIdx.x;
-    C loaded[kInputs][kUnroll];
-    int64_t out_offset[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-        const int64_t i = first + static_cast<int64_t>(u) * kThreads;
-        if (i < n) {
-            int64_t offsets[kInputs + 1];
-            byte_offsets(layout, i, offsets);
-            out_offset[u] = offsets[0];
-#pragma unroll
-            for (int k = 0; k < kInputs; ++k)
-                loaded[k][u] = load_as_compute(*reinterpret_cast<const T *>(ptrs.p[k + 1] + offsets[k + 1]));
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-        const int64_t i = first + static_cast<int64_t>(u) * kThreads;
-        if (i < n) {
-            C v[3];
-#pragma unroll
-            for (int k = 0; k < kInputs; ++k) v[k] = loaded[k][u];
-            *reinterpret_cast<T *>(ptrs.p[0] + out_offset[u]) = store_from_compute<T>(apply<C, Op, kInputs>(op, v, params));
-        }
-    }
+    strided_loop<kInputs>(ElementAccess<T, Op, kInputs>{ptrs, params}, layout, n);
 }
 
 }  // namespace

@@ -3,62 +3,48 @@
 // math is paid once per packet instead of once per element and loads and stores are 16 bytes wide.
 // This is the path of a bias row added to a matrix; plan.c decides when it applies.
 #include "dispatch.cuh"
-#include "elementwise.cuh"
-#include "indexing.cuh"
+#include "elementwise_strided.cuh"
 
 namespace lab {
 namespace {
 
-template <int kOperands> struct OperandPtrs {
-    char *p[kOperands];
+// One 16-byte packet per item; an input broadcast along the inner dimension (bit k+1 of
+// broadcast_inner) loads one element and repeats it across the packet's lanes.
+template <typename T, typename Op, int kInputs> struct PacketAccess {
+    using C = compute_t<T>;
+    using Loaded = Packed16<T>;
+    static constexpr int kLanes = Loaded::kCount;
+    OperandPtrs<kInputs + 1> ptrs;
+    unsigned int broadcast_inner;
+    OpParams<C> params;
+
+    __device__ __forceinline__ Loaded load(int k, int64_t offset) const {
+        const char *at = ptrs.p[k + 1] + offset;
+        if (!(broadcast_inner & (2u << k))) return *reinterpret_cast<const Loaded *>(at);
+        Loaded packet;
+        const T v = *reinterpret_cast<const T *>(at);
+#pragma unroll
+        for (int lane = 0; lane < kLanes; ++lane) packet.v[lane] = v;
+        return packet;
+    }
+    __device__ __forceinline__ void store(int64_t offset, const Loaded (&inputs)[kInputs]) const {
+        Loaded result;
+#pragma unroll
+        for (int lane = 0; lane < kLanes; ++lane) {
+            C v[3];
+#pragma unroll
+            for (int k = 0; k < kInputs; ++k) v[k] = load_as_compute(inputs[k].v[lane]);
+            result.v[lane] = store_from_compute<T>(apply<C, Op, kInputs>(Op{}, v, params));
+        }
+        *reinterpret_cast<Loaded *>(ptrs.p[0] + offset) = result;
+    }
 };
 
 template <typename T, typename Op, int kInputs>
 __global__ void __launch_bounds__(kThreads)
 elementwise_strided_vectorized(OperandPtrs<kInputs + 1> ptrs, StridedLayout<kInputs + 1> layout, int64_t n_packets,
                                unsigned int broadcast_inner, OpParams<compute_t<T>> params) {
-    using C = compute_t<T>;
-    using Packet = Packed16<T>;
-    constexpr int kLanes = Packet::kCount;
-    const Op op;
-    const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * kUnroll + threadIdx.x;
-    Packet loaded[kInputs][kUnroll];
-    int64_t out_offset[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-        const int64_t p = first + static_cast<int64_t>(u) * kThreads;
-        if (p < n_packets) {
-            int64_t offsets[kInputs + 1];
-            byte_offsets(layout, p, offsets);
-            out_offset[u] = offsets[0];
-#pragma unroll
-            for (int k = 0; k < kInputs; ++k) {
-                const char *at = ptrs.p[k + 1] + offsets[k + 1];
-                if (broadcast_inner & (2u << k)) {  // one element stands for the whole packet
-                    const T v = *reinterpret_cast<const T *>(at);
-#pragma unroll
-                    for (int lane = 0; lane < kLanes; ++lane) loaded[k][u].v[lane] = v;
-                } else {
-                    loaded[k][u] = *reinterpret_cast<const Packet *>(at);
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-        const int64_t p = first + static_cast<int64_t>(u) * kThreads;
-        if (p < n_packets) {
-            Packet result;
-#pragma unroll
-            for (int lane = 0; lane < kLanes; ++lane) {
-                C v[3];
-#pragma unroll
-                for (int k = 0; k < kInputs; ++k) v[k] = load_as_compute(loaded[k][u].v[lane]);
-                result.v[lane] = store_from_compute<T>(apply<C, Op, kInputs>(op, v, params));
-            }
-            *reinterpret_cast<Packet *>(ptrs.p[0] + out_offset[u]) = result;
-        }
-    }
+    strided_loop<kInputs>(PacketAccess<T, Op, kInputs>{ptrs, broadcast_inner, params}, layout, n_packets);
 }
 
 }  // namespace
