@@ -74,7 +74,7 @@ def test_page_locked_host_memory_is_reachable():
 
 def test_cai_arrays_are_located_on_their_device():
     """CAI says nothing about the device; lab asks the driver, so a CAI operand and a DLPack operand
-    agree on the device (and on two GPUs, disagree with a ValueError - test_two_gpus.py)."""
+    agree on the device (and on two GPUs, disagree with a ValueError: tests/test_two_gpus.py)."""
     cupy, torch = producer_or_skip("cupy"), producer_or_skip("torch")
     a, a_host = cupy.from_host(np.arange(4097), "float32")
     out = torch.empty_poisoned((4097,), "float32")
