@@ -80,8 +80,9 @@ def test_lab_stream_context_with_torch_tensors():
     assert torch.equal(out, torch.full_like(out, 30.0))
 
 
-def test_cupy_stream_race():
-    cupy = need("cupy")
+def cupy_race(cupy, **lab_kwargs):
+    """On a busy non-blocking CuPy stream: a += ..., a = 1, lab.add(a, b, out), out *= 10. lab's
+    launch must order after CuPy's work and before CuPy's next op, or out is not all 30."""
     with cupy.cuda.Stream(non_blocking=True) as s:
         a = cupy.zeros(N, dtype=cupy.float32)
         b = cupy.full(N, 2.0, dtype=cupy.float32)
@@ -89,25 +90,21 @@ def test_cupy_stream_race():
         for _ in range(40):
             cupy.multiply(a, 1.0000001, out=a)
         a.fill(1.0)
-        lab.add(a, b, out)       # CuPy's CAI declares `s`
+        lab.add(a, b, out, **lab_kwargs)
         out *= 10
         s.synchronize()
+    return out
+
+
+def test_cupy_stream_race():
+    cupy = need("cupy")
+    out = cupy_race(cupy)  # CuPy's CAI declares its stream: lab launches there
     assert bool((out == 30.0).all())
 
 
 def test_cupy_explicit_other_stream():
     cupy = need("cupy")
-    other = lab.Stream()
-    with cupy.cuda.Stream(non_blocking=True) as s:
-        a = cupy.zeros(N, dtype=cupy.float32)
-        b = cupy.full(N, 2.0, dtype=cupy.float32)
-        out = cupy.empty(N, dtype=cupy.float32)
-        for _ in range(40):
-            cupy.multiply(a, 1.0000001, out=a)
-        a.fill(1.0)
-        lab.add(a, b, out, stream=other)
-        out *= 10
-        s.synchronize()
+    out = cupy_race(cupy, stream=lab.Stream())  # another stream: ordered with CuPy's by events
     assert bool((out == 30.0).all())
 
 
