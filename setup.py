@@ -90,9 +90,19 @@ class BuildExtWithNvcc(build_ext):
         super().build_extension(ext)
 
 
-sources = sorted(os.path.join("src", f) for f in os.listdir(os.path.join(ROOT, "src")) if f.endswith(".c"))
-sources += sorted(os.path.join("src", "kernels", f) for f in os.listdir(os.path.join(ROOT, "src", "kernels"))
-                  if f.endswith(".cu"))
+def files_under(folder, endings):
+    """Paths (relative to the repository) of the files in src/<folder> whose names end in `endings`."""
+    return sorted(os.path.join("src", folder, f) for f in os.listdir(os.path.join(ROOT, "src", folder))
+                  if f.endswith(endings))
+
+
+# The four levels of DESIGN.md, one folder each (kernels/ holds the .cu files nvcc compiles).
+LEVEL_FOLDERS = ["binding", "dispatch", "kernels", "testing"]
+sources = [path for folder in LEVEL_FOLDERS for path in files_under(folder, (".c", ".cu"))]
+# Every header, table and kernel source: setuptools relinks lab.so only when one of these (or a C
+# source) is newer than it, and the nvcc objects reach the link as extra_objects, which it does not
+# watch. Listing the .cu/.cuh files here is what makes an edited kernel reach the module.
+depends = [path for folder in LEVEL_FOLDERS for path in files_under(folder, (".h", ".def", ".cuh", ".cu"))]
 
 extension = Extension(
     "lab.lab",
@@ -102,7 +112,7 @@ extension = Extension(
     libraries=["cudart_static", "stdc++", "rt", "pthread", "dl"],
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fvisibility=hidden"],
     extra_link_args=["-Wl,--exclude-libs,ALL"],  # keep the static runtime's symbols private to lab
-    depends=[os.path.join("src", f) for f in os.listdir(os.path.join(ROOT, "src")) if f.endswith((".h", ".def"))],
+    depends=depends,
 )
 
 setup(version=VERSION, ext_modules=[extension], cmdclass={"build_ext": BuildExtWithNvcc})

@@ -68,7 +68,7 @@ def test_partial_overlap_between_lists():
     base = fake_pointer()
     xs = [fake_array(shape=(8,), ptr=base)]
     outs = [fake_array(shape=(8,), ptr=base + 8)]
-    with pytest.raises(ValueError, match=r"'dsts\[0\]' partially overlaps 'srcs\[0\]'"):
+    with pytest.raises(ValueError, match=r"argument 'srcs\[0\]' overlaps 'dsts\[0\]' in memory without being the same view"):
         lab.foreach_copy(xs, outs)
 
 

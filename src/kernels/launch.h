@@ -46,7 +46,7 @@ typedef struct {
 #define LAB_MAX_DIMS 8
 #define LAB_MAX_OPERANDS 4 /* the output and up to three inputs */
 
-/* How the kernels walk memory; the plan (src/plan.c) picks one per call. */
+/* How the kernels walk memory; the plan (dispatch/elementwise_kind.c) picks one per call. */
 typedef enum {
     LAB_PATH_EMPTY = 0,  /* no elements: nothing is launched */
     LAB_PATH_VECTORIZED, /* one dtype, contiguous, every pointer 16-byte aligned: 16-byte packets */
@@ -79,16 +79,11 @@ cudaError_t lab_launch_elementwise(const lab_elementwise_launch *launch, cudaStr
 
 /* ---- multi-tensor apply: one launch for many tensors (foreach ops, optimizer steps) ---- */
 
+/* One per row of list_ops.def. */
 typedef enum {
-    LAB_MT_ADD = 0,       /* lists x, y, out:        out = x + alpha * y */
-    LAB_MT_MUL,           /* lists x, y, out:        out = x * y */
-    LAB_MT_AXPBY,         /* lists x, y, out:        out = alpha * x + beta * y */
-    LAB_MT_SCALE,         /* lists x, out:           out = alpha * x */
-    LAB_MT_COPY,          /* lists src, dst:         dst = src */
-    LAB_MT_NORM,          /* list x:                 norms[i] = ||x[i]||_2 */
-    LAB_MT_SGD,           /* lists param, grad:      plain SGD (momentum 0) */
-    LAB_MT_SGD_MOMENTUM,  /* lists param, grad, buf: SGD with a momentum buffer */
-    LAB_MT_ADAM,          /* lists param, grad, exp_avg, exp_avg_sq: Adam / AdamW */
+#define LAB_LIST_OP(id, step, lists, reads, writes, state, elementwise) LAB_MT_##id,
+#include "list_ops.def"
+#undef LAB_LIST_OP
     LAB_NUM_MT_OPS
 } lab_mt_op;
 

@@ -11,6 +11,8 @@
 
 #include "dispatch.cuh"
 #include "launch.h"
+#include "list_steps.cuh"
+#include "reduce.cuh"
 
 namespace lab {
 namespace {
@@ -30,69 +32,6 @@ using SmallTable = ChunkTable<24, 160>;    // fits the classic 4 KB of kernel pa
 using LargeTable = ChunkTable<256, 2048>;  // fits 32 KB
 static_assert(sizeof(SmallTable) + sizeof(lab_mt_params) + 64 < 4096, "4 KB parameter limit");
 static_assert(sizeof(LargeTable) + sizeof(lab_mt_params) + 64 < 32764, "32 KB parameter limit");
-
-// Each op: how many lists, which it reads and writes (bit k = list k), which hold state (state
-// dtype), and what it does to one element's values r[k].
-struct MtAdd {
-    static constexpr int kLists = 3, kReads = 0b011, kWrites = 0b100, kState = 0;
-    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const { r[2] = r[0] + p.alpha * r[1]; }
-};
-struct MtMul {
-    static constexpr int kLists = 3, kReads = 0b011, kWrites = 0b100, kState = 0;
-    __device__ void operator()(float (&r)[4], const lab_mt_params &) const { r[2] = r[0] * r[1]; }
-};
-struct MtAxpby {
-    static constexpr int kLists = 3, kReads = 0b011, kWrites = 0b100, kState = 0;
-    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const { r[2] = p.alpha * r[0] + p.beta * r[1]; }
-};
-struct MtScale {
-    static constexpr int kLists = 2, kReads = 0b01, kWrites = 0b10, kState = 0;
-    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const { r[1] = p.alpha * r[0]; }
-};
-struct MtCopy {
-    static constexpr int kLists = 2, kReads = 0b01, kWrites = 0b10, kState = 0;
-    __device__ void operator()(float (&r)[4], const lab_mt_params &) const { r[1] = r[0]; }
-};
-// torch.optim.SGD, single-tensor form: d = g + wd * p; p -= lr * d.
-struct MtSgd {
-    static constexpr int kLists = 2, kReads = 0b11, kWrites = 0b01, kState = 0;
-    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const {
-        const float d = p.weight_decay != 0.f ? r[1] + p.weight_decay * r[0] : r[1];
-        r[0] -= p.lr * d;
-    }
-};
-// With momentum: buf = d on the first step, else momentum * buf + (1 - dampening) * d; nesterov
-// steps along d + momentum * buf, else along buf.
-struct MtSgdMomentum {
-    static constexpr int kLists = 3, kReads = 0b111, kWrites = 0b101, kState = 0b100;
-    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const {
-        float d = p.weight_decay != 0.f ? r[1] + p.weight_decay * r[0] : r[1];
-        const float buf = p.first_step ? d : p.momentum * r[2] + (1.f - p.dampening) * d;
-        r[2] = buf;
-        d = p.nesterov ? d + p.momentum * buf : buf;
-        r[0] -= p.lr * d;
-    }
-};
-// torch.optim.Adam / AdamW (single-tensor form): exp_avg.lerp_(g, 1 - beta1) - with lerp's formula -
-// exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g, then
-// p -= step_size * exp_avg / (sqrt(exp_avg_sq) / sqrt(bias_correction2) + eps).
-struct MtAdam {
-    static constexpr int kLists = 4, kReads = 0b1111, kWrites = 0b1101, kState = 0b1100;
-    __device__ void operator()(float (&r)[4], const lab_mt_params &p) const {
-        float param = r[0], grad = r[1];
-        if (p.weight_decay != 0.f) {
-            if (p.decoupled_weight_decay) param *= 1.f - p.lr * p.weight_decay;
-            else grad += p.weight_decay * param;
-        }
-        const float weight = 1.f - p.beta1;
-        const float exp_avg = weight < 0.5f ? r[2] + weight * (grad - r[2]) : grad - (grad - r[2]) * (1.f - weight);
-        const float exp_avg_sq = p.beta2 * r[3] + (1.f - p.beta2) * grad * grad;
-        const float denom = sqrtf(exp_avg_sq) / p.bias_correction2_sqrt + p.eps;
-        r[0] = param - p.step_size * exp_avg / denom;
-        r[2] = exp_avg;
-        r[3] = exp_avg_sq;
-    }
-};
 
 // One element of list k of the block's tensor: the state dtype S or the parameter dtype P.
 template <typename Op, typename P, typename S>
@@ -209,7 +148,7 @@ __global__ void __launch_bounds__(kMtThreads) multi_tensor_kernel(Table table, l
     }
 }
 
-// Sum of squares of each chunk, added atomically into norms[norm_index[t]] (zeroed beforehand).
+// Sum of squares of each chunk, added into norms[norm_index[t]] (zeroed beforehand).
 template <typename P, typename Table>
 __global__ void __launch_bounds__(kMtThreads) sum_of_squares_kernel(Table table, float *norms) {
     const int t = table.block_tensor[blockIdx.x];
@@ -217,22 +156,13 @@ __global__ void __launch_bounds__(kMtThreads) sum_of_squares_kernel(Table table,
     const int64_t remaining = table.sizes[t] - start;
     const int len = static_cast<int>(remaining < kChunk ? remaining : kChunk);
     const P *x = reinterpret_cast<const P *>(table.ptrs[0][t]) + start;
+    const SumOfSquares square;
     float sum = 0.f;
-    for (int i = threadIdx.x; i < len; i += kMtThreads) {
-        const float v = load_as_compute(x[i]);
-        sum += v * v;
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, offset);
-    __shared__ float warp_sums[kMtThreads / 32];
-    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        sum = threadIdx.x < kMtThreads / 32 ? warp_sums[threadIdx.x] : 0.f;
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, offset);
-        if (threadIdx.x == 0) atomicAdd(&norms[table.norm_index[t]], sum);
-    }
+    for (int i = threadIdx.x; i < len; i += kMtThreads) sum += square(load_as_compute(x[i]));
+    sum = block_reduce<kMtThreads>(sum, SumCombine(), 0.f);
+    // Chunks of one tensor meet here in whatever order their blocks finish: a tensor of more than
+    // kChunk elements gets a norm that may differ in the last bit between runs.
+    if (threadIdx.x == 0) atomicAdd(&norms[table.norm_index[t]], sum);
 }
 
 __global__ void square_root_kernel(float *norms, int n) {
@@ -248,7 +178,7 @@ cudaError_t launch_tables(const lab_multi_tensor_launch &launch, cudaStream_t st
     int tensors = 0, blocks = 0;
     auto flush = [&]() -> cudaError_t {
         if (blocks > 0) {
-            if constexpr (std::is_same_v<Op, void>) {
+            if constexpr (IsReduction<Op>::value) {
                 sum_of_squares_kernel<P, Table><<<blocks, kMtThreads, 0, stream>>>(table, launch.norms);
             } else {
                 multi_tensor_kernel<Op, P, S, Table><<<blocks, kMtThreads, 0, stream>>>(table, launch.params);
@@ -315,11 +245,16 @@ cudaError_t launch_norms(const lab_multi_tensor_launch &launch, cudaStream_t str
     if (err != cudaSuccess) return err;
     err = visit_mt_type(launch.dtype, [&](auto tag) {
         using P = typename decltype(tag)::type;
-        return launch_op<void, P, P>(launch, stream);
+        return launch_op<SumOfSquares, P, P>(launch, stream);
     });
     if (err != cudaSuccess || launch.n_norms == 0) return err;
     square_root_kernel<<<(launch.n_norms + 255) / 256, 256, 0, stream>>>(launch.norms, launch.n_norms);
     return cudaGetLastError();
+}
+
+template <typename Op> cudaError_t launch_list_op(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
+    if constexpr (IsReduction<typename Op::StepType>::value) return launch_norms(launch, stream);
+    else return launch_with_types<Op>(launch, stream);
 }
 
 }  // namespace
@@ -328,15 +263,10 @@ cudaError_t launch_norms(const lab_multi_tensor_launch &launch, cudaStream_t str
 extern "C" cudaError_t lab_launch_multi_tensor(const lab_multi_tensor_launch *launch, cudaStream_t stream) {
     using namespace lab;
     switch (launch->op) {
-    case LAB_MT_ADD: return launch_with_types<MtAdd>(*launch, stream);
-    case LAB_MT_MUL: return launch_with_types<MtMul>(*launch, stream);
-    case LAB_MT_AXPBY: return launch_with_types<MtAxpby>(*launch, stream);
-    case LAB_MT_SCALE: return launch_with_types<MtScale>(*launch, stream);
-    case LAB_MT_COPY: return launch_with_types<MtCopy>(*launch, stream);
-    case LAB_MT_NORM: return launch_norms(*launch, stream);
-    case LAB_MT_SGD: return launch_with_types<MtSgd>(*launch, stream);
-    case LAB_MT_SGD_MOMENTUM: return launch_with_types<MtSgdMomentum>(*launch, stream);
-    case LAB_MT_ADAM: return launch_with_types<MtAdam>(*launch, stream);
+#define LAB_LIST_OP(id, step, lists, reads, writes, state, elementwise) \
+    case LAB_MT_##id: return launch_list_op<ListOp<step, lists, reads, writes, state>>(*launch, stream);
+#include "list_ops.def"
+#undef LAB_LIST_OP
     default: return cudaErrorInvalidValue;
     }
 }

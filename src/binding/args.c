@@ -1,0 +1,158 @@
+/* args.c - the FASTCALL argument parser described in args.h. */
+#include "binding/args.h"
+
+static int find_param(lab_state *state, const lab_signature *sig, PyObject *keyword) {
+    for (int i = 0; i < sig->n_params; i++)  /* call sites intern keyword names: usually a pointer hit */
+        if (state->names[sig->names[i]] == keyword) return i;
+    for (int i = 0; i < sig->n_params; i++)
+        if (PyUnicode_Compare(state->names[sig->names[i]], keyword) == 0) return i;
+    return -1;
+}
+
+int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, PyObject **slots) {
+    nargs = PyVectorcall_NARGS(nargs);
+    if (nargs > sig->n_positional) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %s%d positional arguments but %zd were given", func,
+                     sig->n_required < sig->n_positional ? "at most " : "", sig->n_positional, nargs);
+        return -1;
+    }
+    for (int i = 0; i < sig->n_params; i++) slots[i] = i < nargs ? args[i] : NULL;
+
+    const Py_ssize_t n_keywords = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < n_keywords; k++) {
+        PyObject *keyword = PyTuple_GET_ITEM(kwnames, k);
+        int i = find_param(state, sig, keyword);
+        if (i < 0) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", func, keyword);
+            return -1;
+        }
+        if (slots[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%U'", func, keyword);
+            return -1;
+        }
+        slots[i] = args[nargs + k];
+    }
+    for (int i = 0; i < sig->n_required; i++) {
+        if (!slots[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%U' (pos %d)", func,
+                         state->names[sig->names[i]], i + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A stream handle from a Python int: 0 is the legacy default stream when given as `stream=`. */
+static int handle_from_int(PyObject *value, const char *func, const char *what, cudaStream_t *stream) {
+    if (!PyLong_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s(): %s must be an int stream handle, got %s", func, what, Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    unsigned long long handle = PyLong_AsUnsignedLongLong(value);
+    if (handle == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s(): %s %R is not a valid stream handle (expected a non-negative int that fits "
+                     "a pointer)", func, what, value);
+        return -1;
+    }
+    *stream = (cudaStream_t)(uintptr_t)handle;
+    return 0;
+}
+
+/* Gets an optional attribute: 1 found, 0 absent, -1 error. */
+static int optional_attr(PyObject *obj, PyObject *name, PyObject **value) {
+    *value = PyObject_GetAttr(obj, name);
+    if (*value) return 1;
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func, cudaStream_t *stream);
+
+int lab_parse_stream_arg(lab_state *state, PyObject *obj, const char *func, lab_stream_arg *stream) {
+    stream->given = 0;
+    stream->handle = 0;
+    stream->owner = NULL;
+    if (!obj || obj == Py_None) return 0;
+    stream->given = 1;
+    stream->owner = obj;
+    return parse_stream_handle(state, obj, func, &stream->handle);
+}
+
+/* The handle of a stream argument that is not None. */
+static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func, cudaStream_t *stream) {
+    if (PyLong_Check(obj)) {
+        if (PyBool_Check(obj)) {
+            PyErr_Format(PyExc_TypeError, "%s(): stream must be an int handle or a stream object, got bool", func);
+            return -1;
+        }
+        return handle_from_int(obj, func, "stream", stream);
+    }
+
+    PyObject *attr = NULL;
+    int found = optional_attr(obj, LAB_NAME_OBJ(state, cuda_stream_protocol), &attr);
+    if (found < 0) return -1;
+    if (found) {
+        PyObject *result = PyObject_CallNoArgs(attr);
+        Py_DECREF(attr);
+        if (!result) return -1;
+        int rc = -1;
+        if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
+            PyErr_Format(PyExc_TypeError, "%s(): stream.__cuda_stream__() must return a tuple (version, handle), got %R",
+                         func, result);
+        } else {
+            rc = handle_from_int(PyTuple_GET_ITEM(result, 1), func, "stream.__cuda_stream__()[1]", stream);
+        }
+        Py_DECREF(result);
+        return rc;
+    }
+    const lab_name fallbacks[2] = {LAB_NAME_cuda_stream, LAB_NAME_ptr};
+    for (int i = 0; i < 2; i++) {
+        found = optional_attr(obj, state->names[fallbacks[i]], &attr);
+        if (found < 0) return -1;
+        if (found) {
+            int rc = handle_from_int(attr, func, i == 0 ? "stream.cuda_stream" : "stream.ptr", stream);
+            Py_DECREF(attr);
+            return rc;
+        }
+    }
+    PyErr_Format(PyExc_TypeError, "%s(): stream must be None, an int handle, or an object with __cuda_stream__() "
+                 "(or .cuda_stream / .ptr), got %s", func, Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+int lab_read_scalar(PyObject *obj, const char *func, const char *name, lab_scalar_arg *scalar) {
+    scalar->name = name;
+    scalar->type_name = Py_TYPE(obj)->tp_name;
+    scalar->is_integer = 0;
+    scalar->fits_int64 = 0;
+    scalar->as_int = 0;
+    if (!PyFloat_Check(obj) && PyIndex_Check(obj)) { /* int, bool, numpy integers */
+        PyObject *index = PyNumber_Index(obj);
+        if (!index) return -1;
+        int overflow = 0;
+        const long long value = PyLong_AsLongLongAndOverflow(index, &overflow);
+        scalar->as_float = overflow ? PyLong_AsDouble(index) : (double)value;
+        Py_DECREF(index);
+        if ((value == -1 && !overflow && PyErr_Occurred()) || (scalar->as_float == -1.0 && PyErr_Occurred()))
+            return -1; /* PyLong_AsDouble: OverflowError past the double range */
+        scalar->is_integer = 1;
+        scalar->fits_int64 = !overflow;
+        scalar->as_int = overflow ? 0 : value;
+        return 0;
+    }
+    return lab_read_real(obj, func, name, &scalar->as_float);
+}
+
+int lab_read_real(PyObject *obj, const char *func, const char *name, double *value) {
+    *value = PyFloat_AsDouble(obj);
+    if (*value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be a real number, got %s", func, name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}

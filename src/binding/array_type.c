@@ -1,0 +1,543 @@
+/* array_type.c - lab.Array: a device buffer lab owns, and the producer side of the protocols.
+ *
+ * Memory is stream-ordered: cudaMallocAsync on the device's default pool, on the stream the array is
+ * made on, and cudaFreeAsync on the stream it was last used on, so neither call waits for the GPU
+ * and both are legal inside graph capture. The array exports __cuda_array_interface__ v3 (with that
+ * stream) and __dlpack__ / __dlpack_device__, so torch, CuPy and Numba wrap it without a copy - the
+ * other side of what array.c reads. C-contiguous, any lab dtype, up to LAB_MAX_DIMS dimensions. */
+#include <string.h>
+
+#include "binding/args.h"
+#include "dispatch/cuda_error.h"
+#include "dispatch/device.h"
+#include "dispatch/dtype.h"
+#include "binding/runtime_types.h"
+#include "dispatch/stream.h"
+
+static lab_state *state_of(PyObject *self) { return (lab_state *)PyType_GetModuleState(Py_TYPE(self)); }
+
+static const char *const TYPESTRS[LAB_NUM_DTYPES] = {"<f2", NULL, "<f4", "<f8", "|i1", "<i2", "<i4", "<i8", "|u1"};
+static const DLDataType DL_TYPES[LAB_NUM_DTYPES] = {
+    {kDLFloat, 16, 1}, {kDLBfloat, 16, 1}, {kDLFloat, 32, 1}, {kDLFloat, 64, 1}, {kDLInt, 8, 1},
+    {kDLInt, 16, 1},   {kDLInt, 32, 1},    {kDLInt, 64, 1},   {kDLUInt, 8, 1},
+};
+
+static int64_t nbytes_of(const lab_array_object *self) { return self->numel * lab_dtype_itemsize[self->dtype]; }
+
+void lab_array_object_describe(const lab_array_object *self, lab_array *array) {
+    array->data = self->data;
+    array->dtype = self->dtype;
+    array->ndim = self->ndim;
+    for (int d = 0; d < self->ndim; d++) array->shape[d] = self->shape[d];
+    lab_fill_contiguous_strides(array);
+    array->numel = self->numel;
+    array->readonly = 0;
+    array->device = self->device;
+    array->source = LAB_SOURCE_LAB_ARRAY;
+    array->exchange_api = NULL;
+    array->has_stream = 1;
+    array->stream = (uintptr_t)self->last_use.stream;
+    array->stream_owner = self->last_use.owner;
+    array->last_use = (lab_last_use *)&self->last_use; /* the launch scope updates it after each launch */
+}
+
+/* ---- arguments: dtype, shape, device, stream ---- */
+
+/* A dtype from a name ("float32", "bfloat16") or anything numpy.dtype() accepts (np.float32, "f4"). */
+static int parse_dtype(lab_state *state, PyObject *obj, const char *func, lab_dtype *dtype) {
+    PyObject *name = NULL;
+    if (PyUnicode_Check(obj)) {
+        name = Py_NewRef(obj);
+    } else {
+        if (!state->numpy && !(state->numpy = PyImport_ImportModule("numpy"))) return -1;
+        PyObject *np_dtype = PyObject_CallMethod(state->numpy, "dtype", "O", obj);
+        if (!np_dtype) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s(): dtype must be a dtype name such as 'float32' or a NumPy dtype, got %R",
+                         func, obj);
+            return -1;
+        }
+        name = PyObject_GetAttrString(np_dtype, "name");
+        Py_DECREF(np_dtype);
+        if (!name) return -1;
+    }
+    for (int d = 0; d < LAB_NUM_DTYPES; d++) {
+        if (PyUnicode_CompareWithASCIIString(name, lab_dtype_names[d]) == 0) {
+            *dtype = (lab_dtype)d;
+            Py_DECREF(name);
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_TypeError, "%s(): unsupported dtype %R; lab supports %s", func, name, lab_supported_dtypes_text(1));
+    Py_DECREF(name);
+    return -1;
+}
+
+static int parse_shape(PyObject *obj, const char *func, lab_array_object *self) {
+    PyObject *sequence = PyLong_Check(obj) ? PyTuple_Pack(1, obj) : PySequence_Tuple(obj);
+    if (!sequence) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s(): shape must be an int or a tuple of ints, got %s", func, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    const Py_ssize_t ndim = PyTuple_GET_SIZE(sequence);
+    int rc = -1;
+    if (ndim > LAB_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "%s(): %zd dimensions; lab supports at most %d", func, ndim, LAB_MAX_DIMS);
+        goto done;
+    }
+    self->ndim = (int)ndim;
+    self->numel = 1;
+    for (Py_ssize_t d = 0; d < ndim; d++) {
+        PyObject *item = PyTuple_GET_ITEM(sequence, d);
+        if (!PyLong_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "%s(): shape[%zd] must be an int, got %s", func, d, Py_TYPE(item)->tp_name);
+            goto done;
+        }
+        int overflow = 0;
+        long long size = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || size < 0) {
+            PyErr_Format(PyExc_ValueError, "%s(): shape[%zd] = %R is not a valid size", func, d, item);
+            goto done;
+        }
+        self->shape[d] = size;
+    }
+    for (Py_ssize_t d = 0; d < ndim; d++) {
+        if (self->numel != 0 && self->shape[d] > (INT64_MAX / lab_dtype_itemsize[self->dtype]) / self->numel) {
+            PyErr_Format(PyExc_OverflowError, "%s(): shape %R is too large", func, sequence);
+            goto done;
+        }
+        self->numel *= self->shape[d];
+    }
+    rc = 0;
+done:
+    Py_DECREF(sequence);
+    return rc;
+}
+
+/* device=None: the current device. Returns the ordinal or -1 (error set). */
+static int parse_device(lab_state *state, PyObject *obj, const char *func) {
+    if (!obj || obj == Py_None) {
+        int device = 0;
+        cudaError_t err = cudaGetDevice(&device);
+        if (err != cudaSuccess) {
+            lab_raise_cuda_error(&state->dispatch, err, func, "cudaGetDevice");
+            return -1;
+        }
+        return device;
+    }
+    long device = PyLong_AsLong(obj);
+    if (device == -1 && PyErr_Occurred()) return -1;
+    if (device < 0 || device >= LAB_MAX_DEVICES) {
+        PyErr_Format(PyExc_ValueError, "%s(): device must be a CUDA device ordinal, got %ld", func, device);
+        return -1;
+    }
+    return (int)device;
+}
+
+/* stream= given, else this thread's lab.stream(), else the legacy default stream; *owner is the
+ * object the stream came from (borrowed; NULL for the default stream). */
+static int parse_work_stream(lab_state *state, PyObject *obj, const char *func, cudaStream_t *stream,
+                             PyObject **owner) {
+    lab_stream_arg arg;
+    *owner = NULL;
+    if (lab_parse_stream_arg(state, obj, func, &arg) < 0) return -1;
+    *stream = arg.handle;
+    if (arg.given) *owner = arg.owner;
+    else if (!lab_thread_current_stream(stream, owner)) *stream = 0;
+    return 0;
+}
+
+/* ---- creation ---- */
+
+typedef struct {
+    lab_array_object *array;
+    int zero;
+} allocate_args;
+
+static cudaError_t allocate(void *context) {
+    allocate_args *args = context;
+    lab_array_object *a = args->array;
+    const size_t nbytes = (size_t)nbytes_of(a);
+    if (nbytes == 0) return cudaSuccess;
+    cudaError_t err = cudaMallocAsync((void **)&a->data, nbytes, a->last_use.stream);
+    if (err == cudaSuccess && args->zero) err = cudaMemsetAsync(a->data, 0, nbytes, a->last_use.stream);
+    return err;
+}
+
+/* empty/zeros(shape, dtype="float32", *, device=None, stream=None) */
+static PyObject *create(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int zero) {
+    lab_state *state = lab_get_state(module);
+    const char *func = zero ? "zeros" : "empty";
+    static const lab_signature signature = {1, 2, 4, {LAB_NAME_shape, LAB_NAME_dtype, LAB_NAME_device, LAB_NAME_stream}};
+    PyObject *slots[4];
+    if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
+    PyObject *dtype_obj = slots[1];
+
+    lab_array_object *self = (lab_array_object *)state->ArrayType->tp_alloc(state->ArrayType, 0);
+    if (!self) return NULL;
+    self->dtype = LAB_FLOAT32;
+    PyObject *owner = NULL;
+    if ((dtype_obj && dtype_obj != Py_None && parse_dtype(state, dtype_obj, func, &self->dtype) < 0) ||
+        parse_shape(slots[0], func, self) < 0 || parse_work_stream(state, slots[3], func, &self->last_use.stream, &owner) < 0 ||
+        (self->device = parse_device(state, slots[2], func)) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->last_use.owner = Py_XNewRef(owner);
+    allocate_args allocation = {self, zero};
+    cudaError_t err = lab_with_device(self->device, allocate, &allocation);
+    if (err != cudaSuccess) {
+        self->data = NULL;
+        Py_DECREF(self);
+        return lab_raise_cuda_error(&state->dispatch, err, func, zero ? "cudaMallocAsync/cudaMemsetAsync" : "cudaMallocAsync");
+    }
+    return (PyObject *)self;
+}
+
+static PyObject *py_empty(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return create(module, args, nargs, kwnames, 0);
+}
+static PyObject *py_zeros(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    return create(module, args, nargs, kwnames, 1);
+}
+
+/* ---- host copies ---- */
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t nbytes;
+    enum cudaMemcpyKind kind;
+    cudaStream_t stream;
+} copy_args;
+
+/* Queued on the array's stream, then waited for: the host buffer must not be touched (or freed)
+ * before the copy is done. Called with the GIL released. */
+static cudaError_t copy_and_wait(void *context) {
+    copy_args *args = context;
+    if (args->nbytes == 0) return cudaSuccess;
+    cudaError_t err = cudaMemcpyAsync(args->dst, args->src, args->nbytes, args->kind, args->stream);
+    return err == cudaSuccess ? cudaStreamSynchronize(args->stream) : err;
+}
+
+static int check_host_buffer(const Py_buffer *view, const lab_array_object *self, const char *func) {
+    if (view->len != nbytes_of(self)) {
+        PyErr_Format(PyExc_ValueError, "%s(): host buffer has %zd bytes, the array %lld", func, view->len,
+                     (long long)nbytes_of(self));
+        return -1;
+    }
+    return 0;
+}
+
+/* _copy_from_host(buffer): fills the array from a C-contiguous host buffer of the same size. */
+static PyObject *array_copy_from_host(PyObject *op, PyObject *buffer) {
+    lab_array_object *self = (lab_array_object *)op;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buffer, &view, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (check_host_buffer(&view, self, "Array._copy_from_host") < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    copy_args copy = {self->data, view.buf, (size_t)view.len, cudaMemcpyHostToDevice, self->last_use.stream};
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = lab_with_device(self->device, copy_and_wait, &copy);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (err != cudaSuccess) return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Array._copy_from_host", "cudaMemcpyAsync");
+    Py_RETURN_NONE;
+}
+
+/* numpy(): a new NumPy array with the contents, after the work queued on the array's stream. */
+static PyObject *array_numpy(PyObject *op, PyObject *unused) {
+    lab_array_object *self = (lab_array_object *)op;
+    lab_state *state = state_of(op);
+    if (self->dtype == LAB_BFLOAT16)
+        return PyErr_Format(PyExc_TypeError, "Array.numpy(): NumPy has no bfloat16; lab.copy() into a float32 "
+                            "array first");
+    if (!state->numpy && !(state->numpy = PyImport_ImportModule("numpy"))) return NULL;
+    PyObject *shape = PyTuple_New(self->ndim);
+    if (!shape) return NULL;
+    for (int d = 0; d < self->ndim; d++) PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(self->shape[d]));
+    PyObject *host = PyObject_CallMethod(state->numpy, "empty", "Os", shape, lab_dtype_names[self->dtype]);
+    Py_DECREF(shape);
+    if (!host) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(host, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        Py_DECREF(host);
+        return NULL;
+    }
+    copy_args copy = {view.buf, self->data, (size_t)view.len, cudaMemcpyDeviceToHost, self->last_use.stream};
+    cudaError_t err = cudaSuccess;
+    if (check_host_buffer(&view, self, "Array.numpy") == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        err = lab_with_device(self->device, copy_and_wait, &copy);
+        Py_END_ALLOW_THREADS
+    } else {
+        err = cudaErrorInvalidValue;
+    }
+    PyBuffer_Release(&view);
+    if (err != cudaSuccess) {
+        Py_DECREF(host);
+        return PyErr_Occurred() ? NULL : lab_raise_cuda_error(&state->dispatch, err, "Array.numpy", "cudaMemcpyAsync");
+    }
+    return host;
+}
+
+/* ---- freeing ---- */
+
+typedef struct {
+    void *data;
+    cudaStream_t stream;
+} free_args;
+
+static cudaError_t free_on_stream(void *context) {
+    free_args *args = context;
+    return cudaFreeAsync(args->data, args->stream);
+}
+
+static void array_dealloc(PyObject *op) {
+    lab_array_object *self = (lab_array_object *)op;
+    PyTypeObject *type = Py_TYPE(op);
+    if (self->data) {
+        free_args release = {self->data, self->last_use.stream};
+        cudaError_t err = lab_with_device(self->device, free_on_stream, &release);
+        /* At interpreter exit the runtime may already be unloading: the driver frees everything then. */
+        if (err != cudaSuccess && err != cudaErrorCudartUnloading && err != cudaErrorContextIsDestroyed) {
+            PyObject *saved_type, *saved_value, *saved_traceback;
+            PyErr_Fetch(&saved_type, &saved_value, &saved_traceback);
+            lab_raise_cuda_error(&((lab_state *)PyType_GetModuleState(type))->dispatch, err, "Array.__del__", "cudaFreeAsync");
+            PyErr_WriteUnraisable(NULL);
+            PyErr_Restore(saved_type, saved_value, saved_traceback);
+        }
+    }
+    Py_CLEAR(self->last_use.owner); /* only now may the stream go: the free above is queued on it */
+    type->tp_free(op);
+    Py_DECREF(type);
+}
+
+/* ---- __cuda_array_interface__ ---- */
+
+static PyObject *array_get_cai(PyObject *op, void *closure) {
+    lab_array_object *self = (lab_array_object *)op;
+    if (self->dtype == LAB_BFLOAT16) {
+        /* CAI cannot name bfloat16; AttributeError makes consumers fall back to __dlpack__. */
+        PyErr_SetString(PyExc_AttributeError, "__cuda_array_interface__ cannot express bfloat16; use __dlpack__");
+        return NULL;
+    }
+    PyObject *shape = PyTuple_New(self->ndim);
+    if (!shape) return NULL;
+    for (int d = 0; d < self->ndim; d++) PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(self->shape[d]));
+    const unsigned long long stream = self->last_use.stream ? (unsigned long long)(uintptr_t)self->last_use.stream : 1; /* 1: legacy */
+    PyObject *cai = Py_BuildValue("{s:N, s:s, s:(KO), s:O, s:i, s:K}", "shape", shape, "typestr", TYPESTRS[self->dtype],
+                                  "data", (unsigned long long)(uintptr_t)self->data, Py_False, "strides", Py_None,
+                                  "version", 3, "stream", stream);
+    return cai;
+}
+
+/* ---- __dlpack__ ---- */
+
+typedef struct {
+    union {
+        DLManagedTensor unversioned;
+        DLManagedTensorVersioned versioned;
+    } tensor;
+    int64_t shape_and_strides[2 * LAB_MAX_DIMS];
+} exported_tensor;
+
+static void release_owner(void *owner) {
+    PyGILState_STATE gil = PyGILState_Ensure(); /* consumers may call the deleter from any thread */
+    Py_DECREF((PyObject *)owner);
+    PyGILState_Release(gil);
+}
+static void delete_unversioned(DLManagedTensor *t) {
+    release_owner(t->manager_ctx);
+    PyMem_RawFree(t);
+}
+static void delete_versioned(DLManagedTensorVersioned *t) {
+    release_owner(t->manager_ctx);
+    PyMem_RawFree(t);
+}
+
+/* A capsule nobody consumed still owns its tensor. */
+static void capsule_destructor(PyObject *capsule) {
+    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+        DLManagedTensorVersioned *t = PyCapsule_GetPointer(capsule, "dltensor_versioned");
+        t->deleter(t);
+    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
+        DLManagedTensor *t = PyCapsule_GetPointer(capsule, "dltensor");
+        t->deleter(t);
+    }
+}
+
+/* __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) */
+static PyObject *array_dlpack(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    lab_array_object *self = (lab_array_object *)op;
+    lab_state *state = state_of(op);
+    static const lab_signature signature = {
+        0, 0, 4, {LAB_NAME_stream, LAB_NAME_max_version, LAB_NAME_dl_device, LAB_NAME_copy}};
+    PyObject *slots[4];
+    if (lab_parse_args(state, "__dlpack__", &signature, args, nargs, kwnames, slots) < 0) return NULL;
+    PyObject *stream_obj = slots[0], *max_version = slots[1], *dl_device = slots[2], *copy = slots[3];
+
+    if (copy && copy != Py_None && PyObject_IsTrue(copy) == 1)
+        return PyErr_Format(PyExc_BufferError, "lab.Array.__dlpack__(copy=True): lab exports without copying only");
+    if (dl_device && dl_device != Py_None) {
+        int type = -1, id = -1;
+        if (!PyArg_ParseTuple(dl_device, "ii", &type, &id)) return NULL;
+        if (type != kDLCUDA || id != self->device)
+            return PyErr_Format(PyExc_BufferError, "lab.Array.__dlpack__: the array is on CUDA device %d; cannot "
+                                "export to device (%d, %d)", self->device, type, id);
+    }
+    int versioned = 0;
+    if (max_version && max_version != Py_None) {
+        int major = 0, minor = 0;
+        if (!PyArg_ParseTuple(max_version, "ii", &major, &minor)) return NULL;
+        versioned = major >= 1;
+    }
+    /* The consumer reads on its stream: make that stream wait for this array's (spec: -1 = no sync). */
+    if (stream_obj && stream_obj != Py_None) {
+        long long consumer = PyLong_AsLongLong(stream_obj);
+        if (consumer == -1 && PyErr_Occurred()) return NULL;
+        if (consumer == 0)
+            return PyErr_Format(PyExc_ValueError, "__dlpack__(stream=0) is ambiguous for CUDA; use 1 (legacy default) "
+                                "or 2 (per-thread default)");
+        if (consumer != -1 && (cudaStream_t)(uintptr_t)consumer != self->last_use.stream) {
+            cudaError_t err = lab_stream_wait_stream(&state->dispatch, (cudaStream_t)(uintptr_t)consumer, self->last_use.stream, self->device);
+            if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, "__dlpack__", "ordering the consumer's stream");
+        }
+    }
+
+    exported_tensor *export = PyMem_RawCalloc(1, sizeof(exported_tensor));
+    if (!export) return PyErr_NoMemory();
+    DLTensor *t = versioned ? &export->tensor.versioned.dl_tensor : &export->tensor.unversioned.dl_tensor;
+    int64_t *shape = export->shape_and_strides, *strides = export->shape_and_strides + LAB_MAX_DIMS;
+    int64_t stride = 1;
+    for (int d = self->ndim - 1; d >= 0; d--) {
+        shape[d] = self->shape[d];
+        strides[d] = stride;
+        stride *= self->shape[d] > 0 ? self->shape[d] : 1;
+    }
+    t->data = self->data;
+    t->device = (DLDevice){kDLCUDA, self->device};
+    t->ndim = self->ndim;
+    t->dtype = DL_TYPES[self->dtype];
+    t->shape = shape;
+    t->strides = strides;
+    t->byte_offset = 0;
+    Py_INCREF(op); /* the exported tensor keeps the memory alive until its deleter runs */
+    if (versioned) {
+        export->tensor.versioned.version = (DLPackVersion){1, 0};
+        export->tensor.versioned.manager_ctx = op;
+        export->tensor.versioned.deleter = delete_versioned;
+        export->tensor.versioned.flags = 0;
+    } else {
+        export->tensor.unversioned.manager_ctx = op;
+        export->tensor.unversioned.deleter = delete_unversioned;
+    }
+    PyObject *capsule = PyCapsule_New(export, versioned ? "dltensor_versioned" : "dltensor", capsule_destructor);
+    if (!capsule) {
+        Py_DECREF(op);
+        PyMem_RawFree(export);
+    }
+    return capsule;
+}
+
+static PyObject *array_dlpack_device(PyObject *op, PyObject *unused) {
+    return Py_BuildValue("(ii)", kDLCUDA, ((lab_array_object *)op)->device);
+}
+
+/* ---- attributes ---- */
+
+static PyObject *array_get_shape(PyObject *op, void *closure) {
+    lab_array_object *self = (lab_array_object *)op;
+    PyObject *shape = PyTuple_New(self->ndim);
+    for (int d = 0; shape && d < self->ndim; d++) PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(self->shape[d]));
+    return shape;
+}
+static PyObject *array_get_strides(PyObject *op, void *closure) {
+    lab_array_object *self = (lab_array_object *)op;
+    PyObject *strides = PyTuple_New(self->ndim);
+    int64_t stride = lab_dtype_itemsize[self->dtype];
+    for (int d = self->ndim - 1; strides && d >= 0; d--) {
+        PyTuple_SET_ITEM(strides, d, PyLong_FromLongLong(stride));
+        stride *= self->shape[d] > 0 ? self->shape[d] : 1;
+    }
+    return strides;
+}
+static PyObject *array_get_dtype(PyObject *op, void *closure) {
+    return PyUnicode_FromString(lab_dtype_names[((lab_array_object *)op)->dtype]);
+}
+static PyObject *array_get_nbytes(PyObject *op, void *closure) { return PyLong_FromLongLong(nbytes_of((lab_array_object *)op)); }
+static PyObject *array_get_size(PyObject *op, void *closure) { return PyLong_FromLongLong(((lab_array_object *)op)->numel); }
+static PyObject *array_get_ndim(PyObject *op, void *closure) { return PyLong_FromLong(((lab_array_object *)op)->ndim); }
+static PyObject *array_get_device(PyObject *op, void *closure) { return PyLong_FromLong(((lab_array_object *)op)->device); }
+static PyObject *array_get_data_ptr(PyObject *op, void *closure) {
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)((lab_array_object *)op)->data);
+}
+static PyObject *array_get_stream(PyObject *op, void *closure) {
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)((lab_array_object *)op)->last_use.stream);
+}
+
+static PyObject *array_repr(PyObject *op) {
+    lab_array_object *self = (lab_array_object *)op;
+    PyObject *shape = array_get_shape(op, NULL);
+    if (!shape) return NULL;
+    PyObject *text = PyUnicode_FromFormat("lab.Array(shape=%R, dtype=%s, device=%d)", shape, lab_dtype_names[self->dtype],
+                                          self->device);
+    Py_DECREF(shape);
+    return text;
+}
+
+static PyMethodDef array_methods[] = {
+    {"numpy", array_numpy, METH_NOARGS,
+     "numpy()\n--\n\nA NumPy copy of the contents, taken after the work queued on the array's stream (releases the "
+     "GIL while it waits)."},
+    {"_copy_from_host", array_copy_from_host, METH_O,
+     "_copy_from_host(buffer, /)\n--\n\nPrivate: fill from a C-contiguous host buffer of the same size (lab.asarray)."},
+    {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_FASTCALL | METH_KEYWORDS,
+     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\nExport as a DLPack capsule "
+     "(versioned when max_version >= (1, 0)); `stream` (the consumer's) waits for the array's stream."},
+    {"__dlpack_device__", array_dlpack_device, METH_NOARGS, "__dlpack_device__()\n--\n\n(2, device): kDLCUDA."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef array_getset[] = {
+    {"shape", array_get_shape, NULL, "The shape, a tuple.", NULL},
+    {"strides", array_get_strides, NULL, "Strides in bytes (C-contiguous).", NULL},
+    {"dtype", array_get_dtype, NULL, "The dtype's name, e.g. 'float32'.", NULL},
+    {"nbytes", array_get_nbytes, NULL, "Size in bytes.", NULL},
+    {"size", array_get_size, NULL, "Number of elements.", NULL},
+    {"ndim", array_get_ndim, NULL, "Number of dimensions.", NULL},
+    {"device", array_get_device, NULL, "The CUDA device holding the memory.", NULL},
+    {"data_ptr", array_get_data_ptr, NULL, "The device address, as an int (0 for an empty array).", NULL},
+    {"stream", array_get_stream, NULL, "Handle of the stream the array was last used on (0: legacy default).", NULL},
+    {"__cuda_array_interface__", array_get_cai, NULL, "The CUDA Array Interface, version 3.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot array_slots[] = {
+    {Py_tp_dealloc, array_dealloc},
+    {Py_tp_repr, array_repr},
+    {Py_tp_methods, array_methods},
+    {Py_tp_getset, array_getset},
+    {Py_tp_doc, "A C-contiguous device array owned by lab; make one with lab.empty, lab.zeros or lab.asarray."},
+    {0, NULL},
+};
+
+PyType_Spec lab_array_spec = {
+    .name = "lab.Array",
+    .basicsize = sizeof(lab_array_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = array_slots,
+};
+
+PyMethodDef lab_array_functions[] = {
+    {"empty", (PyCFunction)(void (*)(void))py_empty, METH_FASTCALL | METH_KEYWORDS,
+     "empty(shape, dtype='float32', *, device=None, stream=None)\n--\n\nA new lab.Array, uninitialised, allocated "
+     "stream-ordered on `stream` (default: lab.stream(), else the legacy default stream)."},
+    {"zeros", (PyCFunction)(void (*)(void))py_zeros, METH_FASTCALL | METH_KEYWORDS,
+     "zeros(shape, dtype='float32', *, device=None, stream=None)\n--\n\nA new lab.Array filled with zeros."},
+    {NULL, NULL, 0, NULL},
+};

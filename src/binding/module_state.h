@@ -1,0 +1,42 @@
+/* module_state.h - what one imported lab module owns (PEP 489 module state): its exception type,
+ * its interned names, and the caches that keep the per-call path free of lookups. */
+#ifndef LAB_MODULE_STATE_H
+#define LAB_MODULE_STATE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "dispatch/dispatch_state.h"
+#include "dispatch/dlpack_exchange.h"
+
+typedef enum {
+#define LAB_NAME(id, text) LAB_NAME_##id,
+#include "binding/names.def"
+#undef LAB_NAME
+    LAB_NUM_NAMES
+} lab_name;
+
+/* Types that carry (or are known not to carry) a DLPack C exchange API. A type is looked up once;
+ * the strong reference keeps the cached type pointer from being reused by another type. */
+#define LAB_EXCHANGE_CACHE_SIZE 16
+typedef struct {
+    PyTypeObject *type;
+    const DLPackExchangeAPI *api; /* NULL: the type offers none */
+} lab_exchange_cache_entry;
+
+typedef struct {
+    lab_dispatch_state dispatch; /* level 3's caches and lab.CudaError (dispatch/dispatch_state.h) */
+    PyTypeObject *StreamType; /* lab.Stream, lab.Event, lab.Array: heap types made in the exec slot */
+    PyTypeObject *EventType;
+    PyTypeObject *ArrayType;
+    PyObject *numpy;          /* imported on first use by Array.numpy() */
+    PyObject *names[LAB_NUM_NAMES];
+    lab_exchange_cache_entry exchange_cache[LAB_EXCHANGE_CACHE_SIZE];
+    int exchange_cache_len;
+} lab_state;
+
+static inline lab_state *lab_get_state(PyObject *module) { return (lab_state *)PyModule_GetState(module); }
+
+#define LAB_NAME_OBJ(state, id) ((state)->names[LAB_NAME_##id])
+
+#endif

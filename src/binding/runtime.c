@@ -1,0 +1,134 @@
+/* runtime.c - what lab can tell about the CUDA runtime it carries and the GPUs it sees.
+ *
+ * The runtime is linked statically, so these work on a machine with no driver at all: there
+ * is_available() is False, device_count() is 0, and anything that needs a GPU raises lab.CudaError. */
+#include "binding/runtime.h"
+
+#include <cuda_runtime_api.h>
+
+#include "dispatch/cuda_error.h"
+#include "dispatch/device.h"
+#include "kernels/launch.h"
+#include "binding/module_state.h"
+
+static PyObject *py_is_available(PyObject *module, PyObject *unused) {
+    int count = 0;
+    return PyBool_FromLong(cudaGetDeviceCount(&count) == cudaSuccess && count > 0);
+}
+
+static PyObject *py_device_count(PyObject *module, PyObject *unused) {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (lab_is_no_device_error(err)) return PyLong_FromLong(0);
+    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "device_count", "cudaGetDeviceCount");
+    return PyLong_FromLong(count);
+}
+
+static PyObject *version_tuple(int version) { return Py_BuildValue("(ii)", version / 1000, (version % 1000) / 10); }
+
+static PyObject *py_cuda_runtime_version(PyObject *module, PyObject *unused) {
+    int version = 0;
+    cudaError_t err = cudaRuntimeGetVersion(&version);
+    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "cuda_runtime_version", "cudaRuntimeGetVersion");
+    return version_tuple(version);
+}
+
+static PyObject *py_cuda_driver_version(PyObject *module, PyObject *unused) {
+    int version = 0;
+    cudaError_t err = cudaDriverGetVersion(&version); /* 0 when no driver is installed */
+    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "cuda_driver_version", "cudaDriverGetVersion");
+    if (version == 0) Py_RETURN_NONE;
+    return version_tuple(version);
+}
+
+static PyObject *py_compiled_architectures(PyObject *module, PyObject *unused) {
+    return PyUnicode_FromString(lab_compiled_architectures());
+}
+
+static PyObject *py_get_device_properties(PyObject *module, PyObject *arg) {
+    int device = PyLong_AsLong(arg);
+    if (device == -1 && PyErr_Occurred()) return NULL;
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "get_device_properties", "cudaGetDeviceCount");
+    if (device < 0 || device >= count)
+        return PyErr_Format(PyExc_ValueError, "get_device_properties(): device %d does not exist (%d device(s))", device, count);
+    struct cudaDeviceProp prop;
+    err = cudaGetDeviceProperties(&prop, device);
+    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "get_device_properties", "cudaGetDeviceProperties");
+    return Py_BuildValue("{s:s, s:(ii), s:i, s:K, s:i, s:i, s:O}", "name", prop.name, "capability", prop.major,
+                         prop.minor, "multi_processor_count", prop.multiProcessorCount, "total_memory",
+                         (unsigned long long)prop.totalGlobalMem, "l2_cache_size", prop.l2CacheSize,
+                         "max_threads_per_block", prop.maxThreadsPerBlock, "pageable_memory_access",
+                         prop.pageableMemoryAccess ? Py_True : Py_False);
+}
+
+static cudaError_t synchronize_device(void *unused) { return cudaDeviceSynchronize(); }
+
+typedef struct {
+    size_t free, total;
+} memory_info;
+
+static cudaError_t read_memory_info(void *context) {
+    memory_info *info = context;
+    return cudaMemGetInfo(&info->free, &info->total);
+}
+
+/* device=None -> -1 (the current device); else a non-negative ordinal. -2 on error. */
+static int optional_device(PyObject *const *args, Py_ssize_t nargs, const char *func) {
+    if (nargs > 1) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most 1 argument (device)", func);
+        return -2;
+    }
+    if (nargs == 0 || args[0] == Py_None) return -1;
+    long device = PyLong_AsLong(args[0]);
+    if (device == -1 && PyErr_Occurred()) return -2;
+    if (device < 0) {
+        PyErr_Format(PyExc_ValueError, "%s(): device must be >= 0, got %ld", func, device);
+        return -2;
+    }
+    return (int)device;
+}
+
+static PyObject *py_synchronize(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    const int device = optional_device(args, nargs, "synchronize");
+    if (device == -2) return NULL;
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = lab_with_device(device, synchronize_device, NULL);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "synchronize", "cudaDeviceSynchronize");
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_mem_get_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    const int device = optional_device(args, nargs, "mem_get_info");
+    if (device == -2) return NULL;
+    memory_info info = {0, 0};
+    cudaError_t err = lab_with_device(device, read_memory_info, &info);
+    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "mem_get_info", "cudaMemGetInfo");
+    return Py_BuildValue("(KK)", (unsigned long long)info.free, (unsigned long long)info.total);
+}
+
+PyMethodDef lab_runtime_methods[] = {
+    {"synchronize", (PyCFunction)(void (*)(void))py_synchronize, METH_FASTCALL,
+     "synchronize(device=None, /)\n--\n\nWait for all work on the device (default: the current one) to finish; "
+     "releases the GIL."},
+    {"mem_get_info", (PyCFunction)(void (*)(void))py_mem_get_info, METH_FASTCALL,
+     "mem_get_info(device=None, /)\n--\n\n(free, total) bytes of device memory."},
+    {"is_available", py_is_available, METH_NOARGS,
+     "is_available()\n--\n\nTrue if a CUDA driver and at least one GPU are usable."},
+    {"device_count", py_device_count, METH_NOARGS,
+     "device_count()\n--\n\nThe number of CUDA GPUs; 0 where there is no driver or GPU."},
+    {"cuda_runtime_version", py_cuda_runtime_version, METH_NOARGS,
+     "cuda_runtime_version()\n--\n\nThe CUDA runtime lab was built with (and carries, statically), as (major, minor)."},
+    {"cuda_driver_version", py_cuda_driver_version, METH_NOARGS,
+     "cuda_driver_version()\n--\n\nThe CUDA version the installed driver supports, as (major, minor), or None "
+     "where no driver is installed."},
+    {"compiled_architectures", py_compiled_architectures, METH_NOARGS,
+     "compiled_architectures()\n--\n\nThe GPU code in this build, e.g. 'sm_80 sm_90 compute_90' (SASS and PTX)."},
+    {"get_device_properties", py_get_device_properties, METH_O,
+     "get_device_properties(device, /)\n--\n\nA dict of the device's name, capability, multi_processor_count, "
+     "total_memory, l2_cache_size and max_threads_per_block."},
+    {NULL, NULL, 0, NULL},
+};

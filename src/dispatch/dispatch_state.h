@@ -1,0 +1,22 @@
+/* dispatch_state.h - what level 3 keeps between calls: the exception type CUDA failures become, the
+ * per-device ordering events, and the cache of where device memory lives. It sits inside the
+ * module's state (binding/module_state.h), so every (sub)interpreter has its own, and the levels
+ * above hand it down; nothing here knows about Python functions or lab's C types. */
+#ifndef LAB_DISPATCH_STATE_H
+#define LAB_DISPATCH_STATE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#define LAB_MAX_DEVICES 64
+#define LAB_DEVICE_PAGE_SLOTS 4096 /* pages known to hold device memory (device.c) */
+
+typedef struct {
+    PyObject *CudaError;                 /* lab.CudaError, created by the module's exec slot */
+    int order_streams;                   /* 0 when LAB_CUDA_ARRAY_INTERFACE_SYNC=0: no events between streams */
+    void *order_events[LAB_MAX_DEVICES]; /* cudaEvent_t per device, made on first need (stream.c) */
+    uintptr_t device_pages[LAB_DEVICE_PAGE_SLOTS]; /* (2 MiB page << 8) | (device + 1); see device.c */
+} lab_dispatch_state;
+
+#endif

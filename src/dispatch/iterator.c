@@ -1,0 +1,270 @@
+/* iterator.c - from the operands of one call to the iteration space kernels walk (see iterator.h).
+ * The steps follow PyTorch's TensorIterator (aten/src/ATen/TensorIterator.cpp), reduced to what
+ * lab needs. */
+#include "dispatch/iterator.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch/dtype.h"
+
+static PyObject *shape_tuple(const int64_t *shape, int ndim) {
+    PyObject *tuple = PyTuple_New(ndim);
+    for (int d = 0; tuple && d < ndim; d++) {
+        PyObject *item = PyLong_FromLongLong(shape[d]);
+        if (!item) {
+            Py_CLEAR(tuple);
+            break;
+        }
+        PyTuple_SET_ITEM(tuple, d, item);
+    }
+    return tuple;
+}
+
+/* "'a' has shape (3, 4), 'b' has shape (5,)" for the broadcast error message. */
+static void raise_broadcast_error(const lab_operands *ops, const char *func) {
+    PyObject *parts = PyList_New(0);
+    for (int i = 1; parts && i < ops->count; i++) {
+        PyObject *shape = shape_tuple(ops->arrays[i].shape, ops->arrays[i].ndim);
+        PyObject *part = shape ? PyUnicode_FromFormat("'%s' has shape %R", ops->names[i], shape) : NULL;
+        Py_XDECREF(shape);
+        if (!part || PyList_Append(parts, part) < 0) Py_CLEAR(parts);
+        Py_XDECREF(part);
+    }
+    PyObject *separator = parts ? PyUnicode_FromString(", ") : NULL;
+    PyObject *joined = separator ? PyUnicode_Join(separator, parts) : NULL;
+    if (joined) PyErr_Format(PyExc_ValueError, "%s(): the inputs cannot be broadcast together: %U", func, joined);
+    Py_XDECREF(joined);
+    Py_XDECREF(separator);
+    Py_XDECREF(parts);
+}
+
+/* NumPy broadcasting of the inputs into `shape` (the iteration space). The output is never
+ * broadcast: in kept dimensions it has the iteration's size (inputs may broadcast up to it, as with
+ * NumPy's out=); in reduced dimensions it has size 1 while the inputs give the size. */
+static int check_broadcast(const lab_operands *ops, uint32_t reduced, const char *func, int64_t *shape) {
+    const lab_array *out = &ops->arrays[0];
+    const int ndim = out->ndim;
+    for (int d = 0; d < ndim; d++) shape[d] = 1;
+    for (int i = 1; i < ops->count; i++) { /* inputs first, so a mismatch among them is named as such */
+        const lab_array *a = &ops->arrays[i];
+        if (a->ndim > ndim) goto output_mismatch;
+        for (int d = 0; d < a->ndim; d++) {
+            int64_t *target = &shape[ndim - a->ndim + d];
+            if (a->shape[d] == *target || a->shape[d] == 1) continue;
+            if (*target != 1) {
+                raise_broadcast_error(ops, func);
+                return -1;
+            }
+            *target = a->shape[d];
+        }
+    }
+    for (int d = 0; d < ndim; d++) {
+        if ((reduced >> d) & 1) {
+            if (out->shape[d] != 1) goto output_mismatch;
+        } else {
+            if (out->shape[d] != shape[d] && shape[d] != 1) goto output_mismatch;
+            shape[d] = out->shape[d];
+        }
+    }
+    return 0;
+output_mismatch:;
+    int64_t inputs_shape[LAB_MAX_DIMS];
+    int inputs_ndim = 0;
+    for (int i = 1; i < ops->count; i++)
+        if (ops->arrays[i].ndim > inputs_ndim) inputs_ndim = ops->arrays[i].ndim;
+    for (int d = 0; d < inputs_ndim; d++) inputs_shape[d] = 1;
+    for (int i = 1; i < ops->count; i++) {
+        const lab_array *a = &ops->arrays[i];
+        for (int d = 0; d < a->ndim; d++)
+            if (a->shape[d] != 1) inputs_shape[inputs_ndim - a->ndim + d] = a->shape[d];
+    }
+    PyObject *out_shape = shape_tuple(out->shape, out->ndim), *bshape = shape_tuple(inputs_shape, inputs_ndim);
+    if (out_shape && bshape)
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has shape %R but the inputs broadcast to %R; the output "
+                     "must have %s (it is never broadcast itself)", func, ops->names[0], out_shape, bshape,
+                     reduced ? "the inputs' shape with size 1 in the reduced dimensions" : "the broadcast shape");
+    Py_XDECREF(out_shape);
+    Py_XDECREF(bshape);
+    return -1;
+}
+
+typedef struct {
+    int64_t size;
+    int64_t stride;
+} dim_stride;
+
+static int by_stride_magnitude(const void *x, const void *y) {
+    const int64_t a = llabs(((const dim_stride *)x)->stride), b = llabs(((const dim_stride *)y)->stride);
+    return a < b ? -1 : a > b;
+}
+
+/* The output may not write one element twice: no zero strides on dimensions longer than 1, and,
+ * taking dimensions from the smallest stride up, each stride must clear the extent of the ones
+ * below it (a sufficient test; it refuses only exotic layouts that interleave). */
+static int check_output_does_not_self_overlap(const lab_array *out, const char *name, const char *func) {
+    dim_stride dims[LAB_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < out->ndim; d++) {
+        if (out->shape[d] <= 1) continue;
+        if (out->strides[d] == 0) {
+            PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has stride 0 in dimension %d (a broadcast view); the "
+                         "output must have one element per position", func, name, d);
+            return -1;
+        }
+        dims[n].size = out->shape[d];
+        dims[n].stride = out->strides[d];
+        n++;
+    }
+    qsort(dims, n, sizeof dims[0], by_stride_magnitude);
+    int64_t extent = 0; /* elements spanned by the dimensions so far, minus one */
+    for (int i = 0; i < n; i++) {
+        if (llabs(dims[i].stride) <= extent) {
+            PyErr_Format(PyExc_ValueError, "%s(): argument '%s' overlaps itself (its strides map several positions to "
+                         "one element); the output must not", func, name);
+            return -1;
+        }
+        extent += (dims[i].size - 1) * llabs(dims[i].stride);
+    }
+    return 0;
+}
+
+/* [first byte, last byte + 1) that an array touches. */
+static void byte_extent(const lab_array *a, uintptr_t *lo, uintptr_t *hi) {
+    const int64_t itemsize = lab_dtype_itemsize[a->dtype];
+    int64_t low = 0, high = 0;
+    for (int d = 0; d < a->ndim; d++) {
+        const int64_t span = (a->shape[d] - 1) * a->strides[d] * itemsize;
+        if (span < 0) low += span;
+        else high += span;
+    }
+    *lo = (uintptr_t)a->data + low;
+    *hi = (uintptr_t)a->data + high + itemsize;
+}
+
+/* True when input and output name the same element at every position of the broadcast shape:
+ * then in-place elementwise is safe, since each thread reads its element before writing it. */
+static int is_same_view(const lab_array *in, const lab_array *out) {
+    if (in->data != out->data || in->dtype != out->dtype || in->ndim > out->ndim) return 0;
+    const int lead = out->ndim - in->ndim;
+    for (int d = 0; d < out->ndim; d++) {
+        if (out->shape[d] <= 1) continue;
+        const int64_t in_stride = d < lead || in->shape[d - lead] == 1 ? 0 : in->strides[d - lead];
+        if (in_stride != out->strides[d]) return 0;
+    }
+    return 1;
+}
+
+int lab_check_no_partial_overlap(const lab_array *in, const char *in_name, const lab_array *out, const char *out_name,
+                                 const char *func) {
+    if (in->numel == 0 || out->numel == 0) return 0;
+    uintptr_t out_lo, out_hi, lo, hi;
+    byte_extent(out, &out_lo, &out_hi);
+    byte_extent(in, &lo, &hi);
+    if (hi <= out_lo || lo >= out_hi || is_same_view(in, out)) return 0;
+    PyErr_Format(PyExc_ValueError, "%s(): argument '%s' overlaps '%s' in memory without being the same view of it; "
+                 "the result would depend on the order elements are written. Use the identical array for in-place, "
+                 "or copy the input first", func, in_name, out_name);
+    return -1;
+}
+
+/* Whether dimensions a and b of the iteration should swap so that the outer one comes first: the
+ * first operand whose strides in both are nonzero decides (the output first), as in
+ * TensorIterator::reorder_dimensions; ties and broadcasts leave the order as it is. */
+static int inner_before_outer(const lab_iteration *it, int n_operands, int outer, int inner) {
+    for (int i = 0; i < n_operands; i++) {
+        const int64_t a = llabs(it->byte_strides[i][outer]), b = llabs(it->byte_strides[i][inner]);
+        if (a == 0 || b == 0 || a == b) continue;
+        return a < b;
+    }
+    return 0;
+}
+
+static void swap_dims(lab_iteration *it, int n_operands, int a, int b) {
+    int64_t t = it->shape[a];
+    it->shape[a] = it->shape[b];
+    it->shape[b] = t;
+    for (int i = 0; i < n_operands; i++) {
+        t = it->byte_strides[i][a];
+        it->byte_strides[i][a] = it->byte_strides[i][b];
+        it->byte_strides[i][b] = t;
+    }
+    const uint32_t bit_a = (it->reduced >> a) & 1, bit_b = (it->reduced >> b) & 1;
+    it->reduced &= ~((1u << a) | (1u << b));
+    it->reduced |= (bit_a << b) | (bit_b << a);
+}
+
+int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab_iteration *it) {
+    const lab_array *out = &ops->arrays[0];
+    const int n = ops->count;
+    if (lab_check_writable(out, func, ops->names[0]) < 0) return -1;
+    int64_t shape[LAB_MAX_DIMS];
+    if (check_broadcast(ops, reduced, func, shape) < 0) return -1;
+    const int ndim = out->ndim;
+    it->numel = 1;
+    for (int d = 0; d < ndim; d++) it->numel *= shape[d];
+    for (int i = 0; i < n; i++) it->data[i] = ops->arrays[i].data;
+    it->ndim = 0;
+    it->reduced = 0;
+    if (it->numel == 0) return 0;
+    if (check_output_does_not_self_overlap(out, ops->names[0], func) < 0) return -1;
+    for (int i = 1; i < n; i++)
+        if (lab_check_no_partial_overlap(&ops->arrays[i], ops->names[i], out, ops->names[0], func) < 0) return -1;
+
+    /* Byte strides of every operand over the iteration shape (0 where an operand is broadcast, and
+     * for the output along reduced dimensions), keeping only dimensions longer than 1. */
+    int kept = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 1) continue;
+        it->shape[kept] = shape[d];
+        for (int i = 0; i < n; i++) {
+            const lab_array *a = &ops->arrays[i];
+            const int ad = d - (ndim - a->ndim);
+            const int64_t stride = ad < 0 || a->shape[ad] == 1 ? 0 : a->strides[ad];
+            it->byte_strides[i][kept] = stride * lab_dtype_itemsize[a->dtype];
+        }
+        it->reduced |= ((reduced >> d) & 1u) << kept;
+        kept++;
+    }
+    /* Walk every dimension in the direction the output's memory goes (the order is free). */
+    for (int d = 0; d < kept; d++) {
+        if (it->byte_strides[0][d] >= 0) continue;
+        for (int i = 0; i < n; i++) {
+            it->data[i] += (it->shape[d] - 1) * it->byte_strides[i][d];
+            it->byte_strides[i][d] = -it->byte_strides[i][d];
+        }
+    }
+    /* Outermost first: larger strides outside (insertion sort: at most 8 dimensions). */
+    for (int d = 1; d < kept; d++)
+        for (int e = d; e > 0 && inner_before_outer(it, n, e - 1, e); e--) swap_dims(it, n, e - 1, e);
+    /* Merge an outer dimension into the inner one whenever both are kept or both reduced and, for
+     * every operand, stepping the outer one is the same as stepping the inner one its whole length. */
+    int merged = 0;
+    uint32_t merged_reduced = 0;
+    for (int d = 0; d < kept; d++) {
+        const uint32_t is_reduced = (it->reduced >> d) & 1;
+        if (merged > 0 && ((merged_reduced >> (merged - 1)) & 1) == is_reduced) {
+            const int outer = merged - 1;
+            int can_merge = 1;
+            for (int i = 0; i < n && can_merge; i++)
+                can_merge = it->byte_strides[i][outer] == it->byte_strides[i][d] * it->shape[d];
+            if (can_merge) {
+                it->shape[outer] *= it->shape[d];
+                for (int i = 0; i < n; i++) it->byte_strides[i][outer] = it->byte_strides[i][d];
+                continue;
+            }
+        }
+        it->shape[merged] = it->shape[d];
+        for (int i = 0; i < n; i++) it->byte_strides[i][merged] = it->byte_strides[i][d];
+        merged_reduced |= is_reduced << merged;
+        merged++;
+    }
+    it->reduced = merged_reduced;
+    if (merged == 0) { /* a single element */
+        it->shape[0] = 1;
+        for (int i = 0; i < n; i++) it->byte_strides[i][0] = lab_dtype_itemsize[ops->arrays[i].dtype];
+        merged = 1;
+    }
+    it->ndim = merged;
+    return 0;
+}

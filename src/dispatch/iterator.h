@@ -1,0 +1,45 @@
+/* iterator.h - lab's TensorIterator: from the operands of one call to the iteration space a kernel
+ * walks (level 3). Every op kind that walks arrays element by element plans on top of it: the
+ * elementwise kind (elementwise_kind.c), and reductions, which mark the dimensions they reduce.
+ *
+ * lab_iterate() checks the output is writable and never writes one element twice, broadcasts the
+ * inputs (NumPy's rules) against the output, refuses inputs that partially overlap the output, then
+ * simplifies the iteration space: drop size-1 dimensions, flip dimensions the output walks
+ * backwards, order dimensions outermost first by the operands' strides, and merge neighbours that
+ * are contiguous with each other - never a kept dimension with a reduced one. No CUDA call;
+ * everything here runs (and is tested, through lab.lab._iterate) on machines without a GPU. */
+#ifndef LAB_ITERATOR_H
+#define LAB_ITERATOR_H
+
+#include "dispatch/operand.h"
+
+/* Operands of one call: the output first (it decides device and stream), then the array inputs. */
+typedef struct {
+    lab_array arrays[LAB_MAX_OPERANDS];
+    const char *names[LAB_MAX_OPERANDS];
+    int count;
+} lab_operands;
+
+/* The simplified iteration space: dimensions outermost first, strides in bytes per operand (in the
+ * order of lab_operands; 0 where an operand is broadcast, and for the output along reduced
+ * dimensions), data pointers moved to the first element walked. */
+typedef struct {
+    int ndim;                 /* 0 when numel is 0 */
+    int64_t numel;            /* elements of the iteration space (the inputs' side, for reductions) */
+    int64_t shape[LAB_MAX_DIMS];
+    int64_t byte_strides[LAB_MAX_OPERANDS][LAB_MAX_DIMS];
+    char *data[LAB_MAX_OPERANDS];
+    uint32_t reduced;         /* bit d: dimension d of this space is reduced (the output does not move) */
+} lab_iteration;
+
+/* `reduced`: bit d set for each dimension d of the output that a reduction collapses; there the
+ * output has size 1 (keepdim form) and the inputs give the size. 0 for elementwise ops.
+ * Returns 0, or -1 with TypeError/ValueError set naming the arguments. */
+int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab_iteration *it);
+
+/* An input may be the very view the output is (in place) or disjoint from it; anything between
+ * would make the result depend on the order elements are written. ValueError names both. */
+int lab_check_no_partial_overlap(const lab_array *in, const char *in_name, const lab_array *out, const char *out_name,
+                                 const char *func);
+
+#endif
