@@ -7,17 +7,31 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test demo gpu-check leak-check sweep profile sanitize bench fuzz clean
+.PHONY: build test format format-check demo gpu-check leak-check sweep profile sanitize bench fuzz clean
+
+# Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
+C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
 
 build:
 	$(PYTHON) setup.py build_ext --inplace
 
-# Fresh machine to test result: a virtual environment with lab's test dependencies, the extension
-# built with nvcc, then pytest. pytest's exit code 5 (no tests collected) is an error here.
+# Fresh machine to test result: a virtual environment with lab's test dependencies, the format
+# check, the extension built with nvcc, then pytest. pytest's exit code 5 (no tests collected) is an
+# error here.
 test: $(VENV_PY)
+	$(MAKE) --no-print-directory format-check CLANG_FORMAT=$(VENV)/bin/clang-format
 	$(VENV_PY) setup.py build_ext --inplace
 	$(VENV_PY) -m pytest -q tests; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests - that is a failure"; exit 1; fi; exit $$rc
+
+# clang-format comes from the test requirements (PyPI's clang-format), so every machine checks with
+# the same version; .clang-format holds the style.
+CLANG_FORMAT ?= clang-format
+format-check:
+	$(CLANG_FORMAT) --dry-run --Werror $(C_SOURCES) && echo "format-check: $(words $(C_SOURCES)) files follow .clang-format"
+
+format:
+	$(CLANG_FORMAT) -i $(C_SOURCES)
 
 $(VENV_PY): requirements-test.txt
 	$(PYTHON) -m venv $(VENV)

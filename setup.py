@@ -57,6 +57,17 @@ def arch_flags():
     return flags, listing
 
 
+def object_depends(source, obj):
+    """The files an nvcc object was built from: what nvcc -MD wrote beside it (the source and every
+    header it included, CUDA's own too), or - before the first build - every header beside the source."""
+    try:
+        text = open(obj + ".d").read().replace("\\\n", " ")
+    except OSError:
+        folder = os.path.dirname(source)
+        return [source] + [os.path.join(folder, f) for f in os.listdir(folder) if f.endswith((".cuh", ".h", ".def"))]
+    return [path for path in text.split(":", 1)[1].split() if os.path.exists(path)] + [source]
+
+
 class BuildExtWithNvcc(build_ext):
     """Compiles the .cu sources with nvcc (in parallel), then lets setuptools build and link the rest."""
 
@@ -73,11 +84,10 @@ class BuildExtWithNvcc(build_ext):
         def compile_one(source):
             # the architectures are part of the name, so changing LAB_CUDA_ARCH never reuses a stale object
             obj = os.path.join(objects_dir, f"{os.path.basename(source)}.{listing.replace(' ', '-')}.o")
-            depends = [source] + [os.path.join(os.path.dirname(source), f) for f in os.listdir(os.path.dirname(source))
-                                  if f.endswith((".cuh", ".h", ".def"))]
-            if not self.force and os.path.exists(obj) and all(os.path.getmtime(obj) >= os.path.getmtime(d) for d in depends):
+            if not self.force and os.path.exists(obj) and all(os.path.getmtime(obj) >= os.path.getmtime(d)
+                                                               for d in object_depends(source, obj)):
                 return obj
-            command = [nvcc, "-c", source, "-o", obj, "-O3", "-std=c++17",
+            command = [nvcc, "-c", source, "-o", obj, "-O3", "-std=c++17", "-Isrc", "-MD", "-MF", obj + ".d",
                        "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", f'-DLAB_ARCH_LIST="{listing}"',
                        *gencode]
             print(" ".join(command), flush=True)

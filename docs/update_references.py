@@ -5,7 +5,7 @@ import os
 import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REFERENCE = re.compile(r"`([\w/.]+):(\d+)-(\d+)` `(\w+)`")
+REFERENCE = re.compile(r"`([\w/.]+):(\d+)-(\d+)`\s+`(\w+)`")  # a reference may wrap across a line
 
 
 def definition_range(path, symbol):
@@ -30,7 +30,8 @@ def update(text):
     def replace(match):
         path, _, _, symbol = match.groups()
         start, end = definition_range(path, symbol)
-        return f"`{path}:{start}-{end}` `{symbol}`"
+        separator = match.group(0)[match.group(0).index("`", 1) + 1:match.group(0).rindex("`", 0, -1)]
+        return f"`{path}:{start}-{end}`{separator}`{symbol}`"  # keeps a line break where there was one
     return REFERENCE.sub(replace, text)
 
 

@@ -405,3 +405,15 @@ def test_scale_array_with_an_instance_attribute_interface():
     assert lab.fused_add_mul(a, b, s, out) is out
     with pytest.raises(ValueError, match=r"cannot be broadcast together: .*'s' has shape \(3,\)"):
         lab.fused_add_mul(fake_array(shape=(0,)), fake_array(shape=(0,)), fake_array(shape=(3,)), fake_array(shape=(0,)))
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "relu", "gelu", "fused_add_mul", "axpby", "copy"])
+def test_docstrings_describe_layouts_and_dtype_mixes(name):
+    doc = getattr(lab, name).__doc__
+    assert "broadcast" in doc and "any strides" in doc and "dtypes may mix" in doc
+    assert "C-contiguous" not in doc and "one shape and dtype" not in doc
+
+
+def test_copy_docstring_names_its_own_output():
+    doc = lab.copy.__doc__
+    assert "writes into `dst`" in doc and "`out`" not in doc

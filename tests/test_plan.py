@@ -1,6 +1,8 @@
-"""The launch plan (src/plan.c) on any machine: broadcasting, dimension dropping / flipping /
-ordering / merging, the path chosen, the compute dtype, and the overlap checks, read back through
-lab.lab._plan(out, *inputs) on fake producers. No GPU is needed: planning never calls CUDA."""
+"""The iterator (src/dispatch/iterator.c) and the elementwise plan (src/dispatch/elementwise_kind.c)
+on any machine: broadcasting, dimension dropping / flipping / ordering / merging, reduced dimensions,
+the path chosen, the compute dtype, and the overlap checks, read back through
+lab.lab._plan(out, *inputs) and lab.lab._iterate(out, *inputs, reduced=...) on fake producers. No
+GPU is needed: planning never calls CUDA."""
 import pytest
 
 import lab.lab as core
@@ -219,3 +221,67 @@ def test_same_memory_other_dtype_is_refused():
 def test_disjoint_halves_of_one_buffer_are_fine():
     base = fake_pointer()
     assert core._plan(view((10,), ptr=base), view((10,), ptr=base, offset=12))["path"] == "vectorized"
+
+
+# ---- the iterator with reduced dimensions (what reductions plan on) ----
+
+def test_row_sums_keep_rows_and_reduce_columns():
+    it = core._iterate(view((4, 1)), view((4, 6)), reduced=(1,))
+    assert it["shape"] == (4, 6) and it["reduced"] == (False, True)
+    assert it["byte_strides"] == ((4, 0), (24, 4)) and it["numel"] == 24
+
+
+def test_column_sums_keep_the_contiguous_dimension_inside():
+    it = core._iterate(view((1, 6)), view((4, 6)), reduced=(0,))
+    assert it["shape"] == (4, 6) and it["reduced"] == (True, False)
+    assert it["byte_strides"] == ((0, 4), (24, 4))
+
+
+def test_reduced_dimensions_merge_with_each_other():
+    it = core._iterate(view((2, 1, 1)), view((2, 3, 4)), reduced=(1, 2))
+    assert it["shape"] == (2, 12) and it["reduced"] == (False, True)
+    assert it["byte_strides"] == ((4, 0), (48, 4))
+
+
+def test_kept_dimensions_merge_around_a_reduced_one():
+    it = core._iterate(view((2, 1, 3, 4)), view((2, 5, 3, 4)), reduced=(1,))
+    assert it["shape"] == (2, 5, 12) and it["reduced"] == (False, True, False)
+
+
+def test_a_reduced_dimension_never_merges_with_a_kept_one():
+    it = core._iterate(view((1, 4)), view((3, 4)), reduced=(0,))
+    assert it["shape"] == (3, 4) and it["reduced"] == (True, False)
+
+
+def test_reducing_everything_is_one_reduced_dimension():
+    it = core._iterate(view((1, 1, 1)), view((2, 3, 4)), reduced=(0, 1, 2))
+    assert it["shape"] == (24,) and it["reduced"] == (True,) and it["byte_strides"] == ((0,), (4,))
+
+
+def test_transposed_input_puts_its_contiguous_dimension_inside():
+    # x = y.T for a contiguous (6, 4) y: x is (4, 6) with element strides (1, 4); summing x over
+    # dimension 1 walks y's rows, so the reduced dimension goes outside and y's contiguous one in.
+    it = core._iterate(view((4, 1)), view((4, 6), strides=(1, 4)), reduced=(1,))
+    assert it["shape"] == (6, 4) and it["reduced"] == (True, False)
+    assert it["byte_strides"] == ((0, 4), (16, 4))
+
+
+def test_reduced_dimension_of_the_output_must_have_size_one():
+    with pytest.raises(ValueError, match=r"argument 'out' has shape \(4, 6\).*size 1 in the reduced dimensions"):
+        core._iterate(view((4, 6)), view((4, 6)), reduced=(1,))
+
+
+def test_kept_dimension_must_match():
+    with pytest.raises(ValueError, match=r"argument 'out' has shape \(5, 1\)"):
+        core._iterate(view((5, 1)), view((4, 6)), reduced=(1,))
+
+
+def test_reduction_of_an_empty_input_has_no_space():
+    it = core._iterate(view((4, 1)), view((4, 0)), reduced=(1,))
+    assert it["numel"] == 0 and it["shape"] == ()
+
+
+def test_reduction_output_may_not_overlap_its_input():
+    base = fake_pointer()
+    with pytest.raises(ValueError, match=r"argument 'in0' overlaps 'out'"):
+        core._iterate(view((4, 1), ptr=base), view((4, 6), ptr=base), reduced=(1,))

@@ -2,15 +2,15 @@
 #include "binding/args.h"
 
 static int find_param(lab_state *state, const lab_signature *sig, PyObject *keyword) {
-    for (int i = 0; i < sig->n_params; i++)  /* call sites intern keyword names: usually a pointer hit */
+    for (int i = 0; i < sig->n_params; i++) /* call sites intern keyword names: usually a pointer hit */
         if (state->names[sig->names[i]] == keyword) return i;
     for (int i = 0; i < sig->n_params; i++)
         if (PyUnicode_Compare(state->names[sig->names[i]], keyword) == 0) return i;
     return -1;
 }
 
-int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig, PyObject *const *args, Py_ssize_t nargs,
-                   PyObject *kwnames, PyObject **slots) {
+int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig, PyObject *const *args,
+                   Py_ssize_t nargs, PyObject *kwnames, PyObject **slots) {
     nargs = PyVectorcall_NARGS(nargs);
     if (nargs > sig->n_positional) {
         PyErr_Format(PyExc_TypeError, "%s() takes %s%d positional arguments but %zd were given", func,
@@ -46,14 +46,17 @@ int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig,
 /* A stream handle from a Python int: 0 is the legacy default stream when given as `stream=`. */
 static int handle_from_int(PyObject *value, const char *func, const char *what, cudaStream_t *stream) {
     if (!PyLong_Check(value)) {
-        PyErr_Format(PyExc_TypeError, "%s(): %s must be an int stream handle, got %s", func, what, Py_TYPE(value)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s(): %s must be an int stream handle, got %s", func, what,
+                     Py_TYPE(value)->tp_name);
         return -1;
     }
     unsigned long long handle = PyLong_AsUnsignedLongLong(value);
     if (handle == (unsigned long long)-1 && PyErr_Occurred()) {
         PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "%s(): %s %R is not a valid stream handle (expected a non-negative int that fits "
-                     "a pointer)", func, what, value);
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): %s %R is not a valid stream handle (expected a non-negative int that fits "
+                     "a pointer)",
+                     func, what, value);
         return -1;
     }
     *stream = (cudaStream_t)(uintptr_t)handle;
@@ -85,7 +88,8 @@ int lab_parse_stream_arg(lab_state *state, PyObject *obj, const char *func, lab_
 static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func, cudaStream_t *stream) {
     if (PyLong_Check(obj)) {
         if (PyBool_Check(obj)) {
-            PyErr_Format(PyExc_TypeError, "%s(): stream must be an int handle or a stream object, got bool", func);
+            PyErr_Format(PyExc_TypeError, "%s(): stream must be an int handle or a stream object, got bool",
+                         func);
             return -1;
         }
         return handle_from_int(obj, func, "stream", stream);
@@ -100,8 +104,9 @@ static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func
         if (!result) return -1;
         int rc = -1;
         if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
-            PyErr_Format(PyExc_TypeError, "%s(): stream.__cuda_stream__() must return a tuple (version, handle), got %R",
-                         func, result);
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): stream.__cuda_stream__() must return a tuple (version, handle), got %R", func,
+                         result);
         } else {
             rc = handle_from_int(PyTuple_GET_ITEM(result, 1), func, "stream.__cuda_stream__()[1]", stream);
         }
@@ -118,8 +123,10 @@ static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func
             return rc;
         }
     }
-    PyErr_Format(PyExc_TypeError, "%s(): stream must be None, an int handle, or an object with __cuda_stream__() "
-                 "(or .cuda_stream / .ptr), got %s", func, Py_TYPE(obj)->tp_name);
+    PyErr_Format(PyExc_TypeError,
+                 "%s(): stream must be None, an int handle, or an object with __cuda_stream__() "
+                 "(or .cuda_stream / .ptr), got %s",
+                 func, Py_TYPE(obj)->tp_name);
     return -1;
 }
 
@@ -136,8 +143,10 @@ int lab_read_scalar(PyObject *obj, const char *func, const char *name, lab_scala
         const long long value = PyLong_AsLongLongAndOverflow(index, &overflow);
         scalar->as_float = overflow ? PyLong_AsDouble(index) : (double)value;
         Py_DECREF(index);
-        if ((value == -1 && !overflow && PyErr_Occurred()) || (scalar->as_float == -1.0 && PyErr_Occurred()))
+        if ((value == -1 && !overflow && PyErr_Occurred()) ||
+            (scalar->as_float == -1.0 && PyErr_Occurred())) {
             return -1; /* PyLong_AsDouble: OverflowError past the double range */
+        }
         scalar->is_integer = 1;
         scalar->fits_int64 = !overflow;
         scalar->as_int = overflow ? 0 : value;

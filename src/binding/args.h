@@ -14,20 +14,21 @@
 #define LAB_MAX_PARAMS 12
 
 typedef struct {
-    int n_required;         /* leading parameters that must be given */
-    int n_positional;       /* leading parameters that may be passed by position (>= n_required) */
-    int n_params;           /* positional ones, then keyword-only ones (optional) */
+    int n_required;   /* leading parameters that must be given */
+    int n_positional; /* leading parameters that may be passed by position (>= n_required) */
+    int n_params;     /* positional ones, then keyword-only ones (optional) */
     lab_name names[LAB_MAX_PARAMS];
 } lab_signature;
 
 /* Fills slots[0 .. n_params) with borrowed references (NULL for optional ones not given).
  * `func` names the function in messages. Returns 0, or -1 with TypeError set. */
-int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig, PyObject *const *args, Py_ssize_t nargs,
-                   PyObject *kwnames, PyObject **slots);
+int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig, PyObject *const *args,
+                   Py_ssize_t nargs, PyObject *kwnames, PyObject **slots);
 
 /* Reads the `stream=` argument: None (not given), an int handle, or an object with __cuda_stream__()
  * returning (version, handle), with .cuda_stream (torch) and .ptr (CuPy) as fallbacks.
- * Fills *stream (its owner is obj, borrowed); returns 0, or -1 with TypeError/ValueError set. No CUDA call. */
+ * Fills *stream (its owner is obj, borrowed); returns 0, or -1 with TypeError/ValueError set. No CUDA call.
+ */
 int lab_parse_stream_arg(lab_state *state, PyObject *obj, const char *func, lab_stream_arg *stream);
 
 /* Reads a Python number (int, float, or anything with __index__ or __float__) as the scalar

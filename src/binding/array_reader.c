@@ -27,10 +27,12 @@ static int api_from_attribute(PyObject *attr, const DLPackExchangeAPI **api) {
     }
     const DLPackExchangeAPI *candidate = (const DLPackExchangeAPI *)pointer;
     /* Walk to a version lab understands (major 1); newer majors may chain older tables. */
-    while (candidate && candidate->header.version.major != 1)
+    while (candidate && candidate->header.version.major != 1) {
         candidate = (const DLPackExchangeAPI *)candidate->header.prev_api;
-    if (candidate && (!candidate->dltensor_from_py_object_no_sync || !candidate->current_work_stream))
+    }
+    if (candidate && (!candidate->dltensor_from_py_object_no_sync || !candidate->current_work_stream)) {
         candidate = NULL;
+    }
     *api = candidate;
     return 0;
 }
@@ -93,12 +95,14 @@ static int compute_numel(lab_array *array, const char *func, const char *argname
     const int64_t limit = INT64_MAX / lab_dtype_itemsize[array->dtype];
     int64_t numel = 1;
     int empty = 0;
-    for (int d = 0; d < array->ndim; d++) if (array->shape[d] == 0) empty = 1;
+    for (int d = 0; d < array->ndim; d++)
+        if (array->shape[d] == 0) empty = 1;
     if (!empty) {
         for (int d = 0; d < array->ndim; d++) {
             if (array->shape[d] > limit / numel) {
-                PyErr_Format(PyExc_OverflowError, "%s(): argument '%s' has a shape whose size in bytes overflows int64",
-                             func, argname);
+                PyErr_Format(PyExc_OverflowError,
+                             "%s(): argument '%s' has a shape whose size in bytes overflows int64", func,
+                             argname);
                 return -1;
             }
             numel *= array->shape[d];
@@ -110,33 +114,38 @@ static int compute_numel(lab_array *array, const char *func, const char *argname
 
 /* ---- DLPack exchange ---- */
 
-static int read_dlpack_exchange(const DLPackExchangeAPI *api, PyObject *obj, const char *func, const char *argname,
-                                lab_array *array) {
+static int read_dlpack_exchange(const DLPackExchangeAPI *api, PyObject *obj, const char *func,
+                                const char *argname, lab_array *array) {
     DLTensor tensor;
     memset(&tensor, 0, sizeof tensor);
     if (api->dltensor_from_py_object_no_sync((void *)obj, &tensor) != 0) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_TypeError, "%s(): argument '%s': its DLPack exchange API failed without saying why",
-                         func, argname);
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): argument '%s': its DLPack exchange API failed without saying why", func,
+                         argname);
+        }
         return -1;
     }
     if (tensor.device.device_type != kDLCUDA && tensor.device.device_type != kDLCUDAManaged) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s(): argument '%s' must be a CUDA array, got a %s object on %s (DLPack device type %d)", func,
-                     argname, Py_TYPE(obj)->tp_name, tensor.device.device_type == kDLCPU ? "the CPU" : "a non-CUDA device",
-                     (int)tensor.device.device_type);
+        PyErr_Format(
+            PyExc_TypeError,
+            "%s(): argument '%s' must be a CUDA array, got a %s object on %s (DLPack device type %d)", func,
+            argname, Py_TYPE(obj)->tp_name,
+            tensor.device.device_type == kDLCPU ? "the CPU" : "a non-CUDA device",
+            (int)tensor.device.device_type);
         return -1;
     }
     if (lab_dtype_from_dlpack(tensor.dtype, &array->dtype) < 0) {
         PyErr_Format(PyExc_TypeError,
-                     "%s(): argument '%s' has an unsupported dtype (DLPack code %d, %d bits, %d lanes); lab supports %s",
+                     "%s(): argument '%s' has an unsupported dtype (DLPack code %d, %d bits, %d lanes); lab "
+                     "supports %s",
                      func, argname, (int)tensor.dtype.code, (int)tensor.dtype.bits, (int)tensor.dtype.lanes,
                      lab_supported_dtypes_text(1));
         return -1;
     }
     if (tensor.ndim < 0 || tensor.ndim > LAB_MAX_DIMS) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has %d dimensions; lab supports at most %d", func, argname,
-                     (int)tensor.ndim, LAB_MAX_DIMS);
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has %d dimensions; lab supports at most %d", func,
+                     argname, (int)tensor.ndim, LAB_MAX_DIMS);
         return -1;
     }
     array->ndim = tensor.ndim;
@@ -188,14 +197,15 @@ static int read_int64(PyObject *item, int64_t *value) {
 
 static int read_cai_shape(PyObject *shape, const char *func, const char *argname, lab_array *array) {
     if (!PyTuple_Check(shape)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s': __cuda_array_interface__['shape'] must be a tuple of ints, got %s",
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument '%s': __cuda_array_interface__['shape'] must be a tuple of ints, got %s",
                      func, argname, Py_TYPE(shape)->tp_name);
         return -1;
     }
     Py_ssize_t ndim = PyTuple_GET_SIZE(shape);
     if (ndim > LAB_MAX_DIMS) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has %zd dimensions; lab supports at most %d", func, argname,
-                     ndim, LAB_MAX_DIMS);
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has %zd dimensions; lab supports at most %d",
+                     func, argname, ndim, LAB_MAX_DIMS);
         return -1;
     }
     array->ndim = (int)ndim;
@@ -203,13 +213,16 @@ static int read_cai_shape(PyObject *shape, const char *func, const char *argname
         PyObject *item = PyTuple_GET_ITEM(shape, d);
         int rc = read_int64(item, &array->shape[d]);
         if (rc == -1) {
-            PyErr_Format(PyExc_TypeError, "%s(): argument '%s': __cuda_array_interface__['shape'][%zd] must be an int, got %s",
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): argument '%s': __cuda_array_interface__['shape'][%zd] must be an int, got %s",
                          func, argname, d, Py_TYPE(item)->tp_name);
             return -1;
         }
         if (rc == -2 || array->shape[d] < 0) {
-            PyErr_Format(PyExc_ValueError, "%s(): argument '%s': __cuda_array_interface__['shape'][%zd] = %R is not a valid size",
-                         func, argname, d, item);
+            PyErr_Format(
+                PyExc_ValueError,
+                "%s(): argument '%s': __cuda_array_interface__['shape'][%zd] = %R is not a valid size", func,
+                argname, d, item);
             return -1;
         }
     }
@@ -218,52 +231,63 @@ static int read_cai_shape(PyObject *shape, const char *func, const char *argname
 
 static int read_cai_typestr(PyObject *typestr, const char *func, const char *argname, lab_array *array) {
     if (!PyUnicode_Check(typestr)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s': __cuda_array_interface__['typestr'] must be a str, got %s",
-                     func, argname, Py_TYPE(typestr)->tp_name);
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument '%s': __cuda_array_interface__['typestr'] must be a str, got %s", func,
+                     argname, Py_TYPE(typestr)->tp_name);
         return -1;
     }
     Py_ssize_t length;
     const char *text = PyUnicode_AsUTF8AndSize(typestr, &length);
     if (!text) return -1;
     switch (lab_parse_typestr(text, length, &array->dtype)) {
-    case LAB_TYPESTR_OK:
-        return 0;
+    case LAB_TYPESTR_OK: return 0;
     case LAB_TYPESTR_MALFORMED:
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s': malformed typestr %R in __cuda_array_interface__ "
-                     "(expected <byte order><kind><size>, e.g. '<f4')", func, argname, typestr);
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): argument '%s': malformed typestr %R in __cuda_array_interface__ "
+                     "(expected <byte order><kind><size>, e.g. '<f4')",
+                     func, argname, typestr);
         return -1;
     case LAB_TYPESTR_BIG_ENDIAN:
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' is big-endian (typestr %R); lab needs native (little-endian) data",
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): argument '%s' is big-endian (typestr %R); lab needs native (little-endian) data",
                      func, argname, typestr);
         return -1;
     case LAB_TYPESTR_AMBIGUOUS:
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' has typestr %R, which __cuda_array_interface__ uses for bfloat16 "
-                     "and for any other 2-byte type alike, so lab will not guess; pass a torch tensor (read through its "
-                     "DLPack exchange API, which names bfloat16) or another dtype", func, argname, typestr);
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument '%s' has typestr %R, which __cuda_array_interface__ uses for bfloat16 "
+                     "and for any other 2-byte type alike, so lab will not guess; pass a torch tensor (read "
+                     "through its "
+                     "DLPack exchange API, which names bfloat16) or another dtype",
+                     func, argname, typestr);
         return -1;
     default:
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' has an unsupported dtype (typestr %R); lab supports %s", func,
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument '%s' has an unsupported dtype (typestr %R); lab supports %s", func,
                      argname, typestr, lab_supported_dtypes_text(1));
         return -1;
     }
 }
 
-static int read_cai_data(PyObject *data, int64_t numel, const char *func, const char *argname, lab_array *array) {
+static int read_cai_data(PyObject *data, int64_t numel, const char *func, const char *argname,
+                         lab_array *array) {
     if (!PyTuple_Check(data) || PyTuple_GET_SIZE(data) != 2 || !PyLong_Check(PyTuple_GET_ITEM(data, 0))) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s': __cuda_array_interface__['data'] must be a tuple "
-                     "(pointer: int, read_only: bool), got %R", func, argname, data);
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument '%s': __cuda_array_interface__['data'] must be a tuple "
+                     "(pointer: int, read_only: bool), got %R",
+                     func, argname, data);
         return -1;
     }
     PyObject *pointer = PyTuple_GET_ITEM(data, 0);
     unsigned long long address = PyLong_AsUnsignedLongLong(pointer);
     if (address == (unsigned long long)-1 && PyErr_Occurred()) {
         PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s': data pointer %R is not a valid address", func, argname, pointer);
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s': data pointer %R is not a valid address", func,
+                     argname, pointer);
         return -1;
     }
     if (address == 0 && numel > 0) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has a null data pointer but %lld elements", func, argname,
-                     (long long)numel);
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has a null data pointer but %lld elements", func,
+                     argname, (long long)numel);
         return -1;
     }
     int readonly = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1));
@@ -279,8 +303,10 @@ static int read_cai_strides(PyObject *strides, const char *func, const char *arg
         return 0;
     }
     if (!PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != array->ndim) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s': __cuda_array_interface__['strides'] must be None or a tuple "
-                     "of %d ints, got %R", func, argname, array->ndim, strides);
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): argument '%s': __cuda_array_interface__['strides'] must be None or a tuple "
+                     "of %d ints, got %R",
+                     func, argname, array->ndim, strides);
         return -1;
     }
     const int64_t itemsize = lab_dtype_itemsize[array->dtype];
@@ -288,12 +314,15 @@ static int read_cai_strides(PyObject *strides, const char *func, const char *arg
         PyObject *item = PyTuple_GET_ITEM(strides, d);
         int64_t bytes;
         if (read_int64(item, &bytes) != 0) {
-            PyErr_Format(PyExc_ValueError, "%s(): argument '%s': stride %R is not an int64", func, argname, item);
+            PyErr_Format(PyExc_ValueError, "%s(): argument '%s': stride %R is not an int64", func, argname,
+                         item);
             return -1;
         }
         if (bytes % itemsize != 0) {
-            PyErr_Format(PyExc_ValueError, "%s(): argument '%s': stride of %lld bytes in dimension %d is not a multiple of "
-                         "the item size (%lld bytes)", func, argname, (long long)bytes, d, (long long)itemsize);
+            PyErr_Format(PyExc_ValueError,
+                         "%s(): argument '%s': stride of %lld bytes in dimension %d is not a multiple of "
+                         "the item size (%lld bytes)",
+                         func, argname, (long long)bytes, d, (long long)itemsize);
             return -1;
         }
         array->strides[d] = bytes / itemsize;
@@ -306,19 +335,23 @@ static int read_cai_stream(PyObject *stream, const char *func, const char *argna
     array->stream = 0;
     if (!stream || stream == Py_None) return 0;
     if (!PyLong_Check(stream)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s': __cuda_array_interface__['stream'] must be None or an int, got %s",
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument '%s': __cuda_array_interface__['stream'] must be None or an int, got %s",
                      func, argname, Py_TYPE(stream)->tp_name);
         return -1;
     }
     unsigned long long handle = PyLong_AsUnsignedLongLong(stream);
     if (handle == (unsigned long long)-1 && PyErr_Occurred()) {
         PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s': stream %R is not a valid handle", func, argname, stream);
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s': stream %R is not a valid handle", func, argname,
+                     stream);
         return -1;
     }
     if (handle == 0) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s': __cuda_array_interface__['stream'] is 0, which the protocol "
-                     "forbids (1 means the legacy default stream, 2 the per-thread default stream)", func, argname);
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): argument '%s': __cuda_array_interface__['stream'] is 0, which the protocol "
+                     "forbids (1 means the legacy default stream, 2 the per-thread default stream)",
+                     func, argname);
         return -1;
     }
     array->has_stream = 1;
@@ -326,38 +359,55 @@ static int read_cai_stream(PyObject *stream, const char *func, const char *argna
     return 0;
 }
 
-static int read_cai_dict(lab_state *state, PyObject *cai, const char *func, const char *argname, lab_array *array) {
+static int read_cai_dict(lab_state *state, PyObject *cai, const char *func, const char *argname,
+                         lab_array *array) {
     if (!PyDict_Check(cai)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s': __cuda_array_interface__ must be a dict, got %s", func, argname,
-                     Py_TYPE(cai)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s': __cuda_array_interface__ must be a dict, got %s",
+                     func, argname, Py_TYPE(cai)->tp_name);
         return -1;
     }
     PyObject *shape, *typestr, *data, *version, *strides, *mask, *stream;
-    if (dict_item(cai, LAB_NAME_OBJ(state, shape), &shape) < 0 || dict_item(cai, LAB_NAME_OBJ(state, typestr), &typestr) < 0 ||
-        dict_item(cai, LAB_NAME_OBJ(state, data), &data) < 0 || dict_item(cai, LAB_NAME_OBJ(state, version), &version) < 0 ||
-        dict_item(cai, LAB_NAME_OBJ(state, strides), &strides) < 0 || dict_item(cai, LAB_NAME_OBJ(state, mask), &mask) < 0 ||
-        dict_item(cai, LAB_NAME_OBJ(state, stream), &stream) < 0)
+    if (dict_item(cai, LAB_NAME_OBJ(state, shape), &shape) < 0 ||
+        dict_item(cai, LAB_NAME_OBJ(state, typestr), &typestr) < 0 ||
+        dict_item(cai, LAB_NAME_OBJ(state, data), &data) < 0 ||
+        dict_item(cai, LAB_NAME_OBJ(state, version), &version) < 0 ||
+        dict_item(cai, LAB_NAME_OBJ(state, strides), &strides) < 0 ||
+        dict_item(cai, LAB_NAME_OBJ(state, mask), &mask) < 0 ||
+        dict_item(cai, LAB_NAME_OBJ(state, stream), &stream) < 0) {
         return -1;
-    const char *missing = !shape ? "shape" : !typestr ? "typestr" : !data ? "data" : !version ? "version" : NULL;
+    }
+    const char *missing = !shape     ? "shape"
+                          : !typestr ? "typestr"
+                          : !data    ? "data"
+                          : !version ? "version"
+                                     : NULL;
     if (missing) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s': __cuda_array_interface__ has no '%s' key", func, argname, missing);
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s': __cuda_array_interface__ has no '%s' key", func,
+                     argname, missing);
         return -1;
     }
     if (!PyLong_Check(version) || PyLong_AsLong(version) < 0) {
         PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s': __cuda_array_interface__['version'] must be a non-negative int, "
-                     "got %R", func, argname, version);
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument '%s': __cuda_array_interface__['version'] must be a non-negative int, "
+                     "got %R",
+                     func, argname, version);
         return -1;
     }
     if (mask && mask != Py_None) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' is a masked array (__cuda_array_interface__['mask'] is not None); "
-                     "lab does not support masks", func, argname);
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): argument '%s' is a masked array (__cuda_array_interface__['mask'] is not None); "
+                     "lab does not support masks",
+                     func, argname);
         return -1;
     }
-    if (read_cai_shape(shape, func, argname, array) < 0 || read_cai_typestr(typestr, func, argname, array) < 0 ||
-        compute_numel(array, func, argname) < 0 || read_cai_data(data, array->numel, func, argname, array) < 0 ||
-        read_cai_strides(strides, func, argname, array) < 0 || read_cai_stream(stream, func, argname, array) < 0)
+    if (read_cai_shape(shape, func, argname, array) < 0 ||
+        read_cai_typestr(typestr, func, argname, array) < 0 || compute_numel(array, func, argname) < 0 ||
+        read_cai_data(data, array->numel, func, argname, array) < 0 ||
+        read_cai_strides(strides, func, argname, array) < 0 ||
+        read_cai_stream(stream, func, argname, array) < 0) {
         return -1;
+    }
     array->device = -1;
     array->source = LAB_SOURCE_CAI;
     array->exchange_api = NULL;
@@ -374,18 +424,24 @@ static int check_address_range(const lab_array *a, const char *func, const char 
     int64_t low = 0, high = 0;
     for (int d = 0; d < a->ndim; d++) {
         int64_t span;
-        if (__builtin_mul_overflow(a->shape[d] - 1, a->strides[d], &span) || __builtin_mul_overflow(span, itemsize, &span) ||
-            (span < 0 ? __builtin_add_overflow(low, span, &low) : __builtin_add_overflow(high, span, &high)))
+        if (__builtin_mul_overflow(a->shape[d] - 1, a->strides[d], &span) ||
+            __builtin_mul_overflow(span, itemsize, &span) ||
+            (span < 0 ? __builtin_add_overflow(low, span, &low)
+                      : __builtin_add_overflow(high, span, &high))) {
             goto outside;
+        }
     }
     const uintptr_t first = (uintptr_t)a->data, below = (uintptr_t)0 - (uintptr_t)low; /* low <= 0 */
     uintptr_t last;
-    if (below > first || __builtin_add_overflow(first, (uintptr_t)high + (uintptr_t)(itemsize - 1), &last))
+    if (below > first || __builtin_add_overflow(first, (uintptr_t)high + (uintptr_t)(itemsize - 1), &last)) {
         goto outside;
+    }
     return 0;
 outside:
-    PyErr_Format(PyExc_ValueError, "%s(): argument '%s': its data pointer, shape and strides reach outside the address "
-                 "space", func, argname);
+    PyErr_Format(PyExc_ValueError,
+                 "%s(): argument '%s': its data pointer, shape and strides reach outside the address "
+                 "space",
+                 func, argname);
     return -1;
 }
 
@@ -403,11 +459,14 @@ int lab_read_array(lab_state *state, PyObject *obj, const char *func, const char
 
     PyObject *cai = PyObject_GetAttr(obj, LAB_NAME_OBJ(state, cai));
     if (!cai) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1; /* the producer's own error, e.g. torch's */
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1; /* the producer's own error, e.g. torch's */
+        }
         PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be a CUDA array (an object with __cuda_array_interface__ "
-                     "or a DLPack C exchange API, e.g. a torch/CuPy/Numba/JAX GPU array), got %s", func, argname,
-                     Py_TYPE(obj)->tp_name);
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument '%s' must be a CUDA array (an object with __cuda_array_interface__ "
+                     "or a DLPack C exchange API, e.g. a torch/CuPy/Numba/JAX GPU array), got %s",
+                     func, argname, Py_TYPE(obj)->tp_name);
         return -1;
     }
     int rc = read_cai_dict(state, cai, func, argname, array);

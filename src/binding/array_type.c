@@ -3,26 +3,22 @@
  * Memory is stream-ordered: cudaMallocAsync on the device's default pool, on the stream the array is
  * made on, and cudaFreeAsync on the stream it was last used on, so neither call waits for the GPU
  * and both are legal inside graph capture. The array exports __cuda_array_interface__ v3 (with that
- * stream) and __dlpack__ / __dlpack_device__, so torch, CuPy and Numba wrap it without a copy - the
- * other side of what array.c reads. C-contiguous, any lab dtype, up to LAB_MAX_DIMS dimensions. */
+ * stream) and __dlpack__ / __dlpack_device__ (array_export.c), so torch, CuPy and Numba wrap it
+ * without a copy. C-contiguous, any lab dtype, up to LAB_MAX_DIMS dimensions. */
 #include <string.h>
 
 #include "binding/args.h"
+#include "binding/runtime_types.h"
 #include "dispatch/cuda_error.h"
 #include "dispatch/device.h"
 #include "dispatch/dtype.h"
-#include "binding/runtime_types.h"
 #include "dispatch/stream.h"
 
 static lab_state *state_of(PyObject *self) { return (lab_state *)PyType_GetModuleState(Py_TYPE(self)); }
 
-static const char *const TYPESTRS[LAB_NUM_DTYPES] = {"<f2", NULL, "<f4", "<f8", "|i1", "<i2", "<i4", "<i8", "|u1"};
-static const DLDataType DL_TYPES[LAB_NUM_DTYPES] = {
-    {kDLFloat, 16, 1}, {kDLBfloat, 16, 1}, {kDLFloat, 32, 1}, {kDLFloat, 64, 1}, {kDLInt, 8, 1},
-    {kDLInt, 16, 1},   {kDLInt, 32, 1},    {kDLInt, 64, 1},   {kDLUInt, 8, 1},
-};
-
-static int64_t nbytes_of(const lab_array_object *self) { return self->numel * lab_dtype_itemsize[self->dtype]; }
+static int64_t nbytes_of(const lab_array_object *self) {
+    return self->numel * lab_dtype_itemsize[self->dtype];
+}
 
 void lab_array_object_describe(const lab_array_object *self, lab_array *array) {
     array->data = self->data;
@@ -53,8 +49,9 @@ static int parse_dtype(lab_state *state, PyObject *obj, const char *func, lab_dt
         PyObject *np_dtype = PyObject_CallMethod(state->numpy, "dtype", "O", obj);
         if (!np_dtype) {
             PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "%s(): dtype must be a dtype name such as 'float32' or a NumPy dtype, got %R",
-                         func, obj);
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): dtype must be a dtype name such as 'float32' or a NumPy dtype, got %R", func,
+                         obj);
             return -1;
         }
         name = PyObject_GetAttrString(np_dtype, "name");
@@ -68,7 +65,8 @@ static int parse_dtype(lab_state *state, PyObject *obj, const char *func, lab_dt
             return 0;
         }
     }
-    PyErr_Format(PyExc_TypeError, "%s(): unsupported dtype %R; lab supports %s", func, name, lab_supported_dtypes_text(1));
+    PyErr_Format(PyExc_TypeError, "%s(): unsupported dtype %R; lab supports %s", func, name,
+                 lab_supported_dtypes_text(1));
     Py_DECREF(name);
     return -1;
 }
@@ -77,13 +75,15 @@ static int parse_shape(PyObject *obj, const char *func, lab_array_object *self) 
     PyObject *sequence = PyLong_Check(obj) ? PyTuple_Pack(1, obj) : PySequence_Tuple(obj);
     if (!sequence) {
         PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s(): shape must be an int or a tuple of ints, got %s", func, Py_TYPE(obj)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s(): shape must be an int or a tuple of ints, got %s", func,
+                     Py_TYPE(obj)->tp_name);
         return -1;
     }
     const Py_ssize_t ndim = PyTuple_GET_SIZE(sequence);
     int rc = -1;
     if (ndim > LAB_MAX_DIMS) {
-        PyErr_Format(PyExc_ValueError, "%s(): %zd dimensions; lab supports at most %d", func, ndim, LAB_MAX_DIMS);
+        PyErr_Format(PyExc_ValueError, "%s(): %zd dimensions; lab supports at most %d", func, ndim,
+                     LAB_MAX_DIMS);
         goto done;
     }
     self->ndim = (int)ndim;
@@ -91,7 +91,8 @@ static int parse_shape(PyObject *obj, const char *func, lab_array_object *self) 
     for (Py_ssize_t d = 0; d < ndim; d++) {
         PyObject *item = PyTuple_GET_ITEM(sequence, d);
         if (!PyLong_Check(item)) {
-            PyErr_Format(PyExc_TypeError, "%s(): shape[%zd] must be an int, got %s", func, d, Py_TYPE(item)->tp_name);
+            PyErr_Format(PyExc_TypeError, "%s(): shape[%zd] must be an int, got %s", func, d,
+                         Py_TYPE(item)->tp_name);
             goto done;
         }
         int overflow = 0;
@@ -103,7 +104,8 @@ static int parse_shape(PyObject *obj, const char *func, lab_array_object *self) 
         self->shape[d] = size;
     }
     for (Py_ssize_t d = 0; d < ndim; d++) {
-        if (self->numel != 0 && self->shape[d] > (INT64_MAX / lab_dtype_itemsize[self->dtype]) / self->numel) {
+        if (self->numel != 0 &&
+            self->shape[d] > (INT64_MAX / lab_dtype_itemsize[self->dtype]) / self->numel) {
             PyErr_Format(PyExc_OverflowError, "%s(): shape %R is too large", func, sequence);
             goto done;
         }
@@ -143,8 +145,11 @@ static int parse_work_stream(lab_state *state, PyObject *obj, const char *func, 
     *owner = NULL;
     if (lab_parse_stream_arg(state, obj, func, &arg) < 0) return -1;
     *stream = arg.handle;
-    if (arg.given) *owner = arg.owner;
-    else if (!lab_thread_current_stream(stream, owner)) *stream = 0;
+    if (arg.given) {
+        *owner = arg.owner;
+    } else if (!lab_thread_current_stream(stream, owner)) {
+        *stream = 0;
+    }
     return 0;
 }
 
@@ -166,10 +171,12 @@ static cudaError_t allocate(void *context) {
 }
 
 /* empty/zeros(shape, dtype="float32", *, device=None, stream=None) */
-static PyObject *create(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int zero) {
+static PyObject *create(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                        int zero) {
     lab_state *state = lab_get_state(module);
     const char *func = zero ? "zeros" : "empty";
-    static const lab_signature signature = {1, 2, 4, {LAB_NAME_shape, LAB_NAME_dtype, LAB_NAME_device, LAB_NAME_stream}};
+    static const lab_signature signature = {
+        1, 2, 4, {LAB_NAME_shape, LAB_NAME_dtype, LAB_NAME_device, LAB_NAME_stream}};
     PyObject *slots[4];
     if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
     PyObject *dtype_obj = slots[1];
@@ -179,7 +186,8 @@ static PyObject *create(PyObject *module, PyObject *const *args, Py_ssize_t narg
     self->dtype = LAB_FLOAT32;
     PyObject *owner = NULL;
     if ((dtype_obj && dtype_obj != Py_None && parse_dtype(state, dtype_obj, func, &self->dtype) < 0) ||
-        parse_shape(slots[0], func, self) < 0 || parse_work_stream(state, slots[3], func, &self->last_use.stream, &owner) < 0 ||
+        parse_shape(slots[0], func, self) < 0 ||
+        parse_work_stream(state, slots[3], func, &self->last_use.stream, &owner) < 0 ||
         (self->device = parse_device(state, slots[2], func)) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -190,7 +198,8 @@ static PyObject *create(PyObject *module, PyObject *const *args, Py_ssize_t narg
     if (err != cudaSuccess) {
         self->data = NULL;
         Py_DECREF(self);
-        return lab_raise_cuda_error(&state->dispatch, err, func, zero ? "cudaMallocAsync/cudaMemsetAsync" : "cudaMallocAsync");
+        return lab_raise_cuda_error(&state->dispatch, err, func,
+                                    zero ? "cudaMallocAsync/cudaMemsetAsync" : "cudaMallocAsync");
     }
     return (PyObject *)self;
 }
@@ -241,11 +250,11 @@ static PyObject *array_copy_from_host(PyObject *op, PyObject *buffer) {
     }
     copy_args copy = {self->data, view.buf, (size_t)view.len, cudaMemcpyHostToDevice, self->last_use.stream};
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = lab_with_device(self->device, copy_and_wait, &copy);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Array._copy_from_host", "cudaMemcpyAsync");
+    Py_BEGIN_ALLOW_THREADS err = lab_with_device(self->device, copy_and_wait, &copy);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&view);
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Array._copy_from_host", "cudaMemcpyAsync");
+    }
     Py_RETURN_NONE;
 }
 
@@ -253,9 +262,11 @@ static PyObject *array_copy_from_host(PyObject *op, PyObject *buffer) {
 static PyObject *array_numpy(PyObject *op, PyObject *unused) {
     lab_array_object *self = (lab_array_object *)op;
     lab_state *state = state_of(op);
-    if (self->dtype == LAB_BFLOAT16)
-        return PyErr_Format(PyExc_TypeError, "Array.numpy(): NumPy has no bfloat16; lab.copy() into a float32 "
+    if (self->dtype == LAB_BFLOAT16) {
+        return PyErr_Format(PyExc_TypeError,
+                            "Array.numpy(): NumPy has no bfloat16; lab.copy() into a float32 "
                             "array first");
+    }
     if (!state->numpy && !(state->numpy = PyImport_ImportModule("numpy"))) return NULL;
     PyObject *shape = PyTuple_New(self->ndim);
     if (!shape) return NULL;
@@ -271,8 +282,7 @@ static PyObject *array_numpy(PyObject *op, PyObject *unused) {
     copy_args copy = {view.buf, self->data, (size_t)view.len, cudaMemcpyDeviceToHost, self->last_use.stream};
     cudaError_t err = cudaSuccess;
     if (check_host_buffer(&view, self, "Array.numpy") == 0) {
-        Py_BEGIN_ALLOW_THREADS
-        err = lab_with_device(self->device, copy_and_wait, &copy);
+        Py_BEGIN_ALLOW_THREADS err = lab_with_device(self->device, copy_and_wait, &copy);
         Py_END_ALLOW_THREADS
     } else {
         err = cudaErrorInvalidValue;
@@ -280,7 +290,9 @@ static PyObject *array_numpy(PyObject *op, PyObject *unused) {
     PyBuffer_Release(&view);
     if (err != cudaSuccess) {
         Py_DECREF(host);
-        return PyErr_Occurred() ? NULL : lab_raise_cuda_error(&state->dispatch, err, "Array.numpy", "cudaMemcpyAsync");
+        return PyErr_Occurred()
+                   ? NULL
+                   : lab_raise_cuda_error(&state->dispatch, err, "Array.numpy", "cudaMemcpyAsync");
     }
     return host;
 }
@@ -307,7 +319,8 @@ static void array_dealloc(PyObject *op) {
         if (err != cudaSuccess && err != cudaErrorCudartUnloading && err != cudaErrorContextIsDestroyed) {
             PyObject *saved_type, *saved_value, *saved_traceback;
             PyErr_Fetch(&saved_type, &saved_value, &saved_traceback);
-            lab_raise_cuda_error(&((lab_state *)PyType_GetModuleState(type))->dispatch, err, "Array.__del__", "cudaFreeAsync");
+            lab_raise_cuda_error(&((lab_state *)PyType_GetModuleState(type))->dispatch, err, "Array.__del__",
+                                 "cudaFreeAsync");
             PyErr_WriteUnraisable(NULL);
             PyErr_Restore(saved_type, saved_value, saved_traceback);
         }
@@ -317,189 +330,78 @@ static void array_dealloc(PyObject *op) {
     Py_DECREF(type);
 }
 
-/* ---- __cuda_array_interface__ ---- */
-
-static PyObject *array_get_cai(PyObject *op, void *closure) {
-    lab_array_object *self = (lab_array_object *)op;
-    if (self->dtype == LAB_BFLOAT16) {
-        /* CAI cannot name bfloat16; AttributeError makes consumers fall back to __dlpack__. */
-        PyErr_SetString(PyExc_AttributeError, "__cuda_array_interface__ cannot express bfloat16; use __dlpack__");
-        return NULL;
-    }
-    PyObject *shape = PyTuple_New(self->ndim);
-    if (!shape) return NULL;
-    for (int d = 0; d < self->ndim; d++) PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(self->shape[d]));
-    const unsigned long long stream = self->last_use.stream ? (unsigned long long)(uintptr_t)self->last_use.stream : 1; /* 1: legacy */
-    PyObject *cai = Py_BuildValue("{s:N, s:s, s:(KO), s:O, s:i, s:K}", "shape", shape, "typestr", TYPESTRS[self->dtype],
-                                  "data", (unsigned long long)(uintptr_t)self->data, Py_False, "strides", Py_None,
-                                  "version", 3, "stream", stream);
-    return cai;
-}
-
-/* ---- __dlpack__ ---- */
-
-typedef struct {
-    union {
-        DLManagedTensor unversioned;
-        DLManagedTensorVersioned versioned;
-    } tensor;
-    int64_t shape_and_strides[2 * LAB_MAX_DIMS];
-} exported_tensor;
-
-static void release_owner(void *owner) {
-    PyGILState_STATE gil = PyGILState_Ensure(); /* consumers may call the deleter from any thread */
-    Py_DECREF((PyObject *)owner);
-    PyGILState_Release(gil);
-}
-static void delete_unversioned(DLManagedTensor *t) {
-    release_owner(t->manager_ctx);
-    PyMem_RawFree(t);
-}
-static void delete_versioned(DLManagedTensorVersioned *t) {
-    release_owner(t->manager_ctx);
-    PyMem_RawFree(t);
-}
-
-/* A capsule nobody consumed still owns its tensor. */
-static void capsule_destructor(PyObject *capsule) {
-    if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
-        DLManagedTensorVersioned *t = PyCapsule_GetPointer(capsule, "dltensor_versioned");
-        t->deleter(t);
-    } else if (PyCapsule_IsValid(capsule, "dltensor")) {
-        DLManagedTensor *t = PyCapsule_GetPointer(capsule, "dltensor");
-        t->deleter(t);
-    }
-}
-
-/* __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) */
-static PyObject *array_dlpack(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    lab_array_object *self = (lab_array_object *)op;
-    lab_state *state = state_of(op);
-    static const lab_signature signature = {
-        0, 0, 4, {LAB_NAME_stream, LAB_NAME_max_version, LAB_NAME_dl_device, LAB_NAME_copy}};
-    PyObject *slots[4];
-    if (lab_parse_args(state, "__dlpack__", &signature, args, nargs, kwnames, slots) < 0) return NULL;
-    PyObject *stream_obj = slots[0], *max_version = slots[1], *dl_device = slots[2], *copy = slots[3];
-
-    if (copy && copy != Py_None && PyObject_IsTrue(copy) == 1)
-        return PyErr_Format(PyExc_BufferError, "lab.Array.__dlpack__(copy=True): lab exports without copying only");
-    if (dl_device && dl_device != Py_None) {
-        int type = -1, id = -1;
-        if (!PyArg_ParseTuple(dl_device, "ii", &type, &id)) return NULL;
-        if (type != kDLCUDA || id != self->device)
-            return PyErr_Format(PyExc_BufferError, "lab.Array.__dlpack__: the array is on CUDA device %d; cannot "
-                                "export to device (%d, %d)", self->device, type, id);
-    }
-    int versioned = 0;
-    if (max_version && max_version != Py_None) {
-        int major = 0, minor = 0;
-        if (!PyArg_ParseTuple(max_version, "ii", &major, &minor)) return NULL;
-        versioned = major >= 1;
-    }
-    /* The consumer reads on its stream: make that stream wait for this array's (spec: -1 = no sync). */
-    if (stream_obj && stream_obj != Py_None) {
-        long long consumer = PyLong_AsLongLong(stream_obj);
-        if (consumer == -1 && PyErr_Occurred()) return NULL;
-        if (consumer == 0)
-            return PyErr_Format(PyExc_ValueError, "__dlpack__(stream=0) is ambiguous for CUDA; use 1 (legacy default) "
-                                "or 2 (per-thread default)");
-        if (consumer != -1 && (cudaStream_t)(uintptr_t)consumer != self->last_use.stream) {
-            cudaError_t err = lab_stream_wait_stream(&state->dispatch, (cudaStream_t)(uintptr_t)consumer, self->last_use.stream, self->device);
-            if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, "__dlpack__", "ordering the consumer's stream");
-        }
-    }
-
-    exported_tensor *export = PyMem_RawCalloc(1, sizeof(exported_tensor));
-    if (!export) return PyErr_NoMemory();
-    DLTensor *t = versioned ? &export->tensor.versioned.dl_tensor : &export->tensor.unversioned.dl_tensor;
-    int64_t *shape = export->shape_and_strides, *strides = export->shape_and_strides + LAB_MAX_DIMS;
-    int64_t stride = 1;
-    for (int d = self->ndim - 1; d >= 0; d--) {
-        shape[d] = self->shape[d];
-        strides[d] = stride;
-        stride *= self->shape[d] > 0 ? self->shape[d] : 1;
-    }
-    t->data = self->data;
-    t->device = (DLDevice){kDLCUDA, self->device};
-    t->ndim = self->ndim;
-    t->dtype = DL_TYPES[self->dtype];
-    t->shape = shape;
-    t->strides = strides;
-    t->byte_offset = 0;
-    Py_INCREF(op); /* the exported tensor keeps the memory alive until its deleter runs */
-    if (versioned) {
-        export->tensor.versioned.version = (DLPackVersion){1, 0};
-        export->tensor.versioned.manager_ctx = op;
-        export->tensor.versioned.deleter = delete_versioned;
-        export->tensor.versioned.flags = 0;
-    } else {
-        export->tensor.unversioned.manager_ctx = op;
-        export->tensor.unversioned.deleter = delete_unversioned;
-    }
-    PyObject *capsule = PyCapsule_New(export, versioned ? "dltensor_versioned" : "dltensor", capsule_destructor);
-    if (!capsule) {
-        Py_DECREF(op);
-        PyMem_RawFree(export);
-    }
-    return capsule;
-}
-
-static PyObject *array_dlpack_device(PyObject *op, PyObject *unused) {
-    return Py_BuildValue("(ii)", kDLCUDA, ((lab_array_object *)op)->device);
-}
-
 /* ---- attributes ---- */
 
 static PyObject *array_get_shape(PyObject *op, void *closure) {
     lab_array_object *self = (lab_array_object *)op;
     PyObject *shape = PyTuple_New(self->ndim);
-    for (int d = 0; shape && d < self->ndim; d++) PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(self->shape[d]));
+    for (int d = 0; shape && d < self->ndim; d++) {
+        PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(self->shape[d]));
+    }
     return shape;
 }
 static PyObject *array_get_strides(PyObject *op, void *closure) {
     lab_array_object *self = (lab_array_object *)op;
+    lab_array described;
+    lab_array_object_describe(self, &described);
     PyObject *strides = PyTuple_New(self->ndim);
-    int64_t stride = lab_dtype_itemsize[self->dtype];
-    for (int d = self->ndim - 1; strides && d >= 0; d--) {
-        PyTuple_SET_ITEM(strides, d, PyLong_FromLongLong(stride));
-        stride *= self->shape[d] > 0 ? self->shape[d] : 1;
+    for (int d = 0; strides && d < self->ndim; d++) {
+        PyObject *bytes = PyLong_FromLongLong(described.strides[d] * lab_dtype_itemsize[self->dtype]);
+        if (!bytes) {
+            Py_CLEAR(strides);
+            break;
+        }
+        PyTuple_SET_ITEM(strides, d, bytes);
     }
     return strides;
 }
 static PyObject *array_get_dtype(PyObject *op, void *closure) {
     return PyUnicode_FromString(lab_dtype_names[((lab_array_object *)op)->dtype]);
 }
-static PyObject *array_get_nbytes(PyObject *op, void *closure) { return PyLong_FromLongLong(nbytes_of((lab_array_object *)op)); }
-static PyObject *array_get_size(PyObject *op, void *closure) { return PyLong_FromLongLong(((lab_array_object *)op)->numel); }
-static PyObject *array_get_ndim(PyObject *op, void *closure) { return PyLong_FromLong(((lab_array_object *)op)->ndim); }
-static PyObject *array_get_device(PyObject *op, void *closure) { return PyLong_FromLong(((lab_array_object *)op)->device); }
+static PyObject *array_get_nbytes(PyObject *op, void *closure) {
+    return PyLong_FromLongLong(nbytes_of((lab_array_object *)op));
+}
+static PyObject *array_get_size(PyObject *op, void *closure) {
+    return PyLong_FromLongLong(((lab_array_object *)op)->numel);
+}
+static PyObject *array_get_ndim(PyObject *op, void *closure) {
+    return PyLong_FromLong(((lab_array_object *)op)->ndim);
+}
+static PyObject *array_get_device(PyObject *op, void *closure) {
+    return PyLong_FromLong(((lab_array_object *)op)->device);
+}
 static PyObject *array_get_data_ptr(PyObject *op, void *closure) {
     return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)((lab_array_object *)op)->data);
 }
 static PyObject *array_get_stream(PyObject *op, void *closure) {
-    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)((lab_array_object *)op)->last_use.stream);
+    return PyLong_FromUnsignedLongLong(
+        (unsigned long long)(uintptr_t)((lab_array_object *)op)->last_use.stream);
 }
 
 static PyObject *array_repr(PyObject *op) {
     lab_array_object *self = (lab_array_object *)op;
     PyObject *shape = array_get_shape(op, NULL);
     if (!shape) return NULL;
-    PyObject *text = PyUnicode_FromFormat("lab.Array(shape=%R, dtype=%s, device=%d)", shape, lab_dtype_names[self->dtype],
-                                          self->device);
+    PyObject *text = PyUnicode_FromFormat("lab.Array(shape=%R, dtype=%s, device=%d)", shape,
+                                          lab_dtype_names[self->dtype], self->device);
     Py_DECREF(shape);
     return text;
 }
 
 static PyMethodDef array_methods[] = {
     {"numpy", array_numpy, METH_NOARGS,
-     "numpy()\n--\n\nA NumPy copy of the contents, taken after the work queued on the array's stream (releases the "
+     "numpy()\n--\n\nA NumPy copy of the contents, taken after the work queued on the array's stream "
+     "(releases the "
      "GIL while it waits)."},
     {"_copy_from_host", array_copy_from_host, METH_O,
-     "_copy_from_host(buffer, /)\n--\n\nPrivate: fill from a C-contiguous host buffer of the same size (lab.asarray)."},
-    {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_FASTCALL | METH_KEYWORDS,
-     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\nExport as a DLPack capsule "
+     "_copy_from_host(buffer, /)\n--\n\nPrivate: fill from a C-contiguous host buffer of the same size "
+     "(lab.asarray)."},
+    {"__dlpack__", (PyCFunction)(void (*)(void))lab_array_dlpack, METH_FASTCALL | METH_KEYWORDS,
+     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\nExport as a DLPack "
+     "capsule "
      "(versioned when max_version >= (1, 0)); `stream` (the consumer's) waits for the array's stream."},
-    {"__dlpack_device__", array_dlpack_device, METH_NOARGS, "__dlpack_device__()\n--\n\n(2, device): kDLCUDA."},
+    {"__dlpack_device__", lab_array_dlpack_device, METH_NOARGS,
+     "__dlpack_device__()\n--\n\n(2, device): kDLCUDA."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -512,8 +414,9 @@ static PyGetSetDef array_getset[] = {
     {"ndim", array_get_ndim, NULL, "Number of dimensions.", NULL},
     {"device", array_get_device, NULL, "The CUDA device holding the memory.", NULL},
     {"data_ptr", array_get_data_ptr, NULL, "The device address, as an int (0 for an empty array).", NULL},
-    {"stream", array_get_stream, NULL, "Handle of the stream the array was last used on (0: legacy default).", NULL},
-    {"__cuda_array_interface__", array_get_cai, NULL, "The CUDA Array Interface, version 3.", NULL},
+    {"stream", array_get_stream, NULL, "Handle of the stream the array was last used on (0: legacy default).",
+     NULL},
+    {"__cuda_array_interface__", lab_array_get_cai, NULL, "The CUDA Array Interface, version 3.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -522,7 +425,8 @@ static PyType_Slot array_slots[] = {
     {Py_tp_repr, array_repr},
     {Py_tp_methods, array_methods},
     {Py_tp_getset, array_getset},
-    {Py_tp_doc, "A C-contiguous device array owned by lab; make one with lab.empty, lab.zeros or lab.asarray."},
+    {Py_tp_doc,
+     "A C-contiguous device array owned by lab; make one with lab.empty, lab.zeros or lab.asarray."},
     {0, NULL},
 };
 
@@ -535,7 +439,8 @@ PyType_Spec lab_array_spec = {
 
 PyMethodDef lab_array_functions[] = {
     {"empty", (PyCFunction)(void (*)(void))py_empty, METH_FASTCALL | METH_KEYWORDS,
-     "empty(shape, dtype='float32', *, device=None, stream=None)\n--\n\nA new lab.Array, uninitialised, allocated "
+     "empty(shape, dtype='float32', *, device=None, stream=None)\n--\n\nA new lab.Array, uninitialised, "
+     "allocated "
      "stream-ordered on `stream` (default: lab.stream(), else the legacy default stream)."},
     {"zeros", (PyCFunction)(void (*)(void))py_zeros, METH_FASTCALL | METH_KEYWORDS,
      "zeros(shape, dtype='float32', *, device=None, stream=None)\n--\n\nA new lab.Array filled with zeros."},

@@ -13,7 +13,15 @@
 #include "dispatch/elementwise_kind.h"
 
 /* What each parameter of a signature family means to run_elementwise. */
-typedef enum { ROLE_INPUT, ROLE_OUTPUT, ROLE_ALPHA, ROLE_BETA, ROLE_SCALE, ROLE_APPROXIMATE, ROLE_STREAM } lab_role;
+typedef enum {
+    ROLE_INPUT,
+    ROLE_OUTPUT,
+    ROLE_ALPHA,
+    ROLE_BETA,
+    ROLE_SCALE,
+    ROLE_APPROXIMATE,
+    ROLE_STREAM
+} lab_role;
 
 typedef struct {
     lab_signature signature;
@@ -21,8 +29,10 @@ typedef struct {
 } lab_family;
 
 #define N(id) LAB_NAME_##id
-static const lab_family FAMILY_UNARY = {{2, 2, 3, {N(x), N(out), N(stream)}}, {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
-static const lab_family FAMILY_COPY = {{2, 2, 3, {N(src), N(dst), N(stream)}}, {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
+static const lab_family FAMILY_UNARY = {{2, 2, 3, {N(x), N(out), N(stream)}},
+                                        {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
+static const lab_family FAMILY_COPY = {{2, 2, 3, {N(src), N(dst), N(stream)}},
+                                       {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
 static const lab_family FAMILY_GELU = {{2, 2, 4, {N(x), N(out), N(approximate), N(stream)}},
                                        {ROLE_INPUT, ROLE_OUTPUT, ROLE_APPROXIMATE, ROLE_STREAM}};
 static const lab_family FAMILY_BINARY = {{3, 3, 4, {N(a), N(b), N(out), N(stream)}},
@@ -31,8 +41,9 @@ static const lab_family FAMILY_ADD = {{3, 3, 5, {N(a), N(b), N(out), N(alpha), N
                                       {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_ALPHA, ROLE_STREAM}};
 static const lab_family FAMILY_FUSED = {{4, 4, 5, {N(a), N(b), N(s), N(out), N(stream)}},
                                         {ROLE_INPUT, ROLE_INPUT, ROLE_SCALE, ROLE_OUTPUT, ROLE_STREAM}};
-static const lab_family FAMILY_AXPBY = {{5, 5, 6, {N(alpha), N(x), N(beta), N(y), N(out), N(stream)}},
-                                        {ROLE_ALPHA, ROLE_INPUT, ROLE_BETA, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
+static const lab_family FAMILY_AXPBY = {
+    {5, 5, 6, {N(alpha), N(x), N(beta), N(y), N(out), N(stream)}},
+    {ROLE_ALPHA, ROLE_INPUT, ROLE_BETA, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
 #undef N
 
 typedef struct {
@@ -43,15 +54,16 @@ typedef struct {
 } lab_op_entry;
 
 static const char *param_name(lab_state *state, const lab_family *family, int i) {
-    return PyUnicode_AsUTF8(state->names[family->signature.names[i]]); /* interned ASCII: cached, cannot fail */
+    return PyUnicode_AsUTF8(
+        state->names[family->signature.names[i]]); /* interned ASCII: cached, cannot fail */
 }
 
 static int is_python_number(PyObject *obj) { return PyFloat_Check(obj) || PyLong_Check(obj); }
 
 /* Parse, read every argument into the elementwise kind's description, and hand the call to the
  * driver. The output goes first among the operands: it decides the device and stream. */
-static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, PyObject *const *args, Py_ssize_t nargs,
-                                 PyObject *kwnames) {
+static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, PyObject *const *args,
+                                 Py_ssize_t nargs, PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const lab_family *family = entry->family;
     const char *func = entry->name;
@@ -71,8 +83,10 @@ static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, Py
         case ROLE_SCALE:
             if (is_python_number(value) || !lab_has_array_protocol(state, value)) {
                 if (!is_python_number(value)) {
-                    PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be a CUDA array or a Python number (int or "
-                                 "float), got %s", func, name, Py_TYPE(value)->tp_name);
+                    PyErr_Format(PyExc_TypeError,
+                                 "%s(): argument '%s' must be a CUDA array or a Python number (int or "
+                                 "float), got %s",
+                                 func, name, Py_TYPE(value)->tp_name);
                     return NULL;
                 }
                 if (lab_read_scalar(value, func, name, &description.scalars[0]) < 0) return NULL;
@@ -93,8 +107,10 @@ static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, Py
             break;
         case ROLE_ALPHA:
         case ROLE_BETA:
-            if (value && lab_read_scalar(value, func, name, &description.scalars[family->roles[i] == ROLE_BETA]) < 0)
+            if (value &&
+                lab_read_scalar(value, func, name, &description.scalars[family->roles[i] == ROLE_BETA]) < 0) {
                 return NULL;
+            }
             break;
         case ROLE_APPROXIMATE:
             if (!value || value == LAB_NAME_OBJ(state, none) ||
@@ -103,8 +119,8 @@ static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, Py
             } else if (PyUnicode_Check(value) && PyUnicode_Compare(value, LAB_NAME_OBJ(state, tanh)) == 0) {
                 description.op = entry->variant;
             } else {
-                PyErr_Format(PyExc_ValueError, "%s(): argument 'approximate' must be 'none' or 'tanh', got %R", func,
-                             value);
+                PyErr_Format(PyExc_ValueError,
+                             "%s(): argument 'approximate' must be 'none' or 'tanh', got %R", func, value);
                 return NULL;
             }
             break;
@@ -119,16 +135,17 @@ static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, Py
 }
 
 /* One METH_FASTCALL function per row of ops_table.h, each passing its row to run_elementwise. */
-#define LAB_PY_OP(py_name, family, op, variant, doc)                                                              \
-    static const lab_op_entry ENTRY_##py_name = {#py_name, &FAMILY_##family, LAB_OP_##op, LAB_OP_##variant};    \
-    static PyObject *py_##py_name(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) { \
-        return run_elementwise(module, &ENTRY_##py_name, args, nargs, kwnames);                                   \
+#define LAB_PY_OP(py_name, family, op, variant, doc)                                                         \
+    static const lab_op_entry ENTRY_##py_name = {#py_name, &FAMILY_##family, LAB_OP_##op, LAB_OP_##variant}; \
+    static PyObject *py_##py_name(PyObject *module, PyObject *const *args, Py_ssize_t nargs,                 \
+                                  PyObject *kwnames) {                                                       \
+        return run_elementwise(module, &ENTRY_##py_name, args, nargs, kwnames);                              \
     }
 #include "binding/ops_table.h"
 #undef LAB_PY_OP
 
 PyMethodDef lab_elementwise_methods[] = {
-#define LAB_PY_OP(py_name, family, op, variant, doc) \
+#define LAB_PY_OP(py_name, family, op, variant, doc)                                                         \
     {#py_name, (PyCFunction)(void (*)(void))py_##py_name, METH_FASTCALL | METH_KEYWORDS, doc},
 #include "binding/ops_table.h"
 #undef LAB_PY_OP

@@ -1,7 +1,7 @@
 /* event_type.c - lab.Event: a CUDA event, to order streams (Stream.wait_event) and to time work. */
 #include "binding/args.h"
-#include "dispatch/cuda_error.h"
 #include "binding/runtime_types.h"
+#include "dispatch/cuda_error.h"
 #include "dispatch/stream.h"
 
 static lab_state *state_of(PyObject *self) { return (lab_state *)PyType_GetModuleState(Py_TYPE(self)); }
@@ -14,8 +14,12 @@ static PyObject *event_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     cudaEvent_t handle;
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess) err = cudaEventCreateWithFlags(&handle, timing ? cudaEventDefault : cudaEventDisableTiming);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, "Event", "cudaEventCreateWithFlags");
+    if (err == cudaSuccess) {
+        err = cudaEventCreateWithFlags(&handle, timing ? cudaEventDefault : cudaEventDisableTiming);
+    }
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&state->dispatch, err, "Event", "cudaEventCreateWithFlags");
+    }
     lab_event_object *self = (lab_event_object *)type->tp_alloc(type, 0);
     if (!self) {
         cudaEventDestroy(handle);
@@ -37,7 +41,8 @@ static void event_dealloc(PyObject *op) {
 /* record(stream=None): on `stream`, else this thread's lab.stream(), else the legacy default stream. */
 static PyObject *event_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     lab_state *state = state_of(op);
-    static const lab_signature signature = {0, 1, 1, {LAB_NAME_stream}}; /* record(stream=None), as torch and CuPy */
+    static const lab_signature signature = {
+        0, 1, 1, {LAB_NAME_stream}}; /* record(stream=None), as torch and CuPy */
     PyObject *stream_obj;
     if (lab_parse_args(state, "Event.record", &signature, args, nargs, kwnames, &stream_obj) < 0) return NULL;
     lab_stream_arg arg;
@@ -45,16 +50,17 @@ static PyObject *event_record(PyObject *op, PyObject *const *args, Py_ssize_t na
     cudaStream_t stream = arg.handle;
     if (!arg.given) lab_thread_current_stream(&stream, NULL);
     cudaError_t err = cudaEventRecord(((lab_event_object *)op)->handle, stream);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, "Event.record", "cudaEventRecord");
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&state->dispatch, err, "Event.record", "cudaEventRecord");
+    }
     Py_RETURN_NONE;
 }
 
 static PyObject *event_synchronize(PyObject *op, PyObject *unused) {
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaEventSynchronize(((lab_event_object *)op)->handle);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Event.synchronize", "cudaEventSynchronize");
+    Py_BEGIN_ALLOW_THREADS err = cudaEventSynchronize(((lab_event_object *)op)->handle);
+    Py_END_ALLOW_THREADS if (err != cudaSuccess) return lab_raise_cuda_error(
+        &state_of(op)->dispatch, err, "Event.synchronize", "cudaEventSynchronize");
     Py_RETURN_NONE;
 }
 
@@ -70,19 +76,27 @@ static PyObject *event_query(PyObject *op, PyObject *unused) {
 
 static PyObject *event_elapsed_time(PyObject *op, PyObject *end) {
     lab_state *state = state_of(op);
-    if (!PyObject_TypeCheck(end, state->EventType))
-        return PyErr_Format(PyExc_TypeError, "Event.elapsed_time(): expected a lab.Event, got %s", Py_TYPE(end)->tp_name);
-    if (!((lab_event_object *)op)->timing || !((lab_event_object *)end)->timing)
-        return PyErr_Format(PyExc_ValueError, "Event.elapsed_time(): both events must be created with Event(timing=True)");
+    if (!PyObject_TypeCheck(end, state->EventType)) {
+        return PyErr_Format(PyExc_TypeError, "Event.elapsed_time(): expected a lab.Event, got %s",
+                            Py_TYPE(end)->tp_name);
+    }
+    if (!((lab_event_object *)op)->timing || !((lab_event_object *)end)->timing) {
+        return PyErr_Format(PyExc_ValueError,
+                            "Event.elapsed_time(): both events must be created with Event(timing=True)");
+    }
     float ms = 0;
-    cudaError_t err = cudaEventElapsedTime(&ms, ((lab_event_object *)op)->handle, ((lab_event_object *)end)->handle);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, "Event.elapsed_time", "cudaEventElapsedTime");
+    cudaError_t err =
+        cudaEventElapsedTime(&ms, ((lab_event_object *)op)->handle, ((lab_event_object *)end)->handle);
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&state->dispatch, err, "Event.elapsed_time", "cudaEventElapsedTime");
+    }
     return PyFloat_FromDouble(ms);
 }
 
 static PyObject *event_repr(PyObject *op) {
     lab_event_object *self = (lab_event_object *)op;
-    return PyUnicode_FromFormat("<lab.Event device=%d timing=%s>", self->device, self->timing ? "True" : "False");
+    return PyUnicode_FromFormat("<lab.Event device=%d timing=%s>", self->device,
+                                self->timing ? "True" : "False");
 }
 
 static PyObject *event_get_handle(PyObject *op, void *closure) {
@@ -91,13 +105,17 @@ static PyObject *event_get_handle(PyObject *op, void *closure) {
 
 static PyMethodDef event_methods[] = {
     {"record", (PyCFunction)(void (*)(void))event_record, METH_FASTCALL | METH_KEYWORDS,
-     "record(stream=None)\n--\n\nRecord the event on `stream` (default: this thread's lab.stream(), else the legacy "
+     "record(stream=None)\n--\n\nRecord the event on `stream` (default: this thread's lab.stream(), else the "
+     "legacy "
      "default stream)."},
     {"synchronize", event_synchronize, METH_NOARGS,
-     "synchronize()\n--\n\nWait until the work before the event's last record has finished (releases the GIL)."},
-    {"query", event_query, METH_NOARGS, "query()\n--\n\nTrue if the work before the event's last record has finished."},
+     "synchronize()\n--\n\nWait until the work before the event's last record has finished (releases the "
+     "GIL)."},
+    {"query", event_query, METH_NOARGS,
+     "query()\n--\n\nTrue if the work before the event's last record has finished."},
     {"elapsed_time", event_elapsed_time, METH_O,
-     "elapsed_time(end, /)\n--\n\nMilliseconds between this event's record and `end`'s; both need timing=True."},
+     "elapsed_time(end, /)\n--\n\nMilliseconds between this event's record and `end`'s; both need "
+     "timing=True."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -112,8 +130,9 @@ static PyType_Slot event_slots[] = {
     {Py_tp_repr, event_repr},
     {Py_tp_methods, event_methods},
     {Py_tp_getset, event_getset},
-    {Py_tp_doc, "Event(timing=False)\n--\n\nA CUDA event on the current device. Without timing it is cheaper and "
-                "serves to order streams (Stream.wait_event); with timing=True, elapsed_time() measures between two."},
+    {Py_tp_doc,
+     "Event(timing=False)\n--\n\nA CUDA event on the current device. Without timing it is cheaper and "
+     "serves to order streams (Stream.wait_event); with timing=True, elapsed_time() measures between two."},
     {0, NULL},
 };
 

@@ -22,8 +22,8 @@ static int read_lists(lab_state *state, const char *func, PyObject *const *objec
     int rc = -1;
     for (int k = 0; k < n_lists; k++) {
         if (!PyList_Check(objects[k]) && !PyTuple_Check(objects[k])) {
-            PyErr_Format(PyExc_TypeError, "%s(): '%s' must be a list or tuple of CUDA arrays, got %s", func, names[k],
-                         Py_TYPE(objects[k])->tp_name);
+            PyErr_Format(PyExc_TypeError, "%s(): '%s' must be a list or tuple of CUDA arrays, got %s", func,
+                         names[k], Py_TYPE(objects[k])->tp_name);
             goto done;
         }
         sequences[k] = PySequence_Fast(objects[k], "");
@@ -31,8 +31,8 @@ static int read_lists(lab_state *state, const char *func, PyObject *const *objec
         const Py_ssize_t length = PySequence_Fast_GET_SIZE(sequences[k]);
         if (k == 0) c->n = (int)length;
         if (length != c->n) {
-            PyErr_Format(PyExc_ValueError, "%s(): '%s' has %zd arrays but '%s' has %d; the lists must match", func,
-                         names[k], length, names[0], c->n);
+            PyErr_Format(PyExc_ValueError, "%s(): '%s' has %zd arrays but '%s' has %d; the lists must match",
+                         func, names[k], length, names[0], c->n);
             goto done;
         }
     }
@@ -47,8 +47,10 @@ static int read_lists(lab_state *state, const char *func, PyObject *const *objec
         for (int i = 0; i < c->n; i++) {
             char argname[64];
             lab_indexed_name(argname, sizeof argname, names[k], i);
-            if (lab_read_array(state, PySequence_Fast_GET_ITEM(sequences[k], i), func, argname, &c->lists[k][i]) < 0)
+            if (lab_read_array(state, PySequence_Fast_GET_ITEM(sequences[k], i), func, argname,
+                               &c->lists[k][i]) < 0) {
                 goto done;
+            }
         }
     }
     rc = 0;
@@ -67,7 +69,9 @@ static PyObject *run_list_op(lab_state *state, const char *func, lab_list_call *
     c->plan = NULL;
     if (lab_parse_stream_arg(state, stream_obj, func, &call.stream) < 0) goto done;
     if (read_lists(state, func, objects, names, c, &storage) < 0) goto done;
-    for (int k = 0; k < roles->n_lists; k++) lab_op_call_add(&call, names[k], c->lists[k], c->n, 1, (roles->writes >> k) & 1);
+    for (int k = 0; k < roles->n_lists; k++) {
+        lab_op_call_add(&call, names[k], c->lists[k], c->n, 1, (roles->writes >> k) & 1);
+    }
     if (c->norms) lab_op_call_add(&call, "out", c->norms, 1, 0, 1);
     if (lab_run_op(&state->dispatch, &lab_list_kind, &call) == 0) returned = Py_NewRef(result);
 done:
@@ -106,7 +110,9 @@ static PyObject *foreach_binary(PyObject *module, PyObject *const *args, Py_ssiz
     if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
     double alpha = 1.0;
     if (slots[3]) {
-        if (op != LAB_MT_ADD) return PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument 'alpha'", func);
+        if (op != LAB_MT_ADD) {
+            return PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument 'alpha'", func);
+        }
         if (lab_read_real(slots[3], func, "alpha", &alpha) < 0) return NULL;
     }
     static const char *const names[] = {"xs", "ys", "outs"};
@@ -121,21 +127,26 @@ static PyObject *py_foreach_mul(PyObject *m, PyObject *const *a, Py_ssize_t n, P
     return foreach_binary(m, a, n, k, "foreach_mul", LAB_MT_MUL);
 }
 
-static PyObject *py_foreach_axpby(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+static PyObject *py_foreach_axpby(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "foreach_axpby";
     static const lab_signature signature = {5, 5, 6, {N(alpha), N(xs), N(beta), N(ys), N(outs), N(stream)}};
     PyObject *slots[6];
     if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
     double alpha, beta;
-    if (lab_read_real(slots[0], func, "alpha", &alpha) < 0 || lab_read_real(slots[2], func, "beta", &beta) < 0) return NULL;
+    if (lab_read_real(slots[0], func, "alpha", &alpha) < 0 ||
+        lab_read_real(slots[2], func, "beta", &beta) < 0) {
+        return NULL;
+    }
     static const char *const names[] = {"xs", "ys", "outs"};
     PyObject *objects[3] = {slots[1], slots[3], slots[4]};
     lab_list_call c = make_call(LAB_MT_AXPBY, alpha, beta);
     return run_list_op(state, func, &c, objects, names, slots[5], slots[4]);
 }
 
-static PyObject *py_foreach_scale(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+static PyObject *py_foreach_scale(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "foreach_scale";
     static const lab_signature signature = {3, 3, 4, {N(xs), N(scalar), N(outs), N(stream)}};
@@ -149,7 +160,8 @@ static PyObject *py_foreach_scale(PyObject *module, PyObject *const *args, Py_ss
     return run_list_op(state, func, &c, objects, names, slots[3], slots[2]);
 }
 
-static PyObject *py_foreach_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+static PyObject *py_foreach_copy(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "foreach_copy";
     static const lab_signature signature = {2, 2, 3, {N(srcs), N(dsts), N(stream)}};
@@ -160,7 +172,8 @@ static PyObject *py_foreach_copy(PyObject *module, PyObject *const *args, Py_ssi
     return run_list_op(state, func, &c, slots, names, slots[2], slots[1]);
 }
 
-static PyObject *py_foreach_norm(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+static PyObject *py_foreach_norm(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "foreach_norm";
     static const lab_signature signature = {2, 2, 3, {N(xs), N(out), N(stream)}};
@@ -168,10 +181,15 @@ static PyObject *py_foreach_norm(PyObject *module, PyObject *const *args, Py_ssi
     if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
     lab_array norms;
     if (lab_read_array(state, slots[1], func, "out", &norms) < 0) return NULL;
-    const Py_ssize_t n = PyList_Check(slots[0]) || PyTuple_Check(slots[0]) ? PySequence_Fast_GET_SIZE(slots[0]) : -1;
-    if (n >= 0 && (norms.dtype != LAB_FLOAT32 || norms.ndim != 1 || norms.numel != n || !lab_array_is_contiguous(&norms)))
-        return PyErr_Format(PyExc_ValueError, "%s(): 'out' must be a contiguous 1-D float32 array of %zd elements (one "
-                            "norm per array of 'xs')", func, n);
+    const Py_ssize_t n =
+        PyList_Check(slots[0]) || PyTuple_Check(slots[0]) ? PySequence_Fast_GET_SIZE(slots[0]) : -1;
+    if (n >= 0 && (norms.dtype != LAB_FLOAT32 || norms.ndim != 1 || norms.numel != n ||
+                   !lab_array_is_contiguous(&norms))) {
+        return PyErr_Format(PyExc_ValueError,
+                            "%s(): 'out' must be a contiguous 1-D float32 array of %zd elements (one "
+                            "norm per array of 'xs')",
+                            func, n);
+    }
     if (lab_check_writable(&norms, func, "out") < 0) return NULL;
     static const char *const names[] = {"xs"};
     lab_list_call c = make_call(LAB_MT_NORM, 1.0, 1.0);
@@ -184,28 +202,38 @@ static PyObject *py_foreach_norm(PyObject *module, PyObject *const *args, Py_ssi
 static PyObject *py_sgd_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "sgd_step";
-    static const lab_signature signature = {
-        3, 3, 10, {N(params), N(grads), N(momentum_bufs), N(lr), N(momentum), N(dampening), N(weight_decay), N(nesterov),
-                   N(first_step), N(stream)}};
+    static const lab_signature signature = {3,
+                                            3,
+                                            10,
+                                            {N(params), N(grads), N(momentum_bufs), N(lr), N(momentum),
+                                             N(dampening), N(weight_decay), N(nesterov), N(first_step),
+                                             N(stream)}};
     PyObject *slots[10];
     if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
     if (require(slots[3], func, "lr") < 0) return NULL;
     double lr, momentum = 0, dampening = 0, weight_decay = 0;
-    if (lab_read_real(slots[3], func, "lr", &lr) < 0 || (slots[4] && lab_read_real(slots[4], func, "momentum", &momentum) < 0) ||
+    if (lab_read_real(slots[3], func, "lr", &lr) < 0 ||
+        (slots[4] && lab_read_real(slots[4], func, "momentum", &momentum) < 0) ||
         (slots[5] && lab_read_real(slots[5], func, "dampening", &dampening) < 0) ||
-        (slots[6] && lab_read_real(slots[6], func, "weight_decay", &weight_decay) < 0))
+        (slots[6] && lab_read_real(slots[6], func, "weight_decay", &weight_decay) < 0)) {
         return NULL;
+    }
     const int nesterov = slots[7] ? PyObject_IsTrue(slots[7]) : 0;
     const int first_step = slots[8] ? PyObject_IsTrue(slots[8]) : 0;
     if (nesterov < 0 || first_step < 0) return NULL;
-    if (lr < 0 || momentum < 0 || weight_decay < 0)
+    if (lr < 0 || momentum < 0 || weight_decay < 0) {
         return PyErr_Format(PyExc_ValueError, "%s(): lr, momentum and weight_decay must be >= 0", func);
-    if (nesterov && (momentum <= 0 || dampening != 0))
-        return PyErr_Format(PyExc_ValueError, "%s(): nesterov momentum requires a momentum and zero dampening", func);
+    }
+    if (nesterov && (momentum <= 0 || dampening != 0)) {
+        return PyErr_Format(PyExc_ValueError,
+                            "%s(): nesterov momentum requires a momentum and zero dampening", func);
+    }
     const int with_momentum = momentum != 0;
-    if (with_momentum && slots[2] == Py_None)
-        return PyErr_Format(PyExc_TypeError, "%s(): momentum=%R needs 'momentum_bufs' (a list of arrays), got None", func,
+    if (with_momentum && slots[2] == Py_None) {
+        return PyErr_Format(PyExc_TypeError,
+                            "%s(): momentum=%R needs 'momentum_bufs' (a list of arrays), got None", func,
                             slots[4]);
+    }
     static const char *const names[] = {"params", "grads", "momentum_bufs"};
     lab_list_call c = make_call(with_momentum ? LAB_MT_SGD_MOMENTUM : LAB_MT_SGD, 1.0, 1.0);
     c.params.lr = (float)lr;
@@ -222,9 +250,12 @@ static PyObject *py_sgd_step(PyObject *module, PyObject *const *args, Py_ssize_t
 static PyObject *py_adam_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "adam_step";
-    static const lab_signature signature = {
-        4, 4, 12, {N(params), N(grads), N(exp_avgs), N(exp_avg_sqs), N(step), N(lr), N(beta1), N(beta2), N(eps),
-                   N(weight_decay), N(decoupled_weight_decay), N(stream)}};
+    static const lab_signature signature = {4,
+                                            4,
+                                            12,
+                                            {N(params), N(grads), N(exp_avgs), N(exp_avg_sqs), N(step), N(lr),
+                                             N(beta1), N(beta2), N(eps), N(weight_decay),
+                                             N(decoupled_weight_decay), N(stream)}};
     PyObject *slots[12];
     if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
     if (require(slots[4], func, "step") < 0 || require(slots[5], func, "lr") < 0) return NULL;
@@ -232,16 +263,20 @@ static PyObject *py_adam_step(PyObject *module, PyObject *const *args, Py_ssize_
     const long long step = PyLong_AsLongLong(slots[4]);
     if (step == -1 && PyErr_Occurred()) return NULL;
     double lr, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
-    if (lab_read_real(slots[5], func, "lr", &lr) < 0 || (slots[6] && lab_read_real(slots[6], func, "beta1", &beta1) < 0) ||
+    if (lab_read_real(slots[5], func, "lr", &lr) < 0 ||
+        (slots[6] && lab_read_real(slots[6], func, "beta1", &beta1) < 0) ||
         (slots[7] && lab_read_real(slots[7], func, "beta2", &beta2) < 0) ||
         (slots[8] && lab_read_real(slots[8], func, "eps", &eps) < 0) ||
-        (slots[9] && lab_read_real(slots[9], func, "weight_decay", &weight_decay) < 0))
+        (slots[9] && lab_read_real(slots[9], func, "weight_decay", &weight_decay) < 0)) {
         return NULL;
+    }
     const int decoupled = slots[10] ? PyObject_IsTrue(slots[10]) : 0;
     if (decoupled < 0) return NULL;
     if (step < 1) return PyErr_Format(PyExc_ValueError, "%s(): 'step' counts from 1, got %lld", func, step);
-    if (lr < 0 || eps < 0 || weight_decay < 0 || !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
-        return PyErr_Format(PyExc_ValueError, "%s(): need lr, eps, weight_decay >= 0 and 0 <= beta1, beta2 < 1", func);
+    if (lr < 0 || eps < 0 || weight_decay < 0 || !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) {
+        return PyErr_Format(PyExc_ValueError,
+                            "%s(): need lr, eps, weight_decay >= 0 and 0 <= beta1, beta2 < 1", func);
+    }
     static const char *const names[] = {"params", "grads", "exp_avgs", "exp_avg_sqs"};
     /* Bias corrections in double on the host, as torch computes them in Python floats. */
     const double bias_correction1 = 1.0 - pow(beta1, (double)step);
@@ -259,33 +294,43 @@ static PyObject *py_adam_step(PyObject *module, PyObject *const *args, Py_ssize_
 }
 #undef N
 
-#define LAB_LIST_DOC " Lists are lists or tuples of CUDA arrays of equal length; the arrays at one index have one " \
-    "shape. One launch covers many arrays (contiguous float16/bfloat16/float32); others take a slower, correct path."
+#define LAB_LIST_DOC                                                                                         \
+    " Lists are lists or tuples of CUDA arrays of equal length; the arrays at one index have one "           \
+    "shape. One launch covers many arrays (contiguous float16/bfloat16/float32); others take a slower, "     \
+    "correct path."
 
 PyMethodDef lab_foreach_methods[] = {
     {"foreach_add", (PyCFunction)(void (*)(void))py_foreach_add, METH_FASTCALL | METH_KEYWORDS,
-     "foreach_add(xs, ys, outs, *, alpha=1, stream=None)\n--\n\nouts[i] = xs[i] + alpha * ys[i]; returns outs." LAB_LIST_DOC},
+     "foreach_add(xs, ys, outs, *, alpha=1, stream=None)\n--\n\nouts[i] = xs[i] + alpha * ys[i]; returns "
+     "outs." LAB_LIST_DOC},
     {"foreach_mul", (PyCFunction)(void (*)(void))py_foreach_mul, METH_FASTCALL | METH_KEYWORDS,
      "foreach_mul(xs, ys, outs, *, stream=None)\n--\n\nouts[i] = xs[i] * ys[i]; returns outs." LAB_LIST_DOC},
     {"foreach_axpby", (PyCFunction)(void (*)(void))py_foreach_axpby, METH_FASTCALL | METH_KEYWORDS,
-     "foreach_axpby(alpha, xs, beta, ys, outs, *, stream=None)\n--\n\nouts[i] = alpha * xs[i] + beta * ys[i]; returns "
+     "foreach_axpby(alpha, xs, beta, ys, outs, *, stream=None)\n--\n\nouts[i] = alpha * xs[i] + beta * "
+     "ys[i]; returns "
      "outs." LAB_LIST_DOC},
     {"foreach_scale", (PyCFunction)(void (*)(void))py_foreach_scale, METH_FASTCALL | METH_KEYWORDS,
-     "foreach_scale(xs, scalar, outs, *, stream=None)\n--\n\nouts[i] = scalar * xs[i]; returns outs." LAB_LIST_DOC},
+     "foreach_scale(xs, scalar, outs, *, stream=None)\n--\n\nouts[i] = scalar * xs[i]; returns "
+     "outs." LAB_LIST_DOC},
     {"foreach_copy", (PyCFunction)(void (*)(void))py_foreach_copy, METH_FASTCALL | METH_KEYWORDS,
      "foreach_copy(srcs, dsts, *, stream=None)\n--\n\ndsts[i][...] = srcs[i]; returns dsts." LAB_LIST_DOC},
     {"foreach_norm", (PyCFunction)(void (*)(void))py_foreach_norm, METH_FASTCALL | METH_KEYWORDS,
-     "foreach_norm(xs, out, *, stream=None)\n--\n\nout[i] = L2 norm of xs[i], into a 1-D float32 CUDA array of len(xs) "
+     "foreach_norm(xs, out, *, stream=None)\n--\n\nout[i] = L2 norm of xs[i], into a 1-D float32 CUDA array "
+     "of len(xs) "
      "elements, with no host sync; returns out." LAB_LIST_DOC},
     {"sgd_step", (PyCFunction)(void (*)(void))py_sgd_step, METH_FASTCALL | METH_KEYWORDS,
      "sgd_step(params, grads, momentum_bufs, *, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, "
-     "first_step=False, stream=None)\n--\n\nOne torch.optim.SGD step over all params, in place (float32 math). "
-     "momentum_bufs may be None without momentum; pass first_step=True on the first step, where torch starts the "
+     "first_step=False, stream=None)\n--\n\nOne torch.optim.SGD step over all params, in place (float32 "
+     "math). "
+     "momentum_bufs may be None without momentum; pass first_step=True on the first step, where torch starts "
+     "the "
      "buffer as a copy of the gradient." LAB_LIST_DOC},
     {"adam_step", (PyCFunction)(void (*)(void))py_adam_step, METH_FASTCALL | METH_KEYWORDS,
      "adam_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1=0.9, beta2=0.999, eps=1e-08, "
      "weight_decay=0, decoupled_weight_decay=False, stream=None)\n--\n\nOne torch.optim.Adam step "
-     "(AdamW with decoupled_weight_decay=True) over all params, in place: the same update and bias correction, float32 "
-     "math for half-precision params; `step` counts from 1. State may be float32 for half params." LAB_LIST_DOC},
+     "(AdamW with decoupled_weight_decay=True) over all params, in place: the same update and bias "
+     "correction, float32 "
+     "math for half-precision params; `step` counts from 1. State may be float32 for half "
+     "params." LAB_LIST_DOC},
     {NULL, NULL, 0, NULL},
 };

@@ -4,14 +4,14 @@
  * exec slot then creates the state - lab.CudaError and the interned names - and adds the functions.
  * State, not C globals, so every (sub)interpreter that imports lab gets its own, and traverse/clear/
  * free let the garbage collector see and release what the state holds. */
-#include "dispatch/cuda_error.h"
 #include "binding/elementwise.h"
 #include "binding/foreach.h"
-#include "testing/introspect.h"
-#include "testing/launch_floor.h"
 #include "binding/module_state.h"
 #include "binding/runtime.h"
 #include "binding/runtime_types.h"
+#include "dispatch/cuda_error.h"
+#include "testing/introspect.h"
+#include "testing/launch_floor.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +45,9 @@ static int lab_exec(PyObject *module) {
     state->ArrayType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &lab_array_spec, NULL);
     if (!state->StreamType || !state->EventType || !state->ArrayType) return -1;
     if (PyModule_AddType(module, state->StreamType) < 0 || PyModule_AddType(module, state->EventType) < 0 ||
-        PyModule_AddType(module, state->ArrayType) < 0)
+        PyModule_AddType(module, state->ArrayType) < 0) {
         return -1;
+    }
     if (PyModule_AddFunctions(module, lab_stream_functions) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_array_functions) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_elementwise_methods) < 0) return -1;
@@ -86,7 +87,9 @@ static int lab_clear(PyObject *module) {
 static void lab_free(void *module) {
     lab_state *state = lab_get_state((PyObject *)module);
     for (int d = 0; state && d < LAB_MAX_DEVICES; d++) {
-        if (state->dispatch.order_events[d]) cudaEventDestroy((cudaEvent_t)state->dispatch.order_events[d]); /* may fail at exit: harmless */
+        if (state->dispatch.order_events[d]) {
+            cudaEventDestroy((cudaEvent_t)state->dispatch.order_events[d]); /* may fail at exit: harmless */
+        }
         state->dispatch.order_events[d] = NULL;
     }
     lab_clear((PyObject *)module);

@@ -26,10 +26,10 @@ typedef struct {
 
 typedef struct {
     lab_dispatch_state dispatch; /* level 3's caches and lab.CudaError (dispatch/dispatch_state.h) */
-    PyTypeObject *StreamType; /* lab.Stream, lab.Event, lab.Array: heap types made in the exec slot */
+    PyTypeObject *StreamType;    /* lab.Stream, lab.Event, lab.Array: heap types made in the exec slot */
     PyTypeObject *EventType;
     PyTypeObject *ArrayType;
-    PyObject *numpy;          /* imported on first use by Array.numpy() */
+    PyObject *numpy; /* imported on first use by Array.numpy() */
     PyObject *names[LAB_NUM_NAMES];
     lab_exchange_cache_entry exchange_cache[LAB_EXCHANGE_CACHE_SIZE];
     int exchange_cache_len;

@@ -1,7 +1,15 @@
-/* protocol_dtypes.c - the two protocol spellings of a dtype (see protocol_dtypes.h). */
+/* protocol_dtypes.c - the two protocol spellings of a dtype (see protocol_dtypes.h). One table per
+ * protocol serves both directions: lab.Array exports with it, and the reader looks types up in it. */
 #include "binding/protocol_dtypes.h"
 
 #include <string.h>
+
+const char *const lab_dtype_typestr[LAB_NUM_DTYPES] = {"<f2", NULL,  "<f4", "<f8", "|i1",
+                                                       "<i2", "<i4", "<i8", "|u1"};
+const DLDataType lab_dtype_dlpack[LAB_NUM_DTYPES] = {
+    {kDLFloat, 16, 1}, {kDLBfloat, 16, 1}, {kDLFloat, 32, 1}, {kDLFloat, 64, 1}, {kDLInt, 8, 1},
+    {kDLInt, 16, 1},   {kDLInt, 32, 1},    {kDLInt, 64, 1},   {kDLUInt, 8, 1},
+};
 
 lab_typestr_result lab_parse_typestr(const char *typestr, Py_ssize_t length, lab_dtype *dtype) {
     /* <byte order><kind><item size in bytes>, e.g. "<f4"; the size may have several digits ("<V16") */
@@ -17,48 +25,24 @@ lab_typestr_result lab_parse_typestr(const char *typestr, Py_ssize_t length, lab
     if (size == 0) return LAB_TYPESTR_MALFORMED;
     if (order == '>' && size > 1) return LAB_TYPESTR_BIG_ENDIAN;
     if (kind == 'V' && size == 2) return LAB_TYPESTR_AMBIGUOUS;
-    switch (kind) {
-    case 'f':
-        if (size == 2) { *dtype = LAB_FLOAT16; return LAB_TYPESTR_OK; }
-        if (size == 4) { *dtype = LAB_FLOAT32; return LAB_TYPESTR_OK; }
-        if (size == 8) { *dtype = LAB_FLOAT64; return LAB_TYPESTR_OK; }
-        break;
-    case 'i':
-        if (size == 1) { *dtype = LAB_INT8; return LAB_TYPESTR_OK; }
-        if (size == 2) { *dtype = LAB_INT16; return LAB_TYPESTR_OK; }
-        if (size == 4) { *dtype = LAB_INT32; return LAB_TYPESTR_OK; }
-        if (size == 8) { *dtype = LAB_INT64; return LAB_TYPESTR_OK; }
-        break;
-    case 'u':
-        if (size == 1) { *dtype = LAB_UINT8; return LAB_TYPESTR_OK; }
-        break;
-    default:
-        break;
+    /* The byte order of a one-byte type is '|' by convention, but any order names the same type. */
+    for (int d = 0; d < LAB_NUM_DTYPES; d++) {
+        const char *spelling = lab_dtype_typestr[d];
+        if (spelling && spelling[1] == kind && lab_dtype_itemsize[d] == size) {
+            *dtype = (lab_dtype)d;
+            return LAB_TYPESTR_OK;
+        }
     }
     return LAB_TYPESTR_UNSUPPORTED;
 }
 
 int lab_dtype_from_dlpack(DLDataType dl, lab_dtype *dtype) {
-    if (dl.lanes != 1) return -1;
-    switch (dl.code) {
-    case kDLFloat:
-        if (dl.bits == 16) { *dtype = LAB_FLOAT16; return 0; }
-        if (dl.bits == 32) { *dtype = LAB_FLOAT32; return 0; }
-        if (dl.bits == 64) { *dtype = LAB_FLOAT64; return 0; }
-        return -1;
-    case kDLBfloat:
-        if (dl.bits == 16) { *dtype = LAB_BFLOAT16; return 0; }
-        return -1;
-    case kDLInt:
-        if (dl.bits == 8) { *dtype = LAB_INT8; return 0; }
-        if (dl.bits == 16) { *dtype = LAB_INT16; return 0; }
-        if (dl.bits == 32) { *dtype = LAB_INT32; return 0; }
-        if (dl.bits == 64) { *dtype = LAB_INT64; return 0; }
-        return -1;
-    case kDLUInt:
-        if (dl.bits == 8) { *dtype = LAB_UINT8; return 0; }
-        return -1;
-    default:
-        return -1;
+    for (int d = 0; d < LAB_NUM_DTYPES; d++) {
+        const DLDataType known = lab_dtype_dlpack[d];
+        if (dl.code == known.code && dl.bits == known.bits && dl.lanes == known.lanes) {
+            *dtype = (lab_dtype)d;
+            return 0;
+        }
     }
+    return -1;
 }

@@ -17,6 +17,11 @@ typedef enum {
     LAB_TYPESTR_UNSUPPORTED, /* well-formed, but not a type lab computes on */
 } lab_typestr_result;
 
+/* How lab.Array spells each dtype when it exports itself: a typestr (NULL for bfloat16, which
+ * __cuda_array_interface__ cannot say) and a DLPack type. */
+extern const char *const lab_dtype_typestr[LAB_NUM_DTYPES];
+extern const DLDataType lab_dtype_dlpack[LAB_NUM_DTYPES];
+
 /* Parses a __cuda_array_interface__ typestr such as "<f4" or "|u1". */
 lab_typestr_result lab_parse_typestr(const char *typestr, Py_ssize_t length, lab_dtype *dtype);
 

@@ -6,10 +6,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "binding/module_state.h"
 #include "dispatch/cuda_error.h"
 #include "dispatch/device.h"
 #include "kernels/launch.h"
-#include "binding/module_state.h"
 
 static PyObject *py_is_available(PyObject *module, PyObject *unused) {
     int count = 0;
@@ -20,23 +20,34 @@ static PyObject *py_device_count(PyObject *module, PyObject *unused) {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (lab_is_no_device_error(err)) return PyLong_FromLong(0);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "device_count", "cudaGetDeviceCount");
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "device_count",
+                                    "cudaGetDeviceCount");
+    }
     return PyLong_FromLong(count);
 }
 
-static PyObject *version_tuple(int version) { return Py_BuildValue("(ii)", version / 1000, (version % 1000) / 10); }
+static PyObject *version_tuple(int version) {
+    return Py_BuildValue("(ii)", version / 1000, (version % 1000) / 10);
+}
 
 static PyObject *py_cuda_runtime_version(PyObject *module, PyObject *unused) {
     int version = 0;
     cudaError_t err = cudaRuntimeGetVersion(&version);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "cuda_runtime_version", "cudaRuntimeGetVersion");
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "cuda_runtime_version",
+                                    "cudaRuntimeGetVersion");
+    }
     return version_tuple(version);
 }
 
 static PyObject *py_cuda_driver_version(PyObject *module, PyObject *unused) {
     int version = 0;
     cudaError_t err = cudaDriverGetVersion(&version); /* 0 when no driver is installed */
-    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "cuda_driver_version", "cudaDriverGetVersion");
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "cuda_driver_version",
+                                    "cudaDriverGetVersion");
+    }
     if (version == 0) Py_RETURN_NONE;
     return version_tuple(version);
 }
@@ -50,17 +61,26 @@ static PyObject *py_get_device_properties(PyObject *module, PyObject *arg) {
     if (device == -1 && PyErr_Occurred()) return NULL;
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "get_device_properties", "cudaGetDeviceCount");
-    if (device < 0 || device >= count)
-        return PyErr_Format(PyExc_ValueError, "get_device_properties(): device %d does not exist (%d device(s))", device, count);
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "get_device_properties",
+                                    "cudaGetDeviceCount");
+    }
+    if (device < 0 || device >= count) {
+        return PyErr_Format(PyExc_ValueError,
+                            "get_device_properties(): device %d does not exist (%d device(s))", device,
+                            count);
+    }
     struct cudaDeviceProp prop;
     err = cudaGetDeviceProperties(&prop, device);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "get_device_properties", "cudaGetDeviceProperties");
-    return Py_BuildValue("{s:s, s:(ii), s:i, s:K, s:i, s:i, s:O}", "name", prop.name, "capability", prop.major,
-                         prop.minor, "multi_processor_count", prop.multiProcessorCount, "total_memory",
-                         (unsigned long long)prop.totalGlobalMem, "l2_cache_size", prop.l2CacheSize,
-                         "max_threads_per_block", prop.maxThreadsPerBlock, "pageable_memory_access",
-                         prop.pageableMemoryAccess ? Py_True : Py_False);
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "get_device_properties",
+                                    "cudaGetDeviceProperties");
+    }
+    return Py_BuildValue("{s:s, s:(ii), s:i, s:K, s:i, s:i, s:O}", "name", prop.name, "capability",
+                         prop.major, prop.minor, "multi_processor_count", prop.multiProcessorCount,
+                         "total_memory", (unsigned long long)prop.totalGlobalMem, "l2_cache_size",
+                         prop.l2CacheSize, "max_threads_per_block", prop.maxThreadsPerBlock,
+                         "pageable_memory_access", prop.pageableMemoryAccess ? Py_True : Py_False);
 }
 
 static cudaError_t synchronize_device(void *unused) { return cudaDeviceSynchronize(); }
@@ -94,10 +114,9 @@ static PyObject *py_synchronize(PyObject *module, PyObject *const *args, Py_ssiz
     const int device = optional_device(args, nargs, "synchronize");
     if (device == -2) return NULL;
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = lab_with_device(device, synchronize_device, NULL);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "synchronize", "cudaDeviceSynchronize");
+    Py_BEGIN_ALLOW_THREADS err = lab_with_device(device, synchronize_device, NULL);
+    Py_END_ALLOW_THREADS if (err != cudaSuccess) return lab_raise_cuda_error(
+        &lab_get_state(module)->dispatch, err, "synchronize", "cudaDeviceSynchronize");
     Py_RETURN_NONE;
 }
 
@@ -106,13 +125,16 @@ static PyObject *py_mem_get_info(PyObject *module, PyObject *const *args, Py_ssi
     if (device == -2) return NULL;
     memory_info info = {0, 0};
     cudaError_t err = lab_with_device(device, read_memory_info, &info);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "mem_get_info", "cudaMemGetInfo");
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "mem_get_info", "cudaMemGetInfo");
+    }
     return Py_BuildValue("(KK)", (unsigned long long)info.free, (unsigned long long)info.total);
 }
 
 PyMethodDef lab_runtime_methods[] = {
     {"synchronize", (PyCFunction)(void (*)(void))py_synchronize, METH_FASTCALL,
-     "synchronize(device=None, /)\n--\n\nWait for all work on the device (default: the current one) to finish; "
+     "synchronize(device=None, /)\n--\n\nWait for all work on the device (default: the current one) to "
+     "finish; "
      "releases the GIL."},
     {"mem_get_info", (PyCFunction)(void (*)(void))py_mem_get_info, METH_FASTCALL,
      "mem_get_info(device=None, /)\n--\n\n(free, total) bytes of device memory."},
@@ -121,14 +143,18 @@ PyMethodDef lab_runtime_methods[] = {
     {"device_count", py_device_count, METH_NOARGS,
      "device_count()\n--\n\nThe number of CUDA GPUs; 0 where there is no driver or GPU."},
     {"cuda_runtime_version", py_cuda_runtime_version, METH_NOARGS,
-     "cuda_runtime_version()\n--\n\nThe CUDA runtime lab was built with (and carries, statically), as (major, minor)."},
+     "cuda_runtime_version()\n--\n\nThe CUDA runtime lab was built with (and carries, statically), as "
+     "(major, minor)."},
     {"cuda_driver_version", py_cuda_driver_version, METH_NOARGS,
-     "cuda_driver_version()\n--\n\nThe CUDA version the installed driver supports, as (major, minor), or None "
+     "cuda_driver_version()\n--\n\nThe CUDA version the installed driver supports, as (major, minor), or "
+     "None "
      "where no driver is installed."},
     {"compiled_architectures", py_compiled_architectures, METH_NOARGS,
-     "compiled_architectures()\n--\n\nThe GPU code in this build, e.g. 'sm_80 sm_90 compute_90' (SASS and PTX)."},
+     "compiled_architectures()\n--\n\nThe GPU code in this build, e.g. 'sm_80 sm_90 compute_90' (SASS and "
+     "PTX)."},
     {"get_device_properties", py_get_device_properties, METH_O,
-     "get_device_properties(device, /)\n--\n\nA dict of the device's name, capability, multi_processor_count, "
+     "get_device_properties(device, /)\n--\n\nA dict of the device's name, capability, "
+     "multi_processor_count, "
      "total_memory, l2_cache_size and max_threads_per_block."},
     {NULL, NULL, 0, NULL},
 };

@@ -10,15 +10,13 @@
 #include "dispatch/operand.h"
 
 typedef struct {
-    PyObject_HEAD
-    cudaStream_t handle;
+    PyObject_HEAD cudaStream_t handle;
     int device;
     int priority;
 } lab_stream_object;
 
 typedef struct {
-    PyObject_HEAD
-    cudaEvent_t handle;
+    PyObject_HEAD cudaEvent_t handle;
     int device;
     int timing;
 } lab_event_object;
@@ -29,8 +27,7 @@ typedef struct {
  * stream, ...), held so the stream outlives the array's last use of it; NULL for streams a producer
  * manages (torch's current stream, a CAI handle) and for the legacy default stream. */
 typedef struct {
-    PyObject_HEAD
-    char *data;
+    PyObject_HEAD char *data;
     lab_dtype dtype;
     int ndim;
     int64_t shape[LAB_MAX_DIMS];
@@ -41,6 +38,12 @@ typedef struct {
 
 extern PyType_Spec lab_stream_spec, lab_event_spec, lab_array_spec;
 extern PyMethodDef lab_stream_functions[], lab_array_functions[];
+
+/* lab.Array's protocol exports (array_export.c): the __cuda_array_interface__ getter,
+ * __dlpack__(*, stream, max_version, dl_device, copy) and __dlpack_device__(). */
+PyObject *lab_array_get_cai(PyObject *op, void *closure);
+PyObject *lab_array_dlpack(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *lab_array_dlpack_device(PyObject *op, PyObject *unused);
 
 /* Reads a lab.Array into a lab_array without building a protocol dict (array_reader.c calls this). */
 void lab_array_object_describe(const lab_array_object *self, lab_array *array);

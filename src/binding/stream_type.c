@@ -24,7 +24,8 @@ static PyObject *py_current_stream(PyObject *module, PyObject *unused) {
 
 PyMethodDef lab_stream_functions[] = {
     {"_swap_current_stream", py_swap_current_stream, METH_O,
-     "_swap_current_stream(stream, /)\n--\n\nPrivate: make `stream` (None: none) this thread's current lab stream; "
+     "_swap_current_stream(stream, /)\n--\n\nPrivate: make `stream` (None: none) this thread's current lab "
+     "stream; "
      "returns the previous one. Use `with lab.stream(s):`."},
     {"current_stream", py_current_stream, METH_NOARGS,
      "current_stream()\n--\n\nThe stream object this thread's innermost `with lab.stream(s):` set, or None."},
@@ -49,12 +50,16 @@ static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     static char *keywords[] = {"device", "priority", NULL};
     PyObject *device_obj = Py_None;
     int priority = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Oi:Stream", keywords, &device_obj, &priority)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Oi:Stream", keywords, &device_obj, &priority)) {
+        return NULL;
+    }
     int device = -1;
     if (device_obj != Py_None) {
         device = PyLong_AsLong(device_obj);
         if (device == -1 && PyErr_Occurred()) return NULL;
-        if (device < 0) return PyErr_Format(PyExc_ValueError, "Stream(): device must be >= 0, got %d", device);
+        if (device < 0) {
+            return PyErr_Format(PyExc_ValueError, "Stream(): device must be >= 0, got %d", device);
+        }
     }
     lab_state *state = (lab_state *)PyType_GetModuleState(type);
     cudaStream_t handle = 0;
@@ -90,10 +95,9 @@ static PyObject *stream_cuda_stream(PyObject *op, PyObject *unused) {
 
 static PyObject *stream_synchronize(PyObject *op, PyObject *unused) {
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaStreamSynchronize(((lab_stream_object *)op)->handle);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Stream.synchronize", "cudaStreamSynchronize");
+    Py_BEGIN_ALLOW_THREADS err = cudaStreamSynchronize(((lab_stream_object *)op)->handle);
+    Py_END_ALLOW_THREADS if (err != cudaSuccess) return lab_raise_cuda_error(
+        &state_of(op)->dispatch, err, "Stream.synchronize", "cudaStreamSynchronize");
     Py_RETURN_NONE;
 }
 
@@ -109,10 +113,15 @@ static PyObject *stream_query(PyObject *op, PyObject *unused) {
 
 static PyObject *stream_wait_event(PyObject *op, PyObject *event) {
     lab_state *state = state_of(op);
-    if (!PyObject_TypeCheck(event, state->EventType))
-        return PyErr_Format(PyExc_TypeError, "Stream.wait_event(): expected a lab.Event, got %s", Py_TYPE(event)->tp_name);
-    cudaError_t err = cudaStreamWaitEvent(((lab_stream_object *)op)->handle, ((lab_event_object *)event)->handle, 0);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, "Stream.wait_event", "cudaStreamWaitEvent");
+    if (!PyObject_TypeCheck(event, state->EventType)) {
+        return PyErr_Format(PyExc_TypeError, "Stream.wait_event(): expected a lab.Event, got %s",
+                            Py_TYPE(event)->tp_name);
+    }
+    cudaError_t err =
+        cudaStreamWaitEvent(((lab_stream_object *)op)->handle, ((lab_event_object *)event)->handle, 0);
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&state->dispatch, err, "Stream.wait_event", "cudaStreamWaitEvent");
+    }
     Py_RETURN_NONE;
 }
 
@@ -122,9 +131,11 @@ static PyObject *stream_wait_stream(PyObject *op, PyObject *other) {
     if (lab_parse_stream_arg(state, other, "Stream.wait_stream", &arg) < 0) return NULL;
     const cudaStream_t other_handle = arg.handle;
     if (!arg.given) return PyErr_Format(PyExc_TypeError, "Stream.wait_stream(): expected a stream, got None");
-    cudaError_t err = lab_stream_wait_stream(&state->dispatch, ((lab_stream_object *)op)->handle, other_handle,
-                                             ((lab_stream_object *)op)->device);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, "Stream.wait_stream", "event record/wait");
+    cudaError_t err = lab_stream_wait_stream(&state->dispatch, ((lab_stream_object *)op)->handle,
+                                             other_handle, ((lab_stream_object *)op)->device);
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&state->dispatch, err, "Stream.wait_stream", "event record/wait");
+    }
     Py_RETURN_NONE;
 }
 
@@ -137,18 +148,26 @@ static PyObject *stream_repr(PyObject *op) {
 static PyObject *stream_get_handle(PyObject *op, void *closure) {
     return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)((lab_stream_object *)op)->handle);
 }
-static PyObject *stream_get_device(PyObject *op, void *closure) { return PyLong_FromLong(((lab_stream_object *)op)->device); }
-static PyObject *stream_get_priority(PyObject *op, void *closure) { return PyLong_FromLong(((lab_stream_object *)op)->priority); }
+static PyObject *stream_get_device(PyObject *op, void *closure) {
+    return PyLong_FromLong(((lab_stream_object *)op)->device);
+}
+static PyObject *stream_get_priority(PyObject *op, void *closure) {
+    return PyLong_FromLong(((lab_stream_object *)op)->priority);
+}
 
 static PyMethodDef stream_methods[] = {
-    {"__cuda_stream__", stream_cuda_stream, METH_NOARGS, "__cuda_stream__()\n--\n\n(0, handle): the CUDA stream protocol."},
+    {"__cuda_stream__", stream_cuda_stream, METH_NOARGS,
+     "__cuda_stream__()\n--\n\n(0, handle): the CUDA stream protocol."},
     {"synchronize", stream_synchronize, METH_NOARGS,
      "synchronize()\n--\n\nWait until all work queued on the stream has finished (releases the GIL)."},
-    {"query", stream_query, METH_NOARGS, "query()\n--\n\nTrue if all work queued on the stream has finished."},
+    {"query", stream_query, METH_NOARGS,
+     "query()\n--\n\nTrue if all work queued on the stream has finished."},
     {"wait_event", stream_wait_event, METH_O,
-     "wait_event(event, /)\n--\n\nWork queued on this stream after this call waits for `event` (no host wait)."},
+     "wait_event(event, /)\n--\n\nWork queued on this stream after this call waits for `event` (no host "
+     "wait)."},
     {"wait_stream", stream_wait_stream, METH_O,
-     "wait_stream(stream, /)\n--\n\nWork queued on this stream after this call waits for all work queued on `stream` "
+     "wait_stream(stream, /)\n--\n\nWork queued on this stream after this call waits for all work queued on "
+     "`stream` "
      "so far (any stream object or handle; no host wait)."},
     {NULL, NULL, 0, NULL},
 };
@@ -166,9 +185,10 @@ static PyType_Slot stream_slots[] = {
     {Py_tp_repr, stream_repr},
     {Py_tp_methods, stream_methods},
     {Py_tp_getset, stream_getset},
-    {Py_tp_doc, "Stream(device=None, priority=0)\n--\n\nA CUDA stream owned by lab (non-blocking: it does not "
-                "wait for the legacy default stream). Pass it as stream=, or make it current with "
-                "`with lab.stream(s):`. torch, CuPy and Numba accept it through __cuda_stream__ or .handle."},
+    {Py_tp_doc,
+     "Stream(device=None, priority=0)\n--\n\nA CUDA stream owned by lab (non-blocking: it does not "
+     "wait for the legacy default stream). Pass it as stream=, or make it current with "
+     "`with lab.stream(s):`. torch, CuPy and Numba accept it through __cuda_stream__ or .handle."},
     {0, NULL},
 };
 

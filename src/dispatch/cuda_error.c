@@ -10,26 +10,30 @@ PyObject *lab_create_cuda_error_type(void) {
 }
 
 int lab_is_no_device_error(cudaError_t err) {
-    return err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver || err == cudaErrorDevicesUnavailable;
+    return err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver ||
+           err == cudaErrorDevicesUnavailable;
 }
 
 /* Errors after which the context is corrupt and every later CUDA call fails the same way. */
 static int is_sticky(cudaError_t err) {
     return err == cudaErrorIllegalAddress || err == cudaErrorLaunchFailure || err == cudaErrorAssert ||
            err == cudaErrorHardwareStackError || err == cudaErrorIllegalInstruction ||
-           err == cudaErrorMisalignedAddress || err == cudaErrorInvalidAddressSpace || err == cudaErrorInvalidPc;
+           err == cudaErrorMisalignedAddress || err == cudaErrorInvalidAddressSpace ||
+           err == cudaErrorInvalidPc;
 }
 
-PyObject *lab_raise_cuda_error(lab_dispatch_state *state, cudaError_t err, const char *func, const char *during) {
+PyObject *lab_raise_cuda_error(lab_dispatch_state *state, cudaError_t err, const char *func,
+                               const char *during) {
     const char *name = cudaGetErrorName(err);
     const char *text = cudaGetErrorString(err);
     const char *hint = lab_is_no_device_error(err)
                            ? " - no CUDA driver/GPU was found, so lab cannot run kernels on this machine"
-                       : is_sticky(err) ? " - this error is sticky: the CUDA context is now unusable and the process "
-                                          "must be restarted to use the GPU again"
-                                        : "";
-    PyObject *message = PyUnicode_FromFormat("%s(): CUDA error during %s: %s (%s, code %d)%s", func, during, text, name,
-                                             (int)err, hint);
+                       : is_sticky(err)
+                           ? " - this error is sticky: the CUDA context is now unusable and the process "
+                             "must be restarted to use the GPU again"
+                           : "";
+    PyObject *message = PyUnicode_FromFormat("%s(): CUDA error during %s: %s (%s, code %d)%s", func, during,
+                                             text, name, (int)err, hint);
     if (!message) return NULL;
     PyObject *exc = PyObject_CallOneArg(state->CudaError, message);
     Py_DECREF(message);

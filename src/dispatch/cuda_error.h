@@ -12,7 +12,8 @@ PyObject *lab_create_cuda_error_type(void);
 /* Raises lab.CudaError for `err` with .code and .name set; `func` names the op ("add"), `during`
  * what lab was doing ("launch"). Says so plainly when no driver or GPU is present, and when the
  * error is sticky (the CUDA context is then unusable). Returns NULL, like PyErr_Format. */
-PyObject *lab_raise_cuda_error(lab_dispatch_state *state, cudaError_t err, const char *func, const char *during);
+PyObject *lab_raise_cuda_error(lab_dispatch_state *state, cudaError_t err, const char *func,
+                               const char *during);
 
 /* True for the errors that mean "this machine has no usable CUDA driver or device". */
 int lab_is_no_device_error(cudaError_t err);

@@ -19,8 +19,10 @@ int lab_check_same_device(const lab_operand_group *groups, int n_groups, const c
                 char name[80], other[80];
                 lab_indexed_name(name, sizeof name, groups[g].name, groups[g].is_list ? i : -1);
                 lab_indexed_name(other, sizeof other, first_name, first_index);
-                PyErr_Format(PyExc_ValueError, "%s(): argument '%s' is on cuda:%d but '%s' is on cuda:%d; all operands "
-                             "must be on one device", func, name, a->device, other, first->device);
+                PyErr_Format(PyExc_ValueError,
+                             "%s(): argument '%s' is on cuda:%d but '%s' is on cuda:%d; all operands "
+                             "must be on one device",
+                             func, name, a->device, other, first->device);
                 return -1;
             }
         }
@@ -38,7 +40,8 @@ static uintptr_t *page_slot(lab_dispatch_state *state, uintptr_t page) {
     return &state->device_pages[(page ^ (page >> 12)) & (LAB_DEVICE_PAGE_SLOTS - 1)];
 }
 
-static int refuse_unreachable(lab_dispatch_state *state, const lab_array *array, const char *argname, const char *func) {
+static int refuse_unreachable(lab_dispatch_state *state, const lab_array *array, const char *argname,
+                              const char *func) {
     int device = 0, pageable = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device);
@@ -47,13 +50,17 @@ static int refuse_unreachable(lab_dispatch_state *state, const lab_array *array,
         return -1;
     }
     if (pageable) return 0; /* HMM/ATS: the GPU reads pageable host memory itself */
-    PyErr_Format(PyExc_ValueError, "%s(): argument '%s' points to memory the GPU cannot access (address %p is not "
-                 "device, managed or page-locked host memory; its __cuda_array_interface__ 'data' must be a device "
-                 "pointer)", func, argname, (void *)array->data);
+    PyErr_Format(
+        PyExc_ValueError,
+        "%s(): argument '%s' points to memory the GPU cannot access (address %p is not "
+        "device, managed or page-locked host memory; its __cuda_array_interface__ 'data' must be a device "
+        "pointer)",
+        func, argname, (void *)array->data);
     return -1;
 }
 
-int lab_locate_array(lab_dispatch_state *state, lab_array *array, const char *name, int index, const char *func) {
+int lab_locate_array(lab_dispatch_state *state, lab_array *array, const char *name, int index,
+                     const char *func) {
     if (array->device >= 0 || array->numel == 0) return 0; /* the protocol said where; or nothing is read */
     const uintptr_t page = (uintptr_t)array->data >> PAGE_SHIFT;
     uintptr_t *slot = page_slot(state, page);
@@ -76,7 +83,9 @@ int lab_locate_array(lab_dispatch_state *state, lab_array *array, const char *na
     case cudaMemoryTypeDevice:
     case cudaMemoryTypeManaged:
         array->device = attributes.device;
-        if (attributes.device >= 0 && attributes.device < 255) *slot = (page << 8) | (uintptr_t)(attributes.device + 1);
+        if (attributes.device >= 0 && attributes.device < 255) {
+            *slot = (page << 8) | (uintptr_t)(attributes.device + 1);
+        }
         return 0;
     case cudaMemoryTypeHost: /* page-locked host memory: mapped into the device's address space */
         return attributes.devicePointer ? 0 : refuse_unreachable(state, array, argname, func);
@@ -88,8 +97,10 @@ int lab_locate_array(lab_dispatch_state *state, lab_array *array, const char *na
 int lab_locate_memory(lab_dispatch_state *state, lab_operand_group *groups, int n_groups, const char *func) {
     for (int g = 0; g < n_groups; g++)
         for (int i = 0; i < groups[g].count; i++)
-            if (lab_locate_array(state, &groups[g].arrays[i], groups[g].name, groups[g].is_list ? i : -1, func) < 0)
+            if (lab_locate_array(state, &groups[g].arrays[i], groups[g].name, groups[g].is_list ? i : -1,
+                                 func) < 0) {
                 return -1;
+            }
     return 0;
 }
 

@@ -20,7 +20,8 @@ int lab_check_same_device(const lab_operand_group *groups, int n_groups, const c
 int lab_locate_memory(lab_dispatch_state *state, lab_operand_group *groups, int n_groups, const char *func);
 
 /* The same for one array: messages name it `name[index]` (index -1: just `name`). */
-int lab_locate_array(lab_dispatch_state *state, lab_array *array, const char *name, int index, const char *func);
+int lab_locate_array(lab_dispatch_state *state, lab_array *array, const char *name, int index,
+                     const char *func);
 
 /* The device to launch on: the first operand's whose device is known (after lab_locate_memory, all
  * but page-locked host memory), else the current device. Also returns the caller's current device

@@ -31,16 +31,16 @@ typedef struct {
 } lab_op_kind;
 
 struct lab_op_call {
-    const char *func;                          /* the Python name, for every message */
-    lab_operand_group groups[LAB_MAX_GROUPS];  /* the array arguments, in the order devices are checked */
+    const char *func;                         /* the Python name, for every message */
+    lab_operand_group groups[LAB_MAX_GROUPS]; /* the array arguments, in the order devices are checked */
     int n_groups;
-    lab_stream_arg stream;                     /* the `stream=` argument */
-    void *description;                         /* the kind's: what the binding read in, the plan out */
+    lab_stream_arg stream; /* the `stream=` argument */
+    void *description;     /* the kind's: what the binding read in, the plan out */
 };
 
 /* Adds an array argument to the call (a single array: count 1, is_list 0). */
-static inline void lab_op_call_add(lab_op_call *call, const char *name, lab_array *arrays, int count, int is_list,
-                                   int written) {
+static inline void lab_op_call_add(lab_op_call *call, const char *name, lab_array *arrays, int count,
+                                   int is_list, int written) {
     lab_operand_group *g = &call->groups[call->n_groups++];
     g->name = name;
     g->arrays = arrays;

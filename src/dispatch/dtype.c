@@ -19,7 +19,8 @@ lab_dtype lab_promote(lab_dtype a, lab_dtype b) {
     }
     if (a_int && b_int) {
         if (a == LAB_UINT8 || b == LAB_UINT8) {
-            const lab_dtype other = a == LAB_UINT8 ? b : a; /* a signed type: it needs 16 bits to hold uint8 */
+            const lab_dtype other =
+                a == LAB_UINT8 ? b : a; /* a signed type: it needs 16 bits to hold uint8 */
             return other == LAB_INT8 ? LAB_INT16 : other;
         }
         return lab_dtype_itemsize[a] >= lab_dtype_itemsize[b] ? a : b;

@@ -5,8 +5,8 @@
 
 #include "dispatch/dtype.h"
 
-const char *const lab_path_names[] = {"empty", "vectorized", "contiguous", "strided", "strided_vectorized",
-                                      "casting"}; /* in lab_path's order */
+const char *const lab_path_names[] = {"empty",   "vectorized",         "contiguous",
+                                      "strided", "strided_vectorized", "casting"}; /* in lab_path's order */
 
 const int lab_op_inputs[LAB_NUM_OPS] = {
 #define LAB_OP(id, functor, n_inputs, integers) n_inputs,
@@ -20,13 +20,15 @@ const int lab_op_integers[LAB_NUM_OPS] = {
 };
 
 /* The dtype arithmetic happens in: NumPy's promotion over the inputs, halves widened to float32. */
-static int choose_compute_dtype(const lab_operands *ops, int integers_allowed, const char *func, lab_dtype *compute) {
+static int choose_compute_dtype(const lab_operands *ops, int integers_allowed, const char *func,
+                                lab_dtype *compute) {
     lab_dtype promoted = ops->arrays[ops->count > 1 ? 1 : 0].dtype;
     for (int i = 2; i < ops->count; i++) promoted = lab_promote(promoted, ops->arrays[i].dtype);
     if (lab_dtype_is_integer(promoted) && !integers_allowed) {
-        PyErr_Format(PyExc_TypeError, "%s(): the inputs are integers (%s); this op computes on floating-point inputs "
-                     "only (%s) - convert first, e.g. lab.copy into a float array", func, lab_dtype_names[promoted],
-                     lab_supported_dtypes_text(0));
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): the inputs are integers (%s); this op computes on floating-point inputs "
+                     "only (%s) - convert first, e.g. lab.copy into a float array",
+                     func, lab_dtype_names[promoted], lab_supported_dtypes_text(0));
         return -1;
     }
     *compute = lab_compute_dtype(promoted);
@@ -80,16 +82,20 @@ int lab_plan_elementwise(const lab_operands *ops, int integers_allowed, const ch
         contiguous &= launch->byte_strides[i][0] == lab_dtype_itemsize[out_dtype];
         aligned &= ((uintptr_t)launch->data[i] & 15u) == 0;
     }
-    if (contiguous) launch->path = aligned ? LAB_PATH_VECTORIZED : LAB_PATH_CONTIGUOUS;
-    else launch->path = inner_dimension_packs(launch, ops->count) ? LAB_PATH_STRIDED_VECTORIZED : LAB_PATH_STRIDED;
+    if (contiguous) {
+        launch->path = aligned ? LAB_PATH_VECTORIZED : LAB_PATH_CONTIGUOUS;
+    } else {
+        launch->path =
+            inner_dimension_packs(launch, ops->count) ? LAB_PATH_STRIDED_VECTORIZED : LAB_PATH_STRIDED;
+    }
     return 0;
 }
 
 static int plan(lab_op_call *call) {
     lab_elementwise_call *c = call->description;
     if (c->operands.count - 1 != lab_op_inputs[c->op]) { /* a table bug, not a user error */
-        PyErr_Format(PyExc_SystemError, "%s(): op table expects %d inputs, got %d", call->func, lab_op_inputs[c->op],
-                     c->operands.count - 1);
+        PyErr_Format(PyExc_SystemError, "%s(): op table expects %d inputs, got %d", call->func,
+                     lab_op_inputs[c->op], c->operands.count - 1);
         return -1;
     }
     if (lab_plan_elementwise(&c->operands, lab_op_integers[c->op], call->func, &c->launch) < 0) return -1;
@@ -97,9 +103,11 @@ static int plan(lab_op_call *call) {
     /* Scalars take the compute type: integers for integer arithmetic, else any real number. */
     c->launch.scalars = (lab_scalars){{1.0, 1.0}, {1, 1}};
     for (int k = 0; k < 2; k++)
-        if (c->scalars[k].name && lab_scalar_for_dtype(&c->scalars[k], c->launch.compute, call->func,
-                                                       &c->launch.scalars.as_float[k], &c->launch.scalars.as_int[k]) < 0)
+        if (c->scalars[k].name &&
+            lab_scalar_for_dtype(&c->scalars[k], c->launch.compute, call->func,
+                                 &c->launch.scalars.as_float[k], &c->launch.scalars.as_int[k]) < 0) {
             return -1;
+        }
     return c->launch.path != LAB_PATH_EMPTY;
 }
 

@@ -33,7 +33,9 @@ static void raise_broadcast_error(const lab_operands *ops, const char *func) {
     }
     PyObject *separator = parts ? PyUnicode_FromString(", ") : NULL;
     PyObject *joined = separator ? PyUnicode_Join(separator, parts) : NULL;
-    if (joined) PyErr_Format(PyExc_ValueError, "%s(): the inputs cannot be broadcast together: %U", func, joined);
+    if (joined) {
+        PyErr_Format(PyExc_ValueError, "%s(): the inputs cannot be broadcast together: %U", func, joined);
+    }
     Py_XDECREF(joined);
     Py_XDECREF(separator);
     Py_XDECREF(parts);
@@ -79,11 +81,16 @@ output_mismatch:;
         for (int d = 0; d < a->ndim; d++)
             if (a->shape[d] != 1) inputs_shape[inputs_ndim - a->ndim + d] = a->shape[d];
     }
-    PyObject *out_shape = shape_tuple(out->shape, out->ndim), *bshape = shape_tuple(inputs_shape, inputs_ndim);
-    if (out_shape && bshape)
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has shape %R but the inputs broadcast to %R; the output "
-                     "must have %s (it is never broadcast itself)", func, ops->names[0], out_shape, bshape,
-                     reduced ? "the inputs' shape with size 1 in the reduced dimensions" : "the broadcast shape");
+    PyObject *out_shape = shape_tuple(out->shape, out->ndim),
+             *bshape = shape_tuple(inputs_shape, inputs_ndim);
+    if (out_shape && bshape) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): argument '%s' has shape %R but the inputs broadcast to %R; the output "
+                     "must have %s (it is never broadcast itself)",
+                     func, ops->names[0], out_shape, bshape,
+                     reduced ? "the inputs' shape with size 1 in the reduced dimensions"
+                             : "the broadcast shape");
+    }
     Py_XDECREF(out_shape);
     Py_XDECREF(bshape);
     return -1;
@@ -108,8 +115,10 @@ static int check_output_does_not_self_overlap(const lab_array *out, const char *
     for (int d = 0; d < out->ndim; d++) {
         if (out->shape[d] <= 1) continue;
         if (out->strides[d] == 0) {
-            PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has stride 0 in dimension %d (a broadcast view); the "
-                         "output must have one element per position", func, name, d);
+            PyErr_Format(PyExc_ValueError,
+                         "%s(): argument '%s' has stride 0 in dimension %d (a broadcast view); the "
+                         "output must have one element per position",
+                         func, name, d);
             return -1;
         }
         dims[n].size = out->shape[d];
@@ -120,8 +129,10 @@ static int check_output_does_not_self_overlap(const lab_array *out, const char *
     int64_t extent = 0; /* elements spanned by the dimensions so far, minus one */
     for (int i = 0; i < n; i++) {
         if (llabs(dims[i].stride) <= extent) {
-            PyErr_Format(PyExc_ValueError, "%s(): argument '%s' overlaps itself (its strides map several positions to "
-                         "one element); the output must not", func, name);
+            PyErr_Format(PyExc_ValueError,
+                         "%s(): argument '%s' overlaps itself (its strides map several positions to "
+                         "one element); the output must not",
+                         func, name);
             return -1;
         }
         extent += (dims[i].size - 1) * llabs(dims[i].stride);
@@ -135,8 +146,11 @@ static void byte_extent(const lab_array *a, uintptr_t *lo, uintptr_t *hi) {
     int64_t low = 0, high = 0;
     for (int d = 0; d < a->ndim; d++) {
         const int64_t span = (a->shape[d] - 1) * a->strides[d] * itemsize;
-        if (span < 0) low += span;
-        else high += span;
+        if (span < 0) {
+            low += span;
+        } else {
+            high += span;
+        }
     }
     *lo = (uintptr_t)a->data + low;
     *hi = (uintptr_t)a->data + high + itemsize;
@@ -155,16 +169,19 @@ static int is_same_view(const lab_array *in, const lab_array *out) {
     return 1;
 }
 
-int lab_check_no_partial_overlap(const lab_array *in, const char *in_name, const lab_array *out, const char *out_name,
-                                 const char *func) {
+int lab_check_no_partial_overlap(const lab_array *in, const char *in_name, const lab_array *out,
+                                 const char *out_name, const char *func) {
     if (in->numel == 0 || out->numel == 0) return 0;
     uintptr_t out_lo, out_hi, lo, hi;
     byte_extent(out, &out_lo, &out_hi);
     byte_extent(in, &lo, &hi);
     if (hi <= out_lo || lo >= out_hi || is_same_view(in, out)) return 0;
-    PyErr_Format(PyExc_ValueError, "%s(): argument '%s' overlaps '%s' in memory without being the same view of it; "
-                 "the result would depend on the order elements are written. Use the identical array for in-place, "
-                 "or copy the input first", func, in_name, out_name);
+    PyErr_Format(
+        PyExc_ValueError,
+        "%s(): argument '%s' overlaps '%s' in memory without being the same view of it; "
+        "the result would depend on the order elements are written. Use the identical array for in-place, "
+        "or copy the input first",
+        func, in_name, out_name);
     return -1;
 }
 
@@ -209,7 +226,9 @@ int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab
     if (it->numel == 0) return 0;
     if (check_output_does_not_self_overlap(out, ops->names[0], func) < 0) return -1;
     for (int i = 1; i < n; i++)
-        if (lab_check_no_partial_overlap(&ops->arrays[i], ops->names[i], out, ops->names[0], func) < 0) return -1;
+        if (lab_check_no_partial_overlap(&ops->arrays[i], ops->names[i], out, ops->names[0], func) < 0) {
+            return -1;
+        }
 
     /* Byte strides of every operand over the iteration shape (0 where an operand is broadcast, and
      * for the output along reduced dimensions), keeping only dimensions longer than 1. */
@@ -246,8 +265,9 @@ int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab
         if (merged > 0 && ((merged_reduced >> (merged - 1)) & 1) == is_reduced) {
             const int outer = merged - 1;
             int can_merge = 1;
-            for (int i = 0; i < n && can_merge; i++)
+            for (int i = 0; i < n && can_merge; i++) {
                 can_merge = it->byte_strides[i][outer] == it->byte_strides[i][d] * it->shape[d];
+            }
             if (can_merge) {
                 it->shape[outer] *= it->shape[d];
                 for (int i = 0; i < n; i++) it->byte_strides[i][outer] = it->byte_strides[i][d];

@@ -24,12 +24,12 @@ typedef struct {
  * order of lab_operands; 0 where an operand is broadcast, and for the output along reduced
  * dimensions), data pointers moved to the first element walked. */
 typedef struct {
-    int ndim;                 /* 0 when numel is 0 */
-    int64_t numel;            /* elements of the iteration space (the inputs' side, for reductions) */
+    int ndim;      /* 0 when numel is 0 */
+    int64_t numel; /* elements of the iteration space (the inputs' side, for reductions) */
     int64_t shape[LAB_MAX_DIMS];
     int64_t byte_strides[LAB_MAX_OPERANDS][LAB_MAX_DIMS];
     char *data[LAB_MAX_OPERANDS];
-    uint32_t reduced;         /* bit d: dimension d of this space is reduced (the output does not move) */
+    uint32_t reduced; /* bit d: dimension d of this space is reduced (the output does not move) */
 } lab_iteration;
 
 /* `reduced`: bit d set for each dimension d of the output that a reduction collapses; there the
@@ -39,7 +39,7 @@ int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab
 
 /* An input may be the very view the output is (in place) or disjoint from it; anything between
  * would make the result depend on the order elements are written. ValueError names both. */
-int lab_check_no_partial_overlap(const lab_array *in, const char *in_name, const lab_array *out, const char *out_name,
-                                 const char *func);
+int lab_check_no_partial_overlap(const lab_array *in, const char *in_name, const lab_array *out,
+                                 const char *out_name, const char *func);
 
 #endif

@@ -16,20 +16,24 @@ int lab_launch_scope_begin(lab_dispatch_state *state, lab_launch_scope *scope, c
         scope->current = scope->target; /* nothing to restore */
         return 0;
     }
-    if (scope->target != scope->current) lab_launch_scope_step(scope, "switching to the operands' device",
-                                                               cudaSetDevice(scope->target));
-    if (lab_launch_scope_ok(scope))
+    if (scope->target != scope->current) {
+        lab_launch_scope_step(scope, "switching to the operands' device", cudaSetDevice(scope->target));
+    }
+    if (lab_launch_scope_ok(scope)) {
         lab_launch_scope_step(scope, "ordering with the producers' streams",
                               lab_order_before_launch(state, &scope->streams, scope->target));
+    }
     return 0;
 }
 
 int lab_launch_scope_end(lab_dispatch_state *state, lab_launch_scope *scope, const char *func) {
-    if (lab_launch_scope_ok(scope))
+    if (lab_launch_scope_ok(scope)) {
         lab_launch_scope_step(scope, "ordering the producers' streams after the launch",
                               lab_order_after_launch(state, &scope->streams, scope->target));
-    if (scope->target != scope->current)
+    }
+    if (scope->target != scope->current) {
         lab_launch_scope_step(scope, "restoring the current device", cudaSetDevice(scope->current));
+    }
     if (!lab_launch_scope_ok(scope)) {
         lab_raise_cuda_error(state, scope->err, func, scope->step);
         return -1;

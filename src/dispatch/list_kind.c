@@ -8,7 +8,8 @@
 #include "dispatch/iterator.h"
 
 const lab_list_roles lab_list_op_roles[LAB_NUM_MT_OPS] = {
-#define LAB_LIST_OP(id, step, lists, reads, writes, state, elementwise) {lists, reads, writes, state, elementwise},
+#define LAB_LIST_OP(id, step, lists, reads, writes, state, elementwise)                                      \
+    {lists, reads, writes, state, elementwise},
 #include "kernels/list_ops.def"
 #undef LAB_LIST_OP
 };
@@ -29,7 +30,7 @@ struct lab_list_plan {
     lab_dtype *fast_dtypes;             /* (dtype, state dtype) per fast index */
     lab_elementwise_launch *slow_plans; /* per-tensor launches (foreach ops off the fast path) */
     staged_array *staged;
-    char **ptrs;                        /* [k * n + i]: the pointer the kernel uses (staged or not) */
+    char **ptrs; /* [k * n + i]: the pointer the kernel uses (staged or not) */
     int64_t *sizes;
     int *norm_index;
     char **group_ptrs[LAB_MAX_OPERANDS];
@@ -63,8 +64,10 @@ static int check_index(const lab_list_call *c, const lab_list_roles *roles, int 
         for (int d = 0; same_shape && d < a->ndim; d++) same_shape = a->shape[d] == first->shape[d];
         lab_indexed_name(name, sizeof name, c->names[k], i);
         if (!same_shape) {
-            PyErr_Format(PyExc_ValueError, "%s(): '%s' and '%s[%d]' differ in shape; each index must hold arrays of "
-                         "one shape", func, name, c->names[0], i);
+            PyErr_Format(PyExc_ValueError,
+                         "%s(): '%s' and '%s[%d]' differ in shape; each index must hold arrays of "
+                         "one shape",
+                         func, name, c->names[0], i);
             return -1;
         }
         if (((roles->writes >> k) & 1) && lab_check_writable(a, func, name) < 0) return -1;
@@ -75,7 +78,9 @@ static int check_index(const lab_list_call *c, const lab_list_roles *roles, int 
         for (int k = 0; k < roles->n_lists; k++) {
             if (k == w) continue;
             lab_indexed_name(other, sizeof other, c->names[k], i);
-            if (lab_check_no_partial_overlap(&c->lists[k][i], other, &c->lists[w][i], name, func) < 0) return -1;
+            if (lab_check_no_partial_overlap(&c->lists[k][i], other, &c->lists[w][i], name, func) < 0) {
+                return -1;
+            }
         }
     }
     return 0;
@@ -103,19 +108,25 @@ static int fits_fast_path(const lab_list_call *c, const lab_list_roles *roles, i
 }
 
 /* Norms and optimizer steps have no per-tensor fallback for dtypes, only for layouts. */
-static int check_multi_tensor_dtypes(const lab_list_call *c, const lab_list_roles *roles, int i, const char *func) {
+static int check_multi_tensor_dtypes(const lab_list_call *c, const lab_list_roles *roles, int i,
+                                     const char *func) {
     const lab_dtype param = c->lists[0][i].dtype;
     lab_dtype state = LAB_NUM_DTYPES;
     for (int k = 0; k < roles->n_lists; k++) {
         const lab_array *a = &c->lists[k][i];
         const int is_state = (roles->state >> k) & 1;
         int ok = is_mt_dtype(a->dtype);
-        if (!is_state) ok = ok && a->dtype == param;
-        else ok = ok && (a->dtype == param || a->dtype == LAB_FLOAT32) && (state == LAB_NUM_DTYPES || a->dtype == state);
+        if (!is_state) {
+            ok = ok && a->dtype == param;
+        } else {
+            ok = ok && (a->dtype == param || a->dtype == LAB_FLOAT32) &&
+                 (state == LAB_NUM_DTYPES || a->dtype == state);
+        }
         if (!ok) {
-            PyErr_Format(PyExc_TypeError, "%s(): '%s[%d]' has dtype %s; this op needs float16, bfloat16 or float32, one "
-                         "dtype for the arrays at an index, and state either of that dtype or float32", func,
-                         c->names[k], i, lab_dtype_names[a->dtype]);
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): '%s[%d]' has dtype %s; this op needs float16, bfloat16 or float32, one "
+                         "dtype for the arrays at an index, and state either of that dtype or float32",
+                         func, c->names[k], i, lab_dtype_names[a->dtype]);
             return -1;
         }
         if (is_state) state = a->dtype;
@@ -134,9 +145,12 @@ static int allocate_plan(lab_list_call *c, const lab_list_roles *roles) {
     p->sizes = PyMem_Malloc(sizeof(int64_t) * (n + 1));
     p->norm_index = PyMem_Malloc(sizeof(int) * (n + 1));
     int ok = p->fast && p->fast_dtypes && p->staged && p->ptrs && p->sizes && p->norm_index;
-    for (int k = 0; k < roles->n_lists; k++) ok = ok && (p->group_ptrs[k] = PyMem_Malloc(sizeof(char *) * (n + 1)));
-    if (roles->elementwise_op >= 0)
+    for (int k = 0; k < roles->n_lists; k++) {
+        ok = ok && (p->group_ptrs[k] = PyMem_Malloc(sizeof(char *) * (n + 1)));
+    }
+    if (roles->elementwise_op >= 0) {
         ok = ok && (p->slow_plans = PyMem_Malloc(sizeof(lab_elementwise_launch) * (n + 1)));
+    }
     return ok ? 0 : -1;
 }
 
@@ -167,7 +181,9 @@ static int plan(lab_op_call *call) {
                 ops.names[ops.count++] = c->names[k];
             }
             lab_elementwise_launch *slow = &p->slow_plans[p->n_slow++];
-            if (lab_plan_elementwise(&ops, lab_op_integers[roles->elementwise_op], call->func, slow) < 0) return -1;
+            if (lab_plan_elementwise(&ops, lab_op_integers[roles->elementwise_op], call->func, slow) < 0) {
+                return -1;
+            }
             slow->op = (lab_op)roles->elementwise_op;
             slow->scalars = c->scalars;
             continue;
@@ -214,7 +230,10 @@ static cudaError_t launch_fast(const lab_list_call *c, const lab_list_roles *rol
         const lab_dtype dtype = p->fast_dtypes[2 * g], state_dtype = p->fast_dtypes[2 * g + 1];
         int members = 0;
         for (int h = g; h < p->n_fast; h++) {
-            if (p->fast[h] < 0 || p->fast_dtypes[2 * h] != dtype || p->fast_dtypes[2 * h + 1] != state_dtype) continue;
+            if (p->fast[h] < 0 || p->fast_dtypes[2 * h] != dtype ||
+                p->fast_dtypes[2 * h + 1] != state_dtype) {
+                continue;
+            }
             const int i = p->fast[h];
             p->sizes[members] = c->lists[0][i].numel;
             p->norm_index[members] = i;
@@ -261,22 +280,30 @@ static void launch(lab_op_call *call, lab_launch_scope *scope) {
         staged_array *st = &p->staged[s];
         const char *step = "staging a non-contiguous array";
         const size_t bytes = (size_t)(st->original.numel * lab_dtype_itemsize[st->original.dtype]);
-        if (lab_launch_scope_step(scope, step, cudaMallocAsync((void **)&st->temporary.data, bytes, stream)))
+        if (lab_launch_scope_step(scope, step,
+                                  cudaMallocAsync((void **)&st->temporary.data, bytes, stream))) {
             lab_launch_scope_step(scope, step, copy_array(&st->temporary, &st->original, stream));
+        }
         p->ptrs[st->slot] = st->temporary.data;
     }
-    if (lab_launch_scope_ok(scope))
-        lab_launch_scope_step(scope, "multi-tensor launch", launch_fast(c, &lab_list_op_roles[c->op], stream));
-    if (lab_launch_scope_ok(scope) && c->norms && p->n_fast == 0) /* no non-empty tensor: every norm is 0 */
+    if (lab_launch_scope_ok(scope)) {
+        lab_launch_scope_step(scope, "multi-tensor launch",
+                              launch_fast(c, &lab_list_op_roles[c->op], stream));
+    }
+    if (lab_launch_scope_ok(scope) && c->norms && p->n_fast == 0) { /* no non-empty tensor: every norm is 0 */
         lab_launch_scope_step(scope, "zeroing the norms",
                               cudaMemsetAsync(c->norms->data, 0, sizeof(float) * (size_t)c->n, stream));
-    for (int s = 0; lab_launch_scope_ok(scope) && s < p->n_slow; s++)
+    }
+    for (int s = 0; lab_launch_scope_ok(scope) && s < p->n_slow; s++) {
         lab_launch_scope_step(scope, "kernel launch", lab_launch_elementwise(&p->slow_plans[s], stream));
+    }
     for (int s = 0; s < p->n_staged; s++) { /* stage out, and free every temporary made */
         staged_array *st = &p->staged[s];
         if (!st->temporary.data) continue;
-        if (lab_launch_scope_ok(scope) && st->written)
-            lab_launch_scope_step(scope, "copying a staged array back", copy_array(&st->original, &st->temporary, stream));
+        if (lab_launch_scope_ok(scope) && st->written) {
+            lab_launch_scope_step(scope, "copying a staged array back",
+                                  copy_array(&st->original, &st->temporary, stream));
+        }
         lab_launch_scope_step(scope, "freeing a staging buffer", cudaFreeAsync(st->temporary.data, stream));
     }
 }

@@ -32,8 +32,8 @@ typedef struct {
     int n;                /* arrays per list */
     lab_array *lists[LAB_MAX_OPERANDS];
     const char *names[LAB_MAX_OPERANDS];
-    lab_array *norms;     /* foreach_norm's output, else NULL */
-    lab_list_plan *plan;  /* made by the plan; lab_list_call_release frees it */
+    lab_array *norms;    /* foreach_norm's output, else NULL */
+    lab_list_plan *plan; /* made by the plan; lab_list_call_release frees it */
 } lab_list_call;
 
 extern const lab_op_kind lab_list_kind;

@@ -37,8 +37,9 @@ lab_array lab_contiguous_like(const lab_array *a) {
 
 int lab_check_writable(const lab_array *array, const char *func, const char *name) {
     if (!array->readonly) return 0;
-    PyErr_Format(PyExc_ValueError, "%s(): argument '%s' is read-only (its producer exported it with readonly=True)",
-                 func, name);
+    PyErr_Format(PyExc_ValueError,
+                 "%s(): argument '%s' is read-only (its producer exported it with readonly=True)", func,
+                 name);
     return -1;
 }
 

@@ -28,20 +28,20 @@ typedef struct {
 } lab_last_use;
 
 typedef struct {
-    char *data;                      /* first element (DLPack byte_offset already applied) */
+    char *data; /* first element (DLPack byte_offset already applied) */
     lab_dtype dtype;
     int ndim;
     int64_t shape[LAB_MAX_DIMS];
-    int64_t strides[LAB_MAX_DIMS];   /* in elements, always filled (C-contiguous when the producer said none) */
+    int64_t strides[LAB_MAX_DIMS]; /* in elements, always filled (C-contiguous when the producer said none) */
     int64_t numel;
     int readonly;
-    int device;                      /* CUDA ordinal, or -1 where the protocol does not say (CAI) */
+    int device; /* CUDA ordinal, or -1 where the protocol does not say (CAI) */
     lab_array_source source;
     const DLPackExchangeAPI *exchange_api; /* set for LAB_SOURCE_DLPACK_EXCHANGE: asked for the stream */
-    int has_stream;                  /* a stream is declared: CAI v3 'stream' (not None), a lab.Array's */
-    uintptr_t stream;                /* that stream: 0/1 legacy default, 2 per-thread default, else a handle */
-    PyObject *stream_owner;          /* LAB_SOURCE_LAB_ARRAY: the object keeping `stream` alive, or NULL */
-    lab_last_use *last_use;          /* LAB_SOURCE_LAB_ARRAY: the lab.Array's record (borrowed), else NULL */
+    int has_stream;         /* a stream is declared: CAI v3 'stream' (not None), a lab.Array's */
+    uintptr_t stream;       /* that stream: 0/1 legacy default, 2 per-thread default, else a handle */
+    PyObject *stream_owner; /* LAB_SOURCE_LAB_ARRAY: the object keeping `stream` alive, or NULL */
+    lab_last_use *last_use; /* LAB_SOURCE_LAB_ARRAY: the lab.Array's record (borrowed), else NULL */
 } lab_array;
 
 /* A Python number given as an op's scalar (alpha, a scale), read by the binding before the op's

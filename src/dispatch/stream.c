@@ -22,15 +22,19 @@ PyObject *lab_swap_thread_stream(PyObject *stream_obj, cudaStream_t handle) {
 }
 
 /* 0 and 1 both name the legacy default stream. */
-static cudaStream_t canonical(cudaStream_t stream) { return stream == cudaStreamLegacy ? (cudaStream_t)0 : stream; }
+static cudaStream_t canonical(cudaStream_t stream) {
+    return stream == cudaStreamLegacy ? (cudaStream_t)0 : stream;
+}
 
 /* The stream array `a` declares, if any: 1 and *stream set, 0 if none, -1 on a producer error. */
 static int declared_stream(const lab_array *a, cudaStream_t *stream) {
     if (a->source == LAB_SOURCE_DLPACK_EXCHANGE) {
         void *current = NULL;
         if (a->exchange_api->current_work_stream(kDLCUDA, a->device, &current) != 0) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError, "a producer's current_work_stream failed without saying why");
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "a producer's current_work_stream failed without saying why");
+            }
             return -1;
         }
         *stream = canonical((cudaStream_t)current);
@@ -43,17 +47,21 @@ static int declared_stream(const lab_array *a, cudaStream_t *stream) {
     return 0;
 }
 
-int lab_plan_streams(lab_dispatch_state *state, const lab_array *const *arrays, int n, const lab_stream_arg *given,
-                     lab_stream_plan *plan) {
+int lab_plan_streams(lab_dispatch_state *state, const lab_array *const *arrays, int n,
+                     const lab_stream_arg *given, lab_stream_plan *plan) {
     cudaStream_t declared[LAB_MAX_GROUPS];
     PyObject *declared_owner[LAB_MAX_GROUPS];
     int n_declared = 0;
-    const DLPackExchangeAPI *asked_api = NULL; /* all tensors of one producer share its current stream: ask once */
+    const DLPackExchangeAPI *asked_api =
+        NULL; /* all tensors of one producer share its current stream: ask once */
     int asked_device = -1;
     if (n > LAB_MAX_GROUPS) n = LAB_MAX_GROUPS;
     for (int i = 0; i < n; i++) {
         const lab_array *a = arrays[i];
-        if (a->source == LAB_SOURCE_DLPACK_EXCHANGE && a->exchange_api == asked_api && a->device == asked_device) continue;
+        if (a->source == LAB_SOURCE_DLPACK_EXCHANGE && a->exchange_api == asked_api &&
+            a->device == asked_device) {
+            continue;
+        }
         cudaStream_t stream;
         int found = declared_stream(a, &stream);
         if (found < 0) return -1;
@@ -103,7 +111,8 @@ static cudaError_t ordering_event(lab_dispatch_state *state, int device, cudaEve
 
 /* One event per device is enough: a wait binds to the record before it, so the event can be
  * recorded again as soon as the wait is queued. The GIL serialises the record/wait pairs. */
-cudaError_t lab_stream_wait_stream(lab_dispatch_state *state, cudaStream_t waiter, cudaStream_t waited, int device) {
+cudaError_t lab_stream_wait_stream(lab_dispatch_state *state, cudaStream_t waiter, cudaStream_t waited,
+                                   int device) {
     cudaEvent_t event;
     cudaError_t err = ordering_event(state, device, &event);
     if (err == cudaSuccess) err = cudaEventRecord(event, waited);
@@ -124,6 +133,8 @@ cudaError_t lab_order_after_launch(lab_dispatch_state *state, const lab_stream_p
     cudaEvent_t event;
     cudaError_t err = ordering_event(state, device, &event);
     if (err == cudaSuccess) err = cudaEventRecord(event, plan->launch);
-    for (int j = 0; err == cudaSuccess && j < plan->n_foreign; j++) err = cudaStreamWaitEvent(plan->foreign[j], event, 0);
+    for (int j = 0; err == cudaSuccess && j < plan->n_foreign; j++) {
+        err = cudaStreamWaitEvent(plan->foreign[j], event, 0);
+    }
     return err;
 }

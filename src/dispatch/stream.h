@@ -27,23 +27,23 @@ PyObject *lab_swap_thread_stream(PyObject *stream_obj, cudaStream_t handle);
 
 /* The `stream=` argument as read by the binding (binding/args.h). */
 typedef struct {
-    int given;          /* 0: not given, the policy decides */
+    int given; /* 0: not given, the policy decides */
     cudaStream_t handle;
-    PyObject *owner;    /* the object it came from (borrowed), kept alive by lab.Arrays that use it */
+    PyObject *owner; /* the object it came from (borrowed), kept alive by lab.Arrays that use it */
 } lab_stream_arg;
 
 typedef struct {
     cudaStream_t launch;
-    PyObject *launch_owner;                      /* object keeping `launch` alive, if known (borrowed) */
-    int n_foreign;                               /* other streams operands declared: ordered by events */
+    PyObject *launch_owner; /* object keeping `launch` alive, if known (borrowed) */
+    int n_foreign;          /* other streams operands declared: ordered by events */
     cudaStream_t foreign[LAB_MAX_GROUPS];
 } lab_stream_plan;
 
-/* Decides the launch stream for the representative arrays[0..n) of each operand (written ones first) and which producer streams
- * need ordering. May call a producer's current_work_stream; no CUDA call of lab's own.
+/* Decides the launch stream for the representative arrays[0..n) of each operand (written ones first) and
+ * which producer streams need ordering. May call a producer's current_work_stream; no CUDA call of lab's own.
  * Returns 0 or -1 (error set). */
-int lab_plan_streams(lab_dispatch_state *state, const lab_array *const *arrays, int n, const lab_stream_arg *given,
-                     lab_stream_plan *plan);
+int lab_plan_streams(lab_dispatch_state *state, const lab_array *const *arrays, int n,
+                     const lab_stream_arg *given, lab_stream_plan *plan);
 
 /* Event ordering on the current device (which must be `device`): before the launch, the launch
  * stream waits for each foreign stream; after it, each foreign stream waits for the launch stream. */
@@ -51,6 +51,7 @@ cudaError_t lab_order_before_launch(lab_dispatch_state *state, const lab_stream_
 cudaError_t lab_order_after_launch(lab_dispatch_state *state, const lab_stream_plan *plan, int device);
 
 /* `waiter` waits for the work queued on `waited` so far (through the device's ordering event). */
-cudaError_t lab_stream_wait_stream(lab_dispatch_state *state, cudaStream_t waiter, cudaStream_t waited, int device);
+cudaError_t lab_stream_wait_stream(lab_dispatch_state *state, cudaStream_t waiter, cudaStream_t waited,
+                                   int device);
 
 #endif

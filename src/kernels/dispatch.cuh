@@ -12,13 +12,16 @@
 
 namespace lab {
 
-template <typename T> struct TypeTag { using type = T; };
+template <typename T> struct TypeTag {
+    using type = T;
+};
 
 // fn(Op{}, integral_constant<int, n_inputs>, bool_constant<integers allowed>) for the op's row in ops.def.
 template <typename Fn> cudaError_t visit_op(lab_op op, Fn &&fn) {
     switch (op) {
-#define LAB_OP(id, functor, n_inputs, integers) \
-    case LAB_OP_##id: return fn(functor{}, std::integral_constant<int, n_inputs>{}, std::bool_constant<bool(integers)>{});
+#define LAB_OP(id, functor, n_inputs, integers)                                                              \
+    case LAB_OP_##id:                                                                                        \
+        return fn(functor{}, std::integral_constant<int, n_inputs>{}, std::bool_constant<bool(integers)>{});
 #include "ops.def"
 #undef LAB_OP
     default: return cudaErrorInvalidValue;
@@ -37,7 +40,7 @@ template <bool kIntegers, typename Fn> cudaError_t visit_integer_type(lab_dtype 
         default: break;
         }
     }
-    return cudaErrorInvalidValue;  // the plan validated dtypes first: this is a bug guard
+    return cudaErrorInvalidValue; // the plan validated dtypes first: this is a bug guard
 }
 
 // fn(TypeTag<T>{}) for the storage type T of dtype; integer dtypes only when kIntegers.
@@ -60,4 +63,4 @@ template <bool kIntegers, typename Fn> cudaError_t visit_compute_type(lab_dtype 
     }
 }
 
-}  // namespace lab
+} // namespace lab

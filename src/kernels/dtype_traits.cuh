@@ -2,18 +2,23 @@
 // in float32), conversions between storage and compute, and the 16-byte packed vector.
 #pragma once
 
+// No host headers, so NVRTC compiles it as nvcc does (user kernels may include it).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <stdint.h>
-#include <type_traits>
 
 namespace lab {
 
 // Storage type -> the type arithmetic is done in. Half types widen to float so a chain of
 // operations inside one functor rounds once, on the store, as PyTorch's half kernels do.
-template <typename T> struct ComputeTypeOf { using type = T; };
-template <> struct ComputeTypeOf<__half> { using type = float; };
-template <> struct ComputeTypeOf<__nv_bfloat16> { using type = float; };
+template <typename T> struct ComputeTypeOf {
+    using type = T;
+};
+template <> struct ComputeTypeOf<__half> {
+    using type = float;
+};
+template <> struct ComputeTypeOf<__nv_bfloat16> {
+    using type = float;
+};
 template <typename T> using compute_t = typename ComputeTypeOf<T>::type;
 
 template <typename T> __device__ __forceinline__ compute_t<T> load_as_compute(T v) { return v; }
@@ -21,7 +26,9 @@ template <> __device__ __forceinline__ float load_as_compute(__half v) { return 
 template <> __device__ __forceinline__ float load_as_compute(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 template <typename T> __device__ __forceinline__ T store_from_compute(compute_t<T> v) { return v; }
-template <> __device__ __forceinline__ __half store_from_compute<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __half store_from_compute<__half>(float v) {
+    return __float2half_rn(v);
+}
 template <> __device__ __forceinline__ __nv_bfloat16 store_from_compute<__nv_bfloat16>(float v) {
     return __float2bfloat16_rn(v);
 }
@@ -33,4 +40,4 @@ template <typename T> struct alignas(16) Packed16 {
     T v[kCount];
 };
 
-}  // namespace lab
+} // namespace lab

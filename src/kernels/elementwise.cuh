@@ -1,5 +1,6 @@
-// elementwise.cuh - what the three elementwise access paths share: block shape, how a functor is
-// applied, scalar parameters, and the per-path launchers that launch.cu chooses between.
+// elementwise.cuh - what the four elementwise access paths share (vectorized or contiguous, strided,
+// strided_vectorized, casting): block shape, how a functor is
+// applied, scalar parameters, and the per-path launchers that elementwise_launch.cu chooses between.
 #pragma once
 
 #include <type_traits>
@@ -10,8 +11,8 @@
 
 namespace lab {
 
-constexpr int kThreads = 128;  // threads per block
-constexpr int kUnroll = 4;     // elements (or 16-byte packets) per input per thread, loaded before use
+constexpr int kThreads = 128; // threads per block
+constexpr int kUnroll = 4;    // elements (or 16-byte packets) per input per thread, loaded before use
 
 template <typename C, typename Op, int kInputs>
 __device__ __forceinline__ C apply(const Op &op, const C (&v)[3], const OpParams<C> &params) {
@@ -38,4 +39,4 @@ cudaError_t launch_strided(const lab_elementwise_launch &launch, cudaStream_t st
 cudaError_t launch_strided_vectorized(const lab_elementwise_launch &launch, cudaStream_t stream);
 cudaError_t launch_casting(const lab_elementwise_launch &launch, cudaStream_t stream);
 
-}  // namespace lab
+} // namespace lab

@@ -32,12 +32,18 @@ template <typename C> __device__ __forceinline__ C load_converted(const char *p,
 template <typename C> __device__ __forceinline__ void store_converted(char *p, lab_dtype dtype, C v) {
     switch (dtype) {
     case LAB_FLOAT16:
-        if constexpr (std::is_same_v<C, double>) *reinterpret_cast<__half *>(p) = __double2half(v);
-        else *reinterpret_cast<__half *>(p) = __float2half_rn(static_cast<float>(v));
+        if constexpr (std::is_same_v<C, double>)
+            *reinterpret_cast<__half *>(p) = __double2half(v);
+        else {
+            *reinterpret_cast<__half *>(p) = __float2half_rn(static_cast<float>(v));
+        }
         break;
     case LAB_BFLOAT16:
-        if constexpr (std::is_same_v<C, double>) *reinterpret_cast<__nv_bfloat16 *>(p) = __double2bfloat16(v);
-        else *reinterpret_cast<__nv_bfloat16 *>(p) = __float2bfloat16_rn(static_cast<float>(v));
+        if constexpr (std::is_same_v<C, double>)
+            *reinterpret_cast<__nv_bfloat16 *>(p) = __double2bfloat16(v);
+        else {
+            *reinterpret_cast<__nv_bfloat16 *>(p) = __float2bfloat16_rn(static_cast<float>(v));
+        }
         break;
     case LAB_FLOAT32: *reinterpret_cast<float *>(p) = static_cast<float>(v); break;
     case LAB_FLOAT64: *reinterpret_cast<double *>(p) = static_cast<double>(v); break;
@@ -62,18 +68,19 @@ template <typename C, typename Op, int kInputs> struct CastingAccess {
         C v[3];
 #pragma unroll
         for (int k = 0; k < kInputs; ++k) v[k] = inputs[k];
-        store_converted<C>(operands.p[0] + offset, operands.dtypes[0], apply<C, Op, kInputs>(Op{}, v, params));
+        store_converted<C>(operands.p[0] + offset, operands.dtypes[0],
+                           apply<C, Op, kInputs>(Op{}, v, params));
     }
 };
 
 template <typename C, typename Op, int kInputs>
 __global__ void __launch_bounds__(kThreads)
-elementwise_casting(CastingOperands<kInputs + 1> operands, StridedLayout<kInputs + 1> layout, int64_t n,
-                    OpParams<C> params) {
+    elementwise_casting(CastingOperands<kInputs + 1> operands, StridedLayout<kInputs + 1> layout, int64_t n,
+                        OpParams<C> params) {
     strided_loop<kInputs>(CastingAccess<C, Op, kInputs>{operands, params}, layout, n);
 }
 
-}  // namespace
+} // namespace
 
 cudaError_t launch_casting(const lab_elementwise_launch &launch, cudaStream_t stream) {
     return visit_op(launch.op, [&](auto op, auto n_inputs, auto integers) {
@@ -85,11 +92,12 @@ cudaError_t launch_casting(const lab_elementwise_launch &launch, cudaStream_t st
                 operands.p[k] = launch.data[k];
                 operands.dtypes[k] = launch.dtypes[k];
             }
-            elementwise_casting<C, decltype(op), kOperands - 1><<<blocks_for(launch.numel), kThreads, 0, stream>>>(
-                operands, make_layout<kOperands>(launch), launch.numel, to_params<C>(launch.scalars));
+            elementwise_casting<C, decltype(op), kOperands - 1>
+                <<<blocks_for(launch.numel), kThreads, 0, stream>>>(
+                    operands, make_layout<kOperands>(launch), launch.numel, to_params<C>(launch.scalars));
             return cudaGetLastError();
         });
     });
 }
 
-}  // namespace lab
+} // namespace lab

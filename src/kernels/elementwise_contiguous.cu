@@ -2,7 +2,8 @@
 //
 //   vectorized: every pointer 16-byte aligned -> 16-byte packets (elementwise_vectorized.cuh);
 //   contiguous: some pointer misaligned (a view starting at an odd element) -> one element at a time.
-// The plan (src/plan.c) checked the alignment at run time; sizes never need to divide evenly.
+// The plan (dispatch/elementwise_kind.c) checked the alignment at run time; sizes never need to divide
+// evenly.
 #include "dispatch.cuh"
 #include "elementwise_vectorized.cuh"
 
@@ -11,7 +12,7 @@ namespace {
 
 template <typename T, typename Op, int kInputs>
 __global__ void __launch_bounds__(kThreads)
-elementwise_contiguous(T *out, InputPtrs<T> in, int64_t n, OpParams<compute_t<T>> params) {
+    elementwise_contiguous(T *out, InputPtrs<T> in, int64_t n, OpParams<compute_t<T>> params) {
     using C = compute_t<T>;
     const Op op;
     const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * kUnroll + threadIdx.x;
@@ -36,7 +37,7 @@ elementwise_contiguous(T *out, InputPtrs<T> in, int64_t n, OpParams<compute_t<T>
     }
 }
 
-}  // namespace
+} // namespace
 
 cudaError_t launch_contiguous(const lab_elementwise_launch &launch, cudaStream_t stream) {
     return visit_op(launch.op, [&](auto op, auto n_inputs, auto integers) {
@@ -51,12 +52,12 @@ cudaError_t launch_contiguous(const lab_elementwise_launch &launch, cudaStream_t
             if (launch.path == LAB_PATH_VECTORIZED) {
                 return launch_vectorized<T, Op, kInputs>(out, inputs, launch.numel, params, stream);
             } else {
-                elementwise_contiguous<T, Op, kInputs><<<blocks_for(launch.numel), kThreads, 0, stream>>>(
-                    out, inputs, launch.numel, params);
+                elementwise_contiguous<T, Op, kInputs>
+                    <<<blocks_for(launch.numel), kThreads, 0, stream>>>(out, inputs, launch.numel, params);
             }
             return cudaGetLastError();
         });
     });
 }
 
-}  // namespace lab
+} // namespace lab

@@ -20,18 +20,19 @@ template <typename T, typename Op, int kInputs> struct ElementAccess {
         C v[3];
 #pragma unroll
         for (int k = 0; k < kInputs; ++k) v[k] = inputs[k];
-        *reinterpret_cast<T *>(ptrs.p[0] + offset) = store_from_compute<T>(apply<C, Op, kInputs>(Op{}, v, params));
+        *reinterpret_cast<T *>(ptrs.p[0] + offset) =
+            store_from_compute<T>(apply<C, Op, kInputs>(Op{}, v, params));
     }
 };
 
 template <typename T, typename Op, int kInputs>
 __global__ void __launch_bounds__(kThreads)
-elementwise_strided(OperandPtrs<kInputs + 1> ptrs, StridedLayout<kInputs + 1> layout, int64_t n,
-                    OpParams<compute_t<T>> params) {
+    elementwise_strided(OperandPtrs<kInputs + 1> ptrs, StridedLayout<kInputs + 1> layout, int64_t n,
+                        OpParams<compute_t<T>> params) {
     strided_loop<kInputs>(ElementAccess<T, Op, kInputs>{ptrs, params}, layout, n);
 }
 
-}  // namespace
+} // namespace
 
 cudaError_t launch_strided(const lab_elementwise_launch &launch, cudaStream_t stream) {
     return visit_op(launch.op, [&](auto op, auto n_inputs, auto integers) {
@@ -40,11 +41,13 @@ cudaError_t launch_strided(const lab_elementwise_launch &launch, cudaStream_t st
             constexpr int kOperands = decltype(n_inputs)::value + 1;
             OperandPtrs<kOperands> ptrs{};
             for (int k = 0; k < kOperands; ++k) ptrs.p[k] = launch.data[k];
-            elementwise_strided<T, decltype(op), kOperands - 1><<<blocks_for(launch.numel), kThreads, 0, stream>>>(
-                ptrs, make_layout<kOperands>(launch), launch.numel, to_params<compute_t<T>>(launch.scalars));
+            elementwise_strided<T, decltype(op), kOperands - 1>
+                <<<blocks_for(launch.numel), kThreads, 0, stream>>>(ptrs, make_layout<kOperands>(launch),
+                                                                    launch.numel,
+                                                                    to_params<compute_t<T>>(launch.scalars));
             return cudaGetLastError();
         });
     });
 }
 
-}  // namespace lab
+} // namespace lab

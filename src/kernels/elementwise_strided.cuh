@@ -42,4 +42,4 @@ __device__ __forceinline__ void strided_loop(const Access &access, const Strided
     }
 }
 
-}  // namespace lab
+} // namespace lab

@@ -1,7 +1,7 @@
 // elementwise_strided_vectorized.cu - one dtype, strided over 16-byte packets: the innermost
 // dimension is contiguous for every operand, or broadcast (stride 0) for some inputs, so index
 // math is paid once per packet instead of once per element and loads and stores are 16 bytes wide.
-// This is the path of a bias row added to a matrix; plan.c decides when it applies.
+// This is the path of a bias row added to a matrix; dispatch/elementwise_kind.c decides when it applies.
 #include "dispatch.cuh"
 #include "elementwise_strided.cuh"
 
@@ -42,12 +42,13 @@ template <typename T, typename Op, int kInputs> struct PacketAccess {
 
 template <typename T, typename Op, int kInputs>
 __global__ void __launch_bounds__(kThreads)
-elementwise_strided_vectorized(OperandPtrs<kInputs + 1> ptrs, StridedLayout<kInputs + 1> layout, int64_t n_packets,
-                               unsigned int broadcast_inner, OpParams<compute_t<T>> params) {
+    elementwise_strided_vectorized(OperandPtrs<kInputs + 1> ptrs, StridedLayout<kInputs + 1> layout,
+                                   int64_t n_packets, unsigned int broadcast_inner,
+                                   OpParams<compute_t<T>> params) {
     strided_loop<kInputs>(PacketAccess<T, Op, kInputs>{ptrs, broadcast_inner, params}, layout, n_packets);
 }
 
-}  // namespace
+} // namespace
 
 cudaError_t launch_strided_vectorized(const lab_elementwise_launch &launch, cudaStream_t stream) {
     return visit_op(launch.op, [&](auto op, auto n_inputs, auto integers) {
@@ -65,15 +66,19 @@ cudaError_t launch_strided_vectorized(const lab_elementwise_launch &launch, cuda
             OperandPtrs<kOperands> ptrs{};
             for (int k = 0; k < kOperands; ++k) {
                 ptrs.p[k] = launch.data[k];
-                if (launch.byte_strides[k][inner] == 0) broadcast_inner |= 1u << k;
-                else packets.byte_strides[k][inner] = 16;
+                if (launch.byte_strides[k][inner] == 0) {
+                    broadcast_inner |= 1u << k;
+                } else {
+                    packets.byte_strides[k][inner] = 16;
+                }
             }
             elementwise_strided_vectorized<T, decltype(op), kOperands - 1>
-                <<<blocks_for(packets.numel), kThreads, 0, stream>>>(ptrs, make_layout<kOperands>(packets), packets.numel,
-                                                                     broadcast_inner, to_params<compute_t<T>>(launch.scalars));
+                <<<blocks_for(packets.numel), kThreads, 0, stream>>>(ptrs, make_layout<kOperands>(packets),
+                                                                     packets.numel, broadcast_inner,
+                                                                     to_params<compute_t<T>>(launch.scalars));
             return cudaGetLastError();
         });
     });
 }
 
-}  // namespace lab
+} // namespace lab

@@ -14,7 +14,8 @@ namespace lab {
 // kThreads: threads per block. kPackets: 16-byte packets per input per thread. kPairedConversions:
 // half types convert two lanes per instruction (half2 <-> float2) instead of one.
 // kStreamingStores: the output is stored with the evict-first hint (st.global.cs).
-template <int kThreadsPerBlock, int kPacketsPerThread, bool kPaired, bool kStreaming> struct VectorizedTuning {
+template <int kThreadsPerBlock, int kPacketsPerThread, bool kPaired, bool kStreaming>
+struct VectorizedTuning {
     static constexpr int kThreads = kThreadsPerBlock;
     static constexpr int kPackets = kPacketsPerThread;
     static constexpr bool kPairedConversions = kPaired;
@@ -32,8 +33,9 @@ template <int kThreadsPerBlock, int kPacketsPerThread, bool kPaired, bool kStrea
 // resident) by 15%, but only because the benchmark rewrites an output nobody reads: in a chain of
 // ops the next op reads it from L2, which evict-first would throw away. They stay off.
 template <typename T, typename Op>
-using VectorizedTuningFor = std::conditional_t<IsTranscendental<Op>::value && sizeof(T) == 2,
-                                               VectorizedTuning<128, 8, false, false>, VectorizedTuning<128, 2, false, false>>;
+using VectorizedTuningFor =
+    std::conditional_t<IsTranscendental<Op>::value && sizeof(T) == 2, VectorizedTuning<128, 8, false, false>,
+                       VectorizedTuning<128, 2, false, false>>;
 
 template <typename T> struct InputPtrs {
     const T *p[3];
@@ -41,7 +43,8 @@ template <typename T> struct InputPtrs {
 
 // A packet's lanes in the compute type, and back.
 template <bool kPaired, typename T>
-__device__ __forceinline__ void unpack(const Packed16<T> &packet, compute_t<T> (&lanes)[Packed16<T>::kCount]) {
+__device__ __forceinline__ void unpack(const Packed16<T> &packet,
+                                       compute_t<T> (&lanes)[Packed16<T>::kCount]) {
     if constexpr (kPaired && std::is_same_v<T, __half>) {
 #pragma unroll
         for (int i = 0; i < Packed16<T>::kCount; i += 2) {
@@ -80,7 +83,8 @@ __device__ __forceinline__ void pack(const compute_t<T> (&lanes)[Packed16<T>::kC
     }
 }
 
-template <bool kStreaming, typename T> __device__ __forceinline__ void store_packet(Packed16<T> *at, const Packed16<T> &packet) {
+template <bool kStreaming, typename T>
+__device__ __forceinline__ void store_packet(Packed16<T> *at, const Packed16<T> &packet) {
     if constexpr (kStreaming) {
         __stcs(reinterpret_cast<int4 *>(at), *reinterpret_cast<const int4 *>(&packet));
     } else {
@@ -90,7 +94,7 @@ template <bool kStreaming, typename T> __device__ __forceinline__ void store_pac
 
 template <typename T, typename Op, int kInputs, typename Tuning>
 __global__ void __launch_bounds__(Tuning::kThreads)
-elementwise_vectorized(T *out, InputPtrs<T> in, int64_t n, OpParams<compute_t<T>> params) {
+    elementwise_vectorized(T *out, InputPtrs<T> in, int64_t n, OpParams<compute_t<T>> params) {
     using C = compute_t<T>;
     using Packet = Packed16<T>;
     constexpr int kLanes = Packet::kCount;
@@ -129,7 +133,7 @@ elementwise_vectorized(T *out, InputPtrs<T> in, int64_t n, OpParams<compute_t<T>
         }
     }
 
-    const int64_t tail_start = n_packets * kLanes;  // fewer than 16 elements after the last packet
+    const int64_t tail_start = n_packets * kLanes; // fewer than 16 elements after the last packet
     if (blockIdx.x == 0 && tail_start + threadIdx.x < n) {
         const int64_t i = tail_start + threadIdx.x;
         C v[3];
@@ -145,8 +149,9 @@ cudaError_t launch_vectorized(T *out, const InputPtrs<T> &in, int64_t n, const O
     const int64_t per_block = static_cast<int64_t>(Tuning::kThreads) * Tuning::kPackets * Packed16<T>::kCount;
     const int64_t blocks = (n + per_block - 1) / per_block;
     elementwise_vectorized<T, Op, kInputs, Tuning>
-        <<<static_cast<unsigned int>(blocks < 1 ? 1 : blocks), Tuning::kThreads, 0, stream>>>(out, in, n, params);
+        <<<static_cast<unsigned int>(blocks < 1 ? 1 : blocks), Tuning::kThreads, 0, stream>>>(out, in, n,
+                                                                                              params);
     return cudaGetLastError();
 }
 
-}  // namespace lab
+} // namespace lab

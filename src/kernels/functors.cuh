@@ -6,16 +6,18 @@
 // instead of being undefined behaviour.
 #pragma once
 
-#include <math.h>
-#include <type_traits>
+// No host headers: NVRTC compiles this file too (user kernels may include it). The math functions
+// are CUDA's device built-ins; type traits come from libcu++ (cuda/std), which nvcc and NVRTC share.
+#include <cuda/std/type_traits>
 
 namespace lab {
 
 // An op marked kTranscendental spends many instructions per element (exp, erf, tanh); the
 // vectorized kernel gives such ops more elements per thread in half precision.
-template <typename Op, typename = void> struct IsTranscendental : std::false_type {};
-template <typename Op> struct IsTranscendental<Op, std::void_t<decltype(Op::kTranscendental)>>
-    : std::bool_constant<Op::kTranscendental> {};
+template <typename Op, typename = void> struct IsTranscendental : cuda::std::false_type {};
+template <typename Op>
+struct IsTranscendental<Op, cuda::std::void_t<decltype(Op::kTranscendental)>>
+    : cuda::std::bool_constant<Op::kTranscendental> {};
 
 template <typename C> struct OpParams {
     C alpha;
@@ -23,24 +25,24 @@ template <typename C> struct OpParams {
 };
 
 template <typename C> __device__ __forceinline__ C wrapping_add(C a, C b) {
-    if constexpr (std::is_integral_v<C>) {
-        using U = std::make_unsigned_t<C>;
+    if constexpr (cuda::std::is_integral_v<C>) {
+        using U = cuda::std::make_unsigned_t<C>;
         return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
     } else {
         return a + b;
     }
 }
 template <typename C> __device__ __forceinline__ C wrapping_sub(C a, C b) {
-    if constexpr (std::is_integral_v<C>) {
-        using U = std::make_unsigned_t<C>;
+    if constexpr (cuda::std::is_integral_v<C>) {
+        using U = cuda::std::make_unsigned_t<C>;
         return static_cast<C>(static_cast<U>(a) - static_cast<U>(b));
     } else {
         return a - b;
     }
 }
 template <typename C> __device__ __forceinline__ C wrapping_mul(C a, C b) {
-    if constexpr (std::is_integral_v<C>) {
-        using U = std::make_unsigned_t<C>;
+    if constexpr (cuda::std::is_integral_v<C>) {
+        using U = cuda::std::make_unsigned_t<C>;
         return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
     } else {
         return a * b;
@@ -48,8 +50,11 @@ template <typename C> __device__ __forceinline__ C wrapping_mul(C a, C b) {
 }
 
 template <typename C> __device__ __forceinline__ bool is_nan(C v) {
-    if constexpr (std::is_floating_point_v<C>) return v != v;
-    else return false;
+    if constexpr (cuda::std::is_floating_point_v<C>)
+        return v != v;
+    else {
+        return false;
+    }
 }
 
 // Single and double precision math by overload, so one functor body serves both.
@@ -60,18 +65,24 @@ __device__ __forceinline__ double math_sqrt(double v) { return sqrt(v); }
 __device__ __forceinline__ float math_erf(float v) { return erff(v); }
 __device__ __forceinline__ double math_erf(double v) { return erf(v); }
 __device__ __forceinline__ float math_tanh(float v) { return tanhf(v); }
+__device__ __forceinline__ float math_fabs(float v) { return fabsf(v); }
+__device__ __forceinline__ double math_fabs(double v) { return fabs(v); }
 __device__ __forceinline__ double math_tanh(double v) { return tanh(v); }
 
-struct AddOp {  // out = a + alpha * b
+struct AddOp { // out = a + alpha * b
     template <typename C> __device__ C operator()(C a, C b, C, const OpParams<C> &p) const {
         return wrapping_add(a, wrapping_mul(p.alpha, b));
     }
 };
 struct SubOp {
-    template <typename C> __device__ C operator()(C a, C b, C, const OpParams<C> &) const { return wrapping_sub(a, b); }
+    template <typename C> __device__ C operator()(C a, C b, C, const OpParams<C> &) const {
+        return wrapping_sub(a, b);
+    }
 };
 struct MulOp {
-    template <typename C> __device__ C operator()(C a, C b, C, const OpParams<C> &) const { return wrapping_mul(a, b); }
+    template <typename C> __device__ C operator()(C a, C b, C, const OpParams<C> &) const {
+        return wrapping_mul(a, b);
+    }
 };
 struct DivOp {
     template <typename C> __device__ C operator()(C a, C b, C, const OpParams<C> &) const { return a / b; }
@@ -89,13 +100,17 @@ struct MinimumOp {
         return a < b ? a : b;
     }
 };
-struct FusedAddMulOp {  // out = (a + b) * s, s an array
-    template <typename C> __device__ C operator()(C a, C b, C s, const OpParams<C> &) const { return (a + b) * s; }
+struct FusedAddMulOp { // out = (a + b) * s, s an array
+    template <typename C> __device__ C operator()(C a, C b, C s, const OpParams<C> &) const {
+        return (a + b) * s;
+    }
 };
-struct FusedAddMulScalarOp {  // out = (a + b) * alpha, the scale a Python number
-    template <typename C> __device__ C operator()(C a, C b, C, const OpParams<C> &p) const { return (a + b) * p.alpha; }
+struct FusedAddMulScalarOp { // out = (a + b) * alpha, the scale a Python number
+    template <typename C> __device__ C operator()(C a, C b, C, const OpParams<C> &p) const {
+        return (a + b) * p.alpha;
+    }
 };
-struct AxpbyOp {  // out = alpha * x + beta * y
+struct AxpbyOp { // out = alpha * x + beta * y
     template <typename C> __device__ C operator()(C x, C y, C, const OpParams<C> &p) const {
         return p.alpha * x + p.beta * y;
     }
@@ -107,59 +122,76 @@ struct AddReluOp {
     }
 };
 struct NegOp {
-    template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const { return wrapping_sub(C(0), a); }
+    template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
+        return wrapping_sub(C(0), a);
+    }
 };
 struct AbsOp {
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
-        if constexpr (std::is_unsigned_v<C>) return a;
-        else if constexpr (std::is_integral_v<C>) return a < C(0) ? wrapping_sub(C(0), a) : a;
-        else return fabs(a);
+        if constexpr (cuda::std::is_unsigned_v<C>)
+            return a;
+        else if constexpr (cuda::std::is_integral_v<C>)
+            return a < C(0) ? wrapping_sub(C(0), a) : a;
+        else {
+            return math_fabs(a);
+        }
     }
 };
 struct SqrtOp {
-    template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const { return math_sqrt(a); }
+    template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
+        return math_sqrt(a);
+    }
 };
 struct ExpOp {
-    static constexpr bool kTranscendental = true;  // many instructions per element: see elementwise_vectorized.cuh
-    template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const { return math_exp(a); }
+    static constexpr bool kTranscendental =
+        true; // many instructions per element: see elementwise_vectorized.cuh
+    template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
+        return math_exp(a);
+    }
 };
-struct ReluOp {  // NaN stays NaN, as in torch.relu
+struct ReluOp { // NaN stays NaN, as in torch.relu
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
         return (a > C(0) || is_nan(a)) ? a : C(0);
     }
 };
 struct SigmoidOp {
-    static constexpr bool kTranscendental = true;  // many instructions per element: see elementwise_vectorized.cuh
+    static constexpr bool kTranscendental =
+        true; // many instructions per element: see elementwise_vectorized.cuh
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
         return C(1) / (C(1) + math_exp(-a));
     }
 };
 struct SiluOp {
-    static constexpr bool kTranscendental = true;  // many instructions per element: see elementwise_vectorized.cuh
+    static constexpr bool kTranscendental =
+        true; // many instructions per element: see elementwise_vectorized.cuh
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
         return a / (C(1) + math_exp(-a));
     }
 };
-struct GeluOp {  // exact: x * Phi(x)
-    static constexpr bool kTranscendental = true;  // many instructions per element: see elementwise_vectorized.cuh
+struct GeluOp { // exact: x * Phi(x)
+    static constexpr bool kTranscendental =
+        true; // many instructions per element: see elementwise_vectorized.cuh
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
         const C inv_sqrt2 = C(0.70710678118654752440);
         return C(0.5) * a * (C(1) + math_erf(a * inv_sqrt2));
     }
 };
-struct GeluTanhOp {  // the tanh approximation, gelu(approximate="tanh")
-    static constexpr bool kTranscendental = true;  // many instructions per element: see elementwise_vectorized.cuh
+struct GeluTanhOp { // the tanh approximation, gelu(approximate="tanh")
+    static constexpr bool kTranscendental =
+        true; // many instructions per element: see elementwise_vectorized.cuh
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
         const C sqrt_2_over_pi = C(0.79788456080286535588);
         const C inner = sqrt_2_over_pi * (a + C(0.044715) * a * a * a);
         return C(0.5) * a * (C(1) + math_tanh(inner));
     }
 };
-struct ScaleOp {  // out = alpha * x (foreach_scale's per-tensor path)
-    template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &p) const { return wrapping_mul(p.alpha, a); }
+struct ScaleOp { // out = alpha * x (foreach_scale's per-tensor path)
+    template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &p) const {
+        return wrapping_mul(p.alpha, a);
+    }
 };
 struct CopyOp {
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const { return a; }
 };
 
-}  // namespace lab
+} // namespace lab

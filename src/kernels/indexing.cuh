@@ -30,10 +30,10 @@ struct FastDivmod {
 
 template <int kOperands> struct StridedLayout {
     int ndim;
-    bool index32;  // numel < 2^31: use FastDivmod
+    bool index32; // numel < 2^31: use FastDivmod
     int64_t sizes[LAB_MAX_DIMS];
     FastDivmod divisors[LAB_MAX_DIMS];
-    int64_t strides[kOperands][LAB_MAX_DIMS];  // bytes
+    int64_t strides[kOperands][LAB_MAX_DIMS]; // bytes
 };
 
 // From the plan (outermost first) to the kernel's layout (innermost first).
@@ -60,7 +60,7 @@ __device__ __forceinline__ void byte_offsets(const StridedLayout<kOperands> &lay
         // Not unrolled: an unrolled 8-deep loop per element per unroll step made each kernel take
         // ~10x longer to compile, for no measurable gain on the 1-3 dimensions left after merging.
         for (int d = 0; d < layout.ndim; ++d) {
-            if (d == layout.ndim - 1) {  // the outermost dimension needs no division
+            if (d == layout.ndim - 1) { // the outermost dimension needs no division
 #pragma unroll
                 for (int k = 0; k < kOperands; ++k) offsets[k] += int64_t(rest) * layout.strides[k][d];
                 break;
@@ -82,4 +82,4 @@ __device__ __forceinline__ void byte_offsets(const StridedLayout<kOperands> &lay
     }
 }
 
-}  // namespace lab
+} // namespace lab

@@ -6,8 +6,8 @@
 #ifndef LAB_KERNELS_LAUNCH_H
 #define LAB_KERNELS_LAUNCH_H
 
-#include <stdint.h>
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,13 +48,13 @@ typedef struct {
 
 /* How the kernels walk memory; the plan (dispatch/elementwise_kind.c) picks one per call. */
 typedef enum {
-    LAB_PATH_EMPTY = 0,  /* no elements: nothing is launched */
-    LAB_PATH_VECTORIZED, /* one dtype, contiguous, every pointer 16-byte aligned: 16-byte packets */
-    LAB_PATH_CONTIGUOUS, /* one dtype, contiguous, some pointer misaligned: one element at a time */
-    LAB_PATH_STRIDED,    /* one dtype, any strides (broadcast inputs have stride 0) */
+    LAB_PATH_EMPTY = 0,          /* no elements: nothing is launched */
+    LAB_PATH_VECTORIZED,         /* one dtype, contiguous, every pointer 16-byte aligned: 16-byte packets */
+    LAB_PATH_CONTIGUOUS,         /* one dtype, contiguous, some pointer misaligned: one element at a time */
+    LAB_PATH_STRIDED,            /* one dtype, any strides (broadcast inputs have stride 0) */
     LAB_PATH_STRIDED_VECTORIZED, /* one dtype, the innermost dimension contiguous (or broadcast) for
                                     every operand and 16-byte aligned: strided over 16-byte packets */
-    LAB_PATH_CASTING,    /* mixed dtypes: each operand converted on load / on store, any strides */
+    LAB_PATH_CASTING,            /* mixed dtypes: each operand converted on load / on store, any strides */
 } lab_path;
 
 /* One elementwise launch, fully decided on the host. Operand 0 is the output, 1..n_inputs the
@@ -65,7 +65,7 @@ typedef struct {
     lab_path path;
     int n_inputs;
     lab_dtype dtypes[LAB_MAX_OPERANDS];
-    lab_dtype compute;                 /* CASTING: the type arithmetic is done in (never a half type) */
+    lab_dtype compute; /* CASTING: the type arithmetic is done in (never a half type) */
     char *data[LAB_MAX_OPERANDS];
     int ndim;
     int64_t numel;

@@ -48,11 +48,15 @@ struct AdamStep {
     __device__ void operator()(float (&r)[4], const lab_mt_params &p) const {
         float param = r[0], grad = r[1];
         if (p.weight_decay != 0.f) {
-            if (p.decoupled_weight_decay) param *= 1.f - p.lr * p.weight_decay;
-            else grad += p.weight_decay * param;
+            if (p.decoupled_weight_decay) {
+                param *= 1.f - p.lr * p.weight_decay;
+            } else {
+                grad += p.weight_decay * param;
+            }
         }
         const float weight = 1.f - p.beta1;
-        const float exp_avg = weight < 0.5f ? r[2] + weight * (grad - r[2]) : grad - (grad - r[2]) * (1.f - weight);
+        const float exp_avg =
+            weight < 0.5f ? r[2] + weight * (grad - r[2]) : grad - (grad - r[2]) * (1.f - weight);
         const float exp_avg_sq = p.beta2 * r[3] + (1.f - p.beta2) * grad * grad;
         const float denom = sqrtf(exp_avg_sq) / p.bias_correction2_sqrt + p.eps;
         r[0] = param - p.step_size * exp_avg / denom;
@@ -68,7 +72,8 @@ struct AdamStep {
 template <typename Step, typename = void> struct IsListStep : std::false_type {};
 template <typename Step> struct IsListStep<Step, std::void_t<decltype(Step::kListStep)>> : std::true_type {};
 template <typename Step, typename = void> struct IsReduction : std::false_type {};
-template <typename Step> struct IsReduction<Step, std::void_t<decltype(Step::kReduction)>> : std::true_type {};
+template <typename Step>
+struct IsReduction<Step, std::void_t<decltype(Step::kReduction)>> : std::true_type {};
 
 template <typename Step, int kListsV, int kReadsV, int kWritesV, int kStateV> struct ListOp {
     using StepType = Step;
@@ -83,4 +88,4 @@ template <typename Step, int kListsV, int kReadsV, int kWritesV, int kStateV> st
     }
 };
 
-}  // namespace lab
+} // namespace lab

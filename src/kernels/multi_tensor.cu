@@ -17,9 +17,9 @@
 namespace lab {
 namespace {
 
-constexpr int kChunk = 65536;      // elements per block
+constexpr int kChunk = 65536; // elements per block
 constexpr int kMtThreads = 512;
-constexpr int kIlp = 4;            // misaligned tensors: elements per thread per step, loaded before use
+constexpr int kIlp = 4; // misaligned tensors: elements per thread per step, loaded before use
 
 template <int kMaxTensors, int kMaxBlocks> struct ChunkTable {
     char *ptrs[LAB_MAX_OPERANDS][kMaxTensors];
@@ -28,8 +28,8 @@ template <int kMaxTensors, int kMaxBlocks> struct ChunkTable {
     uint16_t block_tensor[kMaxBlocks];
     int32_t block_chunk[kMaxBlocks];
 };
-using SmallTable = ChunkTable<24, 160>;    // fits the classic 4 KB of kernel parameters
-using LargeTable = ChunkTable<256, 2048>;  // fits 32 KB
+using SmallTable = ChunkTable<24, 160>;   // fits the classic 4 KB of kernel parameters
+using LargeTable = ChunkTable<256, 2048>; // fits 32 KB
 static_assert(sizeof(SmallTable) + sizeof(lab_mt_params) + 64 < 4096, "4 KB parameter limit");
 static_assert(sizeof(LargeTable) + sizeof(lab_mt_params) + 64 < 32764, "32 KB parameter limit");
 
@@ -41,8 +41,11 @@ __device__ __forceinline__ float load_element(const char *list, int k, int i) {
 }
 template <typename Op, typename P, typename S>
 __device__ __forceinline__ void store_element(char *list, int k, int i, float v) {
-    if ((Op::kState >> k) & 1) reinterpret_cast<S *>(list)[i] = store_from_compute<S>(v);
-    else reinterpret_cast<P *>(list)[i] = store_from_compute<P>(v);
+    if ((Op::kState >> k) & 1) {
+        reinterpret_cast<S *>(list)[i] = store_from_compute<S>(v);
+    } else {
+        reinterpret_cast<P *>(list)[i] = store_from_compute<P>(v);
+    }
 }
 
 // kVec consecutive elements moved by one instruction: 16 bytes of the parameter dtype (a state
@@ -112,7 +115,9 @@ __global__ void __launch_bounds__(kMtThreads) multi_tensor_kernel(Table table, l
                 const int v = first + u * kMtThreads;
 #pragma unroll
                 for (int k = 0; k < Op::kLists; ++k)
-                    if (((Op::kReads >> k) & 1) && v < n_vectors) load_vector<Op, P, S, kVec>(list[k], k, v, r[u]);
+                    if (((Op::kReads >> k) & 1) && v < n_vectors) {
+                        load_vector<Op, P, S, kVec>(list[k], k, v, r[u]);
+                    }
             }
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) {
@@ -192,7 +197,7 @@ cudaError_t launch_tables(const lab_multi_tensor_launch &launch, cudaStream_t st
         if (n == 0) continue;
         const int64_t chunks = (n + kChunk - 1) / kChunk;
         for (int64_t c = 0; c < chunks; ++c) {
-            if (c == 0 || blocks == 0) {  // (re)enter tensor i into the table
+            if (c == 0 || blocks == 0) { // (re)enter tensor i into the table
                 if (tensors == kMaxTensors || blocks == kMaxBlocks) {
                     cudaError_t err = flush();
                     if (err != cudaSuccess) return err;
@@ -229,11 +234,14 @@ template <typename Fn> cudaError_t visit_mt_type(lab_dtype dtype, Fn &&fn) {
     }
 }
 
-template <typename Op> cudaError_t launch_with_types(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
+template <typename Op>
+cudaError_t launch_with_types(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
     return visit_mt_type(launch.dtype, [&](auto tag) {
         using P = typename decltype(tag)::type;
         if constexpr (Op::kState != 0) {
-            if (launch.state_dtype == LAB_FLOAT32 && !std::is_same_v<P, float>) return launch_op<Op, P, float>(launch, stream);
+            if (launch.state_dtype == LAB_FLOAT32 && !std::is_same_v<P, float>) {
+                return launch_op<Op, P, float>(launch, stream);
+            }
         }
         if (launch.state_dtype != launch.dtype) return cudaErrorInvalidValue;
         return launch_op<Op, P, P>(launch, stream);
@@ -252,18 +260,22 @@ cudaError_t launch_norms(const lab_multi_tensor_launch &launch, cudaStream_t str
     return cudaGetLastError();
 }
 
-template <typename Op> cudaError_t launch_list_op(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
-    if constexpr (IsReduction<typename Op::StepType>::value) return launch_norms(launch, stream);
-    else return launch_with_types<Op>(launch, stream);
+template <typename Op>
+cudaError_t launch_list_op(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
+    if constexpr (IsReduction<typename Op::StepType>::value)
+        return launch_norms(launch, stream);
+    else {
+        return launch_with_types<Op>(launch, stream);
+    }
 }
 
-}  // namespace
-}  // namespace lab
+} // namespace
+} // namespace lab
 
 extern "C" cudaError_t lab_launch_multi_tensor(const lab_multi_tensor_launch *launch, cudaStream_t stream) {
     using namespace lab;
     switch (launch->op) {
-#define LAB_LIST_OP(id, step, lists, reads, writes, state, elementwise) \
+#define LAB_LIST_OP(id, step, lists, reads, writes, state, elementwise)                                      \
     case LAB_MT_##id: return launch_list_op<ListOp<step, lists, reads, writes, state>>(*launch, stream);
 #include "list_ops.def"
 #undef LAB_LIST_OP

@@ -42,4 +42,4 @@ __device__ __forceinline__ T block_reduce(T v, Combine combine, T identity) {
     return out;
 }
 
-}  // namespace lab
+} // namespace lab

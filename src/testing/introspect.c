@@ -32,13 +32,15 @@ static PyObject *py_array_info(PyObject *module, PyObject *obj) {
     PyObject *strides = int64_tuple(array.strides, array.ndim);
     PyObject *stream = array.has_stream ? PyLong_FromSize_t((size_t)array.stream) : Py_NewRef(Py_None);
     PyObject *info = NULL;
-    if (shape && strides && stream)
-        info = Py_BuildValue("{s:s, s:s, s:O, s:O, s:L, s:K, s:O, s:i, s:O, s:O}", "source",
-                             array.source == LAB_SOURCE_CAI ? "cuda_array_interface" : "dlpack_exchange", "dtype",
-                             lab_dtype_names[array.dtype], "shape", shape, "strides", strides, "numel",
-                             (long long)array.numel, "data", (unsigned long long)(uintptr_t)array.data, "readonly",
-                             array.readonly ? Py_True : Py_False, "device", array.device, "stream", stream,
-                             "contiguous", lab_array_is_contiguous(&array) ? Py_True : Py_False);
+    if (shape && strides && stream) {
+        info =
+            Py_BuildValue("{s:s, s:s, s:O, s:O, s:L, s:K, s:O, s:i, s:O, s:O}", "source",
+                          array.source == LAB_SOURCE_CAI ? "cuda_array_interface" : "dlpack_exchange",
+                          "dtype", lab_dtype_names[array.dtype], "shape", shape, "strides", strides, "numel",
+                          (long long)array.numel, "data", (unsigned long long)(uintptr_t)array.data,
+                          "readonly", array.readonly ? Py_True : Py_False, "device", array.device, "stream",
+                          stream, "contiguous", lab_array_is_contiguous(&array) ? Py_True : Py_False);
+    }
     Py_XDECREF(shape);
     Py_XDECREF(strides);
     Py_XDECREF(stream);
@@ -49,15 +51,18 @@ static PyObject *py_array_info(PyObject *module, PyObject *obj) {
 static int read_operands(PyObject *module, PyObject *args, const char *func, lab_operands *ops) {
     const Py_ssize_t n = PyTuple_GET_SIZE(args);
     if (n < 2 || n > LAB_MAX_OPERANDS) {
-        PyErr_Format(PyExc_TypeError, "%s(out, *inputs) takes an output and 1 to %d inputs", func, LAB_MAX_OPERANDS - 1);
+        PyErr_Format(PyExc_TypeError, "%s(out, *inputs) takes an output and 1 to %d inputs", func,
+                     LAB_MAX_OPERANDS - 1);
         return -1;
     }
     static const char *const names[LAB_MAX_OPERANDS] = {"out", "in0", "in1", "in2"};
     ops->count = (int)n;
     for (int i = 0; i < ops->count; i++) {
         ops->names[i] = names[i];
-        if (lab_read_array(lab_get_state(module), PyTuple_GET_ITEM(args, i), func, names[i], &ops->arrays[i]) < 0)
+        if (lab_read_array(lab_get_state(module), PyTuple_GET_ITEM(args, i), func, names[i],
+                           &ops->arrays[i]) < 0) {
             return -1;
+        }
     }
     return 0;
 }
@@ -80,8 +85,10 @@ static PyObject *space_dict(int ndim, const int64_t *shape, const int64_t (*byte
         PyTuple_SET_ITEM(strides, i, s);
         PyTuple_SET_ITEM(pointers, i, d);
     }
-    if (shape_t && strides && pointers)
-        result = Py_BuildValue("{s:O, s:O, s:O}", "shape", shape_t, "byte_strides", strides, "data", pointers);
+    if (shape_t && strides && pointers) {
+        result =
+            Py_BuildValue("{s:O, s:O, s:O}", "shape", shape_t, "byte_strides", strides, "data", pointers);
+    }
     Py_XDECREF(shape_t);
     Py_XDECREF(strides);
     Py_XDECREF(pointers);
@@ -122,14 +129,17 @@ static PyObject *py_iterate(PyObject *module, PyObject *args, PyObject *kwargs) 
     PyObject *reduced_dims = NULL;
     PyObject *empty = PyTuple_New(0);
     if (!empty) return NULL;
-    int ok = PyArg_ParseTupleAndKeywords(empty, kwargs, "|O!:_iterate", keywords, &PyTuple_Type, &reduced_dims);
+    int ok =
+        PyArg_ParseTupleAndKeywords(empty, kwargs, "|O!:_iterate", keywords, &PyTuple_Type, &reduced_dims);
     Py_DECREF(empty);
     if (!ok) return NULL;
     uint32_t reduced = 0;
     for (Py_ssize_t i = 0; reduced_dims && i < PyTuple_GET_SIZE(reduced_dims); i++) {
         const long d = PyLong_AsLong(PyTuple_GET_ITEM(reduced_dims, i));
         if (d == -1 && PyErr_Occurred()) return NULL;
-        if (d < 0 || d >= LAB_MAX_DIMS) return PyErr_Format(PyExc_ValueError, "_iterate(): reduced dimension %ld", d);
+        if (d < 0 || d >= LAB_MAX_DIMS) {
+            return PyErr_Format(PyExc_ValueError, "_iterate(): reduced dimension %ld", d);
+        }
         reduced |= 1u << d;
     }
     lab_operands ops;
@@ -137,7 +147,9 @@ static PyObject *py_iterate(PyObject *module, PyObject *args, PyObject *kwargs) 
     lab_iteration it;
     if (lab_iterate(&ops, reduced, "_iterate", &it) < 0) return NULL;
     PyObject *flags = PyTuple_New(it.ndim);
-    for (int d = 0; flags && d < it.ndim; d++) PyTuple_SET_ITEM(flags, d, PyBool_FromLong((it.reduced >> d) & 1));
+    for (int d = 0; flags && d < it.ndim; d++) {
+        PyTuple_SET_ITEM(flags, d, PyBool_FromLong((it.reduced >> d) & 1));
+    }
     if (!flags) return NULL;
     PyObject *result = space_dict(it.ndim, it.shape, it.byte_strides, it.data, ops.count);
     result = with_items(result, "{s:O, s:L}", "reduced", flags, "numel", (long long)it.numel);
@@ -148,13 +160,17 @@ static PyObject *py_iterate(PyObject *module, PyObject *args, PyObject *kwargs) 
 PyMethodDef lab_introspect_methods[] = {
     {"_plan", (PyCFunction)(void (*)(void))py_plan, METH_VARARGS | METH_KEYWORDS,
      "_plan(out, *inputs, integers=True)\n--\n\nPrivate: the launch plan lab makes for these operands (path, "
-     "compute_dtype, merged shape, byte_strides per operand, data pointers after flipping, numel). No CUDA call."},
+     "compute_dtype, merged shape, byte_strides per operand, data pointers after flipping, numel). No CUDA "
+     "call."},
     {"_iterate", (PyCFunction)(void (*)(void))py_iterate, METH_VARARGS | METH_KEYWORDS,
-     "_iterate(out, *inputs, reduced=())\n--\n\nPrivate: the iteration space dispatch/iterator.c makes for these "
+     "_iterate(out, *inputs, reduced=())\n--\n\nPrivate: the iteration space dispatch/iterator.c makes for "
+     "these "
      "operands, with `reduced` the output's dimensions a reduction collapses (size 1 in out): merged shape, "
      "byte_strides per operand, data pointers, which dimensions are reduced, numel. No CUDA call."},
     {"_array_info", py_array_info, METH_O,
-     "_array_info(obj, /)\n--\n\nPrivate: what lab reads from a CUDA array (source protocol, dtype, shape, strides in "
-     "elements, numel, data pointer, readonly, device or -1, declared stream or None, contiguous). No CUDA call."},
+     "_array_info(obj, /)\n--\n\nPrivate: what lab reads from a CUDA array (source protocol, dtype, shape, "
+     "strides in "
+     "elements, numel, data pointer, readonly, device or -1, declared stream or None, contiguous). No CUDA "
+     "call."},
     {NULL, NULL, 0, NULL},
 };

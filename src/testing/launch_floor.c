@@ -4,9 +4,9 @@
  * kernel launch: what lab.add's per-call cost is measured against. Never use it for real work. */
 #include "testing/launch_floor.h"
 
+#include "binding/module_state.h"
 #include "dispatch/cuda_error.h"
 #include "kernels/launch.h"
-#include "binding/module_state.h"
 
 static PyObject *py_bare_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) return PyErr_Format(PyExc_TypeError, "_bare_add(out, a, b, n) takes 4 ints");
@@ -25,13 +25,16 @@ static PyObject *py_bare_add(PyObject *module, PyObject *const *args, Py_ssize_t
     launch.shape[0] = launch.numel;
     launch.scalars.as_float[0] = launch.scalars.as_float[1] = 1.0;
     cudaError_t err = lab_launch_elementwise(&launch, 0);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "_bare_add", "kernel launch");
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "_bare_add", "kernel launch");
+    }
     Py_RETURN_NONE;
 }
 
 PyMethodDef lab_launch_floor_methods[] = {
     {"_bare_add", (PyCFunction)(void (*)(void))py_bare_add, METH_FASTCALL,
-     "_bare_add(out, a, b, n, /)\n--\n\nPrivate, for benchmarks: float32 out = a + b from raw 16-byte aligned device "
+     "_bare_add(out, a, b, n, /)\n--\n\nPrivate, for benchmarks: float32 out = a + b from raw 16-byte "
+     "aligned device "
      "addresses on the legacy default stream, with no checks at all."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,4 +1,5 @@
-// launch.cu - the extern "C" entry of launch.h: hands a planned launch to the path's launcher.
+// elementwise_launch.cu - the extern "C" entry of launch.h for elementwise ops: hands a planned launch to
+// the path's launcher.
 #include "elementwise.cuh"
 
 extern "C" cudaError_t lab_launch_elementwise(const lab_elementwise_launch *launch, cudaStream_t stream) {

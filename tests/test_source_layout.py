@@ -1,0 +1,276 @@
+"""The source tree keeps the shape DESIGN.md gives it, checked on the CPU:
+
+- the four levels are folders, and #include lines point downward only (binding and testing ->
+  dispatch -> kernels), with no cycle between units (a .c and its .h are one unit);
+- no source file grows past ~500 lines, and every if whose body is not on its own line has braces;
+- the kernel headers a user kernel may include (functors.cuh, dtype_traits.cuh) compile with NVRTC
+  as well as nvcc;
+- editing a kernel header rebuilds the objects that include it and relinks lab.so."""
+import ctypes
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SRC = os.path.join(ROOT, "src")
+LEVELS = {"binding": 2, "testing": 2, "dispatch": 3, "kernels": 4}
+SOURCE_ENDINGS = (".c", ".h", ".cu", ".cuh", ".def")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def source_files():
+    for folder in LEVELS:
+        for path in sorted(glob.glob(os.path.join(SRC, folder, "*"))):
+            if path.endswith(SOURCE_ENDINGS):
+                yield os.path.relpath(path, SRC)
+
+
+def includes(path):
+    """The repository files `path` (relative to src/) includes, relative to src/."""
+    folder = os.path.dirname(path)
+    for name in INCLUDE.findall(open(os.path.join(SRC, path)).read()):
+        for candidate in (name, os.path.join(folder, name)):  # "-Isrc" paths, then the file's own folder
+            if os.path.exists(os.path.join(SRC, candidate)):
+                yield os.path.normpath(candidate)
+                break
+        else:
+            raise AssertionError(f"src/{path} includes {name!r}, which is not in the tree")
+
+
+def unit(path):
+    return os.path.splitext(path)[0]
+
+
+def test_src_holds_only_the_level_folders():
+    assert sorted(e for e in os.listdir(SRC) if not e.startswith(".")) == sorted(LEVELS)
+
+
+@pytest.mark.parametrize("path", list(source_files()))
+def test_includes_point_downward(path):
+    level = LEVELS[path.split(os.sep)[0]]
+    for target in includes(path):
+        target_level = LEVELS[target.split(os.sep)[0]]
+        assert target_level >= level, (
+            f"src/{path} (level {level}) includes src/{target} (level {target_level}): includes point downward only")
+
+
+def test_no_include_cycle_between_units():
+    graph = {}
+    for path in source_files():
+        graph.setdefault(unit(path), set()).update(unit(t) for t in includes(path) if unit(t) != unit(path))
+    state = {}  # 1: on the current path, 2: finished
+
+    def visit(node, trail):
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle = trail[trail.index(nxt):] + [nxt] if nxt in trail else [node, nxt]
+                raise AssertionError("include cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+
+
+@pytest.mark.parametrize("path", list(source_files()))
+def test_source_files_stay_small(path):
+    lines = open(os.path.join(SRC, path)).read().count("\n")
+    assert lines <= 500, f"src/{path} has {lines} lines; split it (one job per file)"
+
+
+# ---- NVRTC ----
+
+def find_nvrtc():
+    """libnvrtc: LAB_NVRTC, the nvidia-cuda-nvrtc wheel, then the toolkit; None if absent."""
+    candidates = [os.environ.get("LAB_NVRTC", "")]
+    try:
+        import nvidia
+        for base in nvidia.__path__:
+            candidates += sorted(glob.glob(os.path.join(base, "cu*", "lib", "libnvrtc.so*")), reverse=True)
+            candidates += sorted(glob.glob(os.path.join(base, "cuda_nvrtc", "lib", "libnvrtc.so*")), reverse=True)
+    except ImportError:
+        pass
+    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    candidates += sorted(glob.glob(os.path.join(home, "lib64", "libnvrtc.so*")), reverse=True)
+    for path in candidates:
+        if path and os.path.exists(path) and "builtins" not in path:
+            return path
+    return None
+
+
+def cuda_include_dirs():
+    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    return [d for d in (os.path.join(home, "include", "cccl"), os.path.join(home, "include")) if os.path.isdir(d)]
+
+
+def nvrtc_compile(source, options):
+    path = find_nvrtc()
+    if path is None:
+        pytest.fail("NVRTC not found: install the test requirements (nvidia-cuda-nvrtc) or set LAB_NVRTC")
+    nvrtc = ctypes.CDLL(path)
+    program = ctypes.c_void_p()
+    assert nvrtc.nvrtcCreateProgram(ctypes.byref(program), source.encode(), b"user_kernel.cu", 0, None, None) == 0
+    encoded = [o.encode() for o in options]
+    rc = nvrtc.nvrtcCompileProgram(program, len(encoded), (ctypes.c_char_p * len(encoded))(*encoded))
+    size = ctypes.c_size_t()
+    nvrtc.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    nvrtc.nvrtcGetProgramLog(program, log)
+    nvrtc.nvrtcDestroyProgram(ctypes.byref(program))
+    return rc, log.value.decode(errors="replace")
+
+
+USER_KERNEL = r'''
+#include "functors.cuh"
+#include "dtype_traits.cuh"
+// A user kernel built from lab's functors: every functor, float and integer compute types.
+extern "C" __global__ void fused(float *out, const __half *a, const __nv_bfloat16 *b, int *counts, long long n) {
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const lab::OpParams<float> p{2.f, 0.5f};
+    const float x = lab::load_as_compute(a[i]), y = lab::load_as_compute(b[i]);
+    float r = lab::AddOp()(x, y, 0.f, p) + lab::GeluTanhOp()(x, 0.f, 0.f, p) + lab::AbsOp()(y, 0.f, 0.f, p);
+    r += lab::MaximumOp()(x, y, 0.f, p) + lab::SiluOp()(x, 0.f, 0.f, p) + lab::AxpbyOp()(x, y, 0.f, p);
+    out[i] = lab::store_from_compute<float>(r);
+    counts[i] = lab::AddOp()(counts[i], 1, 0, lab::OpParams<int>{3, 1}) + lab::AbsOp()(-counts[i], 0, 0,
+                                                                                       lab::OpParams<int>{1, 1});
+}
+'''
+
+
+def test_kernel_headers_compile_with_nvrtc():
+    options = ["--std=c++17", "-arch=compute_90", "-I" + os.path.join(SRC, "kernels")]
+    options += ["-I" + d for d in cuda_include_dirs()]
+    rc, log = nvrtc_compile(USER_KERNEL, options)
+    assert rc == 0, f"NVRTC could not compile lab's kernel headers:\n{log}"
+
+
+def test_nvrtc_reports_errors_in_the_headers_test():
+    """The compile test above can fail: a wrong program gives a non-zero result and a log."""
+    rc, log = nvrtc_compile('#include "functors.cuh"\nlab::NoSuchOp x;\n',
+                            ["--std=c++17", "-I" + os.path.join(SRC, "kernels")] + ["-I" + d for d in cuda_include_dirs()])
+    assert rc != 0 and "NoSuchOp" in log
+
+
+# ---- the build ----
+
+def built_module():
+    found = glob.glob(os.path.join(ROOT, "lab", "lab*.so"))
+    if not found:
+        pytest.skip("the extension is not built here")
+    return found[0]
+
+
+def test_editing_a_kernel_header_relinks_the_module(tmp_path):
+    """In a copy of the tree (the suite's own lab.so is never rewritten under running tests): a
+    second build does nothing; touching reduce.cuh recompiles only multi_tensor.cu, the one kernel
+    file that includes it, and relinks lab.so."""
+    if shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"):
+        pytest.skip("no nvcc here")
+    built_module()
+    import lab
+    archs = ";".join(a[3:] for a in lab.compiled_architectures().split() if a.startswith("sm_"))
+    copy = tmp_path / "tree"
+    for name in ("src", "lab", "build", "setup.py", "pyproject.toml", "README.md", "LICENSE"):
+        source = os.path.join(ROOT, name)
+        if os.path.isdir(source):
+            shutil.copytree(source, copy / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        elif os.path.exists(source):
+            shutil.copy2(source, copy / name)
+    env = dict(os.environ, LAB_CUDA_ARCH=archs)
+
+    def build():
+        result = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=copy, env=env,
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        return result.stdout
+
+    so = glob.glob(str(copy / "lab" / "lab*.so"))[0]
+    first = build()  # the copy may differ in build flags from whatever built ROOT: settle it first
+    before = os.path.getmtime(so)
+    assert "nvcc" not in build(), "a build with nothing changed recompiled a kernel"
+    assert os.path.getmtime(so) == before
+    os.utime(copy / "src" / "kernels" / "reduce.cuh")
+    output = build()
+    compiled = [line for line in output.splitlines() if "nvcc" in line and " -c " in line]
+    assert len(compiled) == 1 and "multi_tensor.cu" in compiled[0], compiled or first[-2000:]
+    assert os.path.getmtime(so) > before, "lab.so was not relinked after a kernel header changed"
+
+
+# Files outside this repository that comments cite by name (other projects' sources, specs).
+EXTERNAL_FILES = {"dlpack.h", "Reduce.cuh", "Loops.cuh", "CUDALoops.cuh", "MemoryAccess.cuh", "MultiTensorApply.cuh",
+                  "TensorIterator.cpp", "llm.c", "DESIGN.md", "cuda_runtime_api.h", "cuda_fp16.h", "cuda_bf16.h",
+                  "Python.h"}
+FILE_NAME = re.compile(r"(?<![\w.-])((?:[\w-]+/)*[\w-]+\.(?:c|h|cu|cuh|def|md|py|cpp))\b")
+
+
+def existing_names():
+    names = set()
+    for base, _, files in os.walk(ROOT):
+        if ".git" in base or "build" in base.split(os.sep):
+            continue
+        for f in files:
+            rel = os.path.relpath(os.path.join(base, f), ROOT)
+            names.update({f, rel, os.path.relpath(os.path.join(base, f), SRC)})
+    return names
+
+
+@pytest.mark.parametrize("path", list(source_files()))
+def test_comments_name_files_that_exist(path):
+    names = existing_names() | EXTERNAL_FILES
+    text = open(os.path.join(SRC, path)).read()
+    text = re.sub(r"^\s*#\s*include\s*[<\"].*$", "", text, flags=re.M)
+    stale = sorted({m for m in FILE_NAME.findall(text) if m not in names and os.path.basename(m) not in EXTERNAL_FILES})
+    assert not stale, f"src/{path} names files that do not exist: {stale}"
+
+
+IF_START = re.compile(r"^\s*(\}\s*else\s+if|if|else\s+if)\s*\(")
+ELSE_ALONE = re.compile(r"^\s*(\}\s*)?else\s*$")
+
+
+def code_of(line):
+    """A line without its comments and string contents (what brace and parenthesis counts read)."""
+    line = re.sub(r'"(\\.|[^"\\])*"', '""', line.split("//")[0])
+    return re.sub(r"/\*.*?\*/", "", line)
+
+
+def unbraced_multi_line_ifs(text):
+    """Line numbers of ifs (and elses) whose body starts on a later line without a brace."""
+    lines, found, i = text.split("\n"), [], 0
+    while i < len(lines):
+        code = code_of(lines[i])
+        if ELSE_ALONE.match(code):
+            found.append(i + 1)
+        elif IF_START.match(code):
+            depth, j = 0, i
+            while j < len(lines):
+                c = code_of(lines[j])
+                depth += c.count("(") - c.count(")")
+                if depth <= 0 and "(" in "".join(code_of(x) for x in lines[i:j + 1]):
+                    break
+                j += 1
+            end = code_of(lines[j]).rstrip()
+            if (end.endswith(")") or (j > i and not end.endswith("{"))) and lines[j + 1].strip() != "{":
+                found.append(i + 1)
+            i = j
+        i += 1
+    return found
+
+
+def test_the_brace_check_finds_an_unbraced_if():
+    assert unbraced_multi_line_ifs("if (x)\n    return 1;\nif (y) return 2;\nif (z) {\n}\n") == [1]
+    assert unbraced_multi_line_ifs("if (a &&\n    b) return 1;\n} else\n    y();\n") == [1, 3]
+
+
+@pytest.mark.parametrize("path", list(source_files()))
+def test_multi_line_ifs_have_braces(path):
+    found = unbraced_multi_line_ifs(open(os.path.join(SRC, path)).read())
+    assert not found, f"src/{path}: an if whose body is on another line needs braces (lines {found})"
