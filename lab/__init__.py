@@ -51,6 +51,8 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     is_available,
     maximum,
     mem_get_info,
+    memory_allocated,
+    memory_reserved,
     minimum,
     mul,
     neg,
@@ -71,6 +73,6 @@ __all__ = [
     "compiled_architectures", "copy", "cuda_driver_version", "cuda_runtime_version", "current_stream",
     "device_count", "div", "empty", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
     "foreach_norm", "foreach_scale", "fused_add_mul", "adam_step", "sgd_step", "gelu", "get_device_properties", "is_available",
-    "maximum", "mem_get_info", "minimum", "mul", "neg", "relu", "sigmoid", "silu", "sqrt", "stream", "sub",
+    "maximum", "mem_get_info", "memory_allocated", "memory_reserved", "minimum", "mul", "neg", "relu", "sigmoid", "silu", "sqrt", "stream", "sub",
     "synchronize", "vector_add", "zeros",
 ]

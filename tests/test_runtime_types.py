@@ -112,8 +112,10 @@ def test_types_are_lab_types():
 @no_gpu_only
 @pytest.mark.parametrize("make", [lambda: lab.Stream(), lambda: lab.Event(timing=True), lambda: lab.empty((4,)),
                                   lambda: lab.zeros(4, "int8"), lambda: lab.asarray([1.0, 2.0]),
-                                  lambda: lab.synchronize(), lambda: lab.mem_get_info()],
-                         ids=["Stream", "Event", "empty", "zeros", "asarray", "synchronize", "mem_get_info"])
+                                  lambda: lab.synchronize(), lambda: lab.mem_get_info(),
+                                  lambda: lab.memory_allocated(), lambda: lab.memory_reserved(0)],
+                         ids=["Stream", "Event", "empty", "zeros", "asarray", "synchronize", "mem_get_info",
+                              "memory_allocated", "memory_reserved"])
 def test_no_gpu_raises_cuda_error(make):
     with pytest.raises(lab.CudaError, match="no CUDA driver/GPU was found"):
         make()
@@ -124,3 +126,7 @@ def test_synchronize_argument_checks():
         lab.synchronize(-2)
     with pytest.raises(TypeError, match="at most 1 argument"):
         lab.mem_get_info(0, 1)
+    with pytest.raises(ValueError, match=r"memory_allocated\(\): device must be >= 0"):
+        lab.memory_allocated(-1)
+    with pytest.raises(TypeError, match="memory_reserved.. takes at most 1 argument"):
+        lab.memory_reserved(0, 1)

@@ -250,8 +250,10 @@ static PyObject *array_copy_from_host(PyObject *op, PyObject *buffer) {
     }
     copy_args copy = {self->data, view.buf, (size_t)view.len, cudaMemcpyHostToDevice, self->last_use.stream};
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS err = lab_with_device(self->device, copy_and_wait, &copy);
-    Py_END_ALLOW_THREADS PyBuffer_Release(&view);
+    Py_BEGIN_ALLOW_THREADS
+    err = lab_with_device(self->device, copy_and_wait, &copy);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
     if (err != cudaSuccess) {
         return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Array._copy_from_host", "cudaMemcpyAsync");
     }
@@ -282,8 +284,10 @@ static PyObject *array_numpy(PyObject *op, PyObject *unused) {
     copy_args copy = {view.buf, self->data, (size_t)view.len, cudaMemcpyDeviceToHost, self->last_use.stream};
     cudaError_t err = cudaSuccess;
     if (check_host_buffer(&view, self, "Array.numpy") == 0) {
-        Py_BEGIN_ALLOW_THREADS err = lab_with_device(self->device, copy_and_wait, &copy);
+        Py_BEGIN_ALLOW_THREADS
+        err = lab_with_device(self->device, copy_and_wait, &copy);
         Py_END_ALLOW_THREADS
+
     } else {
         err = cudaErrorInvalidValue;
     }

@@ -58,9 +58,13 @@ static PyObject *event_record(PyObject *op, PyObject *const *args, Py_ssize_t na
 
 static PyObject *event_synchronize(PyObject *op, PyObject *unused) {
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS err = cudaEventSynchronize(((lab_event_object *)op)->handle);
-    Py_END_ALLOW_THREADS if (err != cudaSuccess) return lab_raise_cuda_error(
-        &state_of(op)->dispatch, err, "Event.synchronize", "cudaEventSynchronize");
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaEventSynchronize(((lab_event_object *)op)->handle);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Event.synchronize",
+                                    "cudaEventSynchronize");
+    }
     Py_RETURN_NONE;
 }
 

@@ -114,9 +114,13 @@ static PyObject *py_synchronize(PyObject *module, PyObject *const *args, Py_ssiz
     const int device = optional_device(args, nargs, "synchronize");
     if (device == -2) return NULL;
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS err = lab_with_device(device, synchronize_device, NULL);
-    Py_END_ALLOW_THREADS if (err != cudaSuccess) return lab_raise_cuda_error(
-        &lab_get_state(module)->dispatch, err, "synchronize", "cudaDeviceSynchronize");
+    Py_BEGIN_ALLOW_THREADS
+    err = lab_with_device(device, synchronize_device, NULL);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "synchronize",
+                                    "cudaDeviceSynchronize");
+    }
     Py_RETURN_NONE;
 }
 
@@ -131,7 +135,53 @@ static PyObject *py_mem_get_info(PyObject *module, PyObject *const *args, Py_ssi
     return Py_BuildValue("(KK)", (unsigned long long)info.free, (unsigned long long)info.total);
 }
 
+/* lab.Array memory comes from the device's default memory pool (cudaMallocAsync), which torch and
+ * CuPy do not use: its counters are lab's own, per process. */
+typedef struct {
+    enum cudaMemPoolAttr attribute;
+    size_t bytes;
+} pool_query;
+
+static cudaError_t read_pool_attribute(void *context) {
+    pool_query *query = context;
+    int device = 0;
+    cudaMemPool_t pool;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetDefaultMemPool(&pool, device);
+    uint64_t value = 0;
+    if (err == cudaSuccess) err = cudaMemPoolGetAttribute(pool, query->attribute, &value);
+    query->bytes = (size_t)value;
+    return err;
+}
+
+static PyObject *pool_bytes(PyObject *module, PyObject *const *args, Py_ssize_t nargs, const char *func,
+                            enum cudaMemPoolAttr attribute) {
+    const int device = optional_device(args, nargs, func);
+    if (device == -2) return NULL;
+    pool_query query = {attribute, 0};
+    cudaError_t err = lab_with_device(device, read_pool_attribute, &query);
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, func, "cudaMemPoolGetAttribute");
+    }
+    return PyLong_FromUnsignedLongLong((unsigned long long)query.bytes);
+}
+
+static PyObject *py_memory_allocated(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    return pool_bytes(module, args, nargs, "memory_allocated", cudaMemPoolAttrUsedMemCurrent);
+}
+
+static PyObject *py_memory_reserved(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    return pool_bytes(module, args, nargs, "memory_reserved", cudaMemPoolAttrReservedMemCurrent);
+}
+
 PyMethodDef lab_runtime_methods[] = {
+    {"memory_allocated", (PyCFunction)(void (*)(void))py_memory_allocated, METH_FASTCALL,
+     "memory_allocated(device=None, /)\n--\n\nBytes of the device's memory held by live lab.Arrays in this "
+     "process (the stream-ordered pool lab allocates from; freed arrays leave it once their stream reaches "
+     "the free). Like torch.cuda.memory_allocated, for lab's own arrays."},
+    {"memory_reserved", (PyCFunction)(void (*)(void))py_memory_reserved, METH_FASTCALL,
+     "memory_reserved(device=None, /)\n--\n\nBytes the pool lab allocates from holds from the device, "
+     "allocated or cached for reuse (returned to the device at synchronization points)."},
     {"synchronize", (PyCFunction)(void (*)(void))py_synchronize, METH_FASTCALL,
      "synchronize(device=None, /)\n--\n\nWait for all work on the device (default: the current one) to "
      "finish; "

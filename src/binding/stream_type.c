@@ -95,9 +95,13 @@ static PyObject *stream_cuda_stream(PyObject *op, PyObject *unused) {
 
 static PyObject *stream_synchronize(PyObject *op, PyObject *unused) {
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS err = cudaStreamSynchronize(((lab_stream_object *)op)->handle);
-    Py_END_ALLOW_THREADS if (err != cudaSuccess) return lab_raise_cuda_error(
-        &state_of(op)->dispatch, err, "Stream.synchronize", "cudaStreamSynchronize");
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaStreamSynchronize(((lab_stream_object *)op)->handle);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Stream.synchronize",
+                                    "cudaStreamSynchronize");
+    }
     Py_RETURN_NONE;
 }
 
