@@ -80,7 +80,9 @@ def test_signatures():
 
 @pytest.mark.parametrize("args, kwargs, error, pattern", [
     (((3,), "complex64"), {}, TypeError, "unsupported dtype 'complex64'"),
-    (((3,), "nonsense"), {}, TypeError, "unsupported dtype 'nonsense'"),
+    (((3,), "nonsense"), {}, TypeError, "dtype must be a dtype name such as 'float32' or 'bfloat16', a NumPy "
+                                        "spelling such as 'f4', or a NumPy dtype, got 'nonsense'"),
+    (((3,), "c8"), {}, TypeError, "unsupported dtype 'complex64'"),
     (((3,), 3.5), {}, TypeError, "dtype must be a dtype name"),
     (((-1,),), {}, ValueError, r"shape\[0\] = -1 is not a valid size"),
     ((("a",),), {}, TypeError, r"shape\[0\] must be an int"),
@@ -130,3 +132,31 @@ def test_synchronize_argument_checks():
         lab.memory_allocated(-1)
     with pytest.raises(TypeError, match="memory_reserved.. takes at most 1 argument"):
         lab.memory_reserved(0, 1)
+
+
+@pytest.mark.parametrize("spelling, name", [("f4", "float32"), ("<f4", "float32"), ("single", "float32"),
+                                            ("float", "float64"), ("f2", "float16"), ("i1", "int8"),
+                                            ("uint8", "uint8"), ("bfloat16", "bfloat16"), ("int64", "int64")])
+def test_empty_accepts_numpy_dtype_spellings(spelling, name):
+    """Validation accepts every spelling numpy.dtype() knows; without a GPU the call then stops at CUDA."""
+    try:
+        arr = lab.empty(4, spelling)
+    except lab.CudaError as error:
+        assert not HAVE_GPU and "no CUDA driver/GPU" in str(error)
+    else:
+        assert arr.dtype == name
+
+
+@pytest.mark.parametrize("call", [lambda: lab.get_device_properties("x"), lambda: lab.synchronize("x"),
+                                  lambda: lab.mem_get_info(1.5), lambda: lab.memory_allocated(True)],
+                         ids=["get_device_properties", "synchronize", "mem_get_info", "memory_allocated"])
+def test_device_arguments_name_the_function(call):
+    name = call.__code__.co_names[-1]
+    with pytest.raises(TypeError, match=rf"^{name}\(\): device must be an int, got"):
+        call()
+
+
+def test_event_timing_has_one_spelling_per_call():
+    with pytest.raises(TypeError, match="pass timing or enable_timing, not both"):
+        lab.Event(True, enable_timing=True)
+    assert "enable_timing" in lab.Event.__doc__

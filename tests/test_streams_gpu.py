@@ -359,3 +359,24 @@ def test_thread_local_streams_decide_the_launch():
         launched_on_own, values = results[name]
         assert launched_on_own
         np.testing.assert_array_equal(values, host * 2)
+
+
+def test_torch_and_cupy_spellings_of_stream_and_event_methods():
+    s, other = lab.Stream(), lab.Stream()
+    assert s.cuda_stream == s.ptr == s.handle  # torch's and CuPy's names for the handle
+    start, end = lab.Event(enable_timing=True), lab.Event(enable_timing=True)
+    start.record(s)  # positional stream, as torch.cuda.Event.record / cupy.cuda.Event.record
+    x = lab.zeros(1 << 20, stream=s)
+    lab.add(x, x, x, stream=s)
+    recorded = s.record_event(end)
+    assert recorded is end
+    made = s.record_event()
+    assert isinstance(made, lab.Event)
+    made.wait(other)  # other waits for s's work so far, with no host wait
+    y = lab.empty(1 << 20, stream=other)
+    lab.copy(x, y, stream=other)
+    end.synchronize()
+    assert start.elapsed_time(end) >= 0.0
+    np.testing.assert_array_equal(y.numpy(), np.zeros(1 << 20, np.float32))
+    with pytest.raises(TypeError, match=r"Stream.record_event\(\): expected a lab.Event or None, got str"):
+        s.record_event("x")

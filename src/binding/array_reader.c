@@ -463,6 +463,14 @@ int lab_read_array(lab_state *state, PyObject *obj, const char *func, const char
             return -1; /* the producer's own error, e.g. torch's */
         }
         PyErr_Clear();
+        if (PyObject_HasAttrString(obj, "__array_interface__")) { /* NumPy and friends: host memory */
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): argument '%s' is a %s in host memory; lab computes on GPU arrays - copy it "
+                         "to the GPU first, e.g. lab.asarray(x) (or torch.as_tensor(x, device='cuda'), "
+                         "cupy.asarray(x))",
+                         func, argname, Py_TYPE(obj)->tp_name);
+            return -1;
+        }
         PyErr_Format(PyExc_TypeError,
                      "%s(): argument '%s' must be a CUDA array (an object with __cuda_array_interface__ "
                      "or a DLPack C exchange API, e.g. a torch/CuPy/Numba/JAX GPU array), got %s",

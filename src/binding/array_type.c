@@ -39,25 +39,30 @@ void lab_array_object_describe(const lab_array_object *self, lab_array *array) {
 
 /* ---- arguments: dtype, shape, device, stream ---- */
 
-/* A dtype from a name ("float32", "bfloat16") or anything numpy.dtype() accepts (np.float32, "f4"). */
+/* A dtype from lab's names ("float32", "bfloat16") or anything numpy.dtype() accepts: its
+ * spellings ("f4", "<f4", "single", "float"), its types (np.float32) and dtype objects. */
 static int parse_dtype(lab_state *state, PyObject *obj, const char *func, lab_dtype *dtype) {
-    PyObject *name = NULL;
-    if (PyUnicode_Check(obj)) {
-        name = Py_NewRef(obj);
-    } else {
-        if (!state->numpy && !(state->numpy = PyImport_ImportModule("numpy"))) return -1;
-        PyObject *np_dtype = PyObject_CallMethod(state->numpy, "dtype", "O", obj);
-        if (!np_dtype) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError,
-                         "%s(): dtype must be a dtype name such as 'float32' or a NumPy dtype, got %R", func,
-                         obj);
-            return -1;
+    if (PyUnicode_Check(obj)) { /* lab's own names first: NumPy has no bfloat16 */
+        for (int d = 0; d < LAB_NUM_DTYPES; d++) {
+            if (PyUnicode_CompareWithASCIIString(obj, lab_dtype_names[d]) == 0) {
+                *dtype = (lab_dtype)d;
+                return 0;
+            }
         }
-        name = PyObject_GetAttrString(np_dtype, "name");
-        Py_DECREF(np_dtype);
-        if (!name) return -1;
     }
+    if (!state->numpy && !(state->numpy = PyImport_ImportModule("numpy"))) return -1;
+    PyObject *np_dtype = PyObject_CallMethod(state->numpy, "dtype", "O", obj);
+    if (!np_dtype) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): dtype must be a dtype name such as 'float32' or 'bfloat16', a NumPy spelling "
+                     "such as 'f4', or a NumPy dtype, got %R",
+                     func, obj);
+        return -1;
+    }
+    PyObject *name = PyObject_GetAttrString(np_dtype, "name");
+    Py_DECREF(np_dtype);
+    if (!name) return -1;
     for (int d = 0; d < LAB_NUM_DTYPES; d++) {
         if (PyUnicode_CompareWithASCIIString(name, lab_dtype_names[d]) == 0) {
             *dtype = (lab_dtype)d;
@@ -394,18 +399,20 @@ static PyObject *array_repr(PyObject *op) {
 
 static PyMethodDef array_methods[] = {
     {"numpy", array_numpy, METH_NOARGS,
-     "numpy()\n--\n\nA NumPy copy of the contents, taken after the work queued on the array's stream "
+     "numpy($self, /)\n--\n\nA NumPy copy of the contents, taken after the work queued on the array's stream "
      "(releases the "
      "GIL while it waits)."},
     {"_copy_from_host", array_copy_from_host, METH_O,
-     "_copy_from_host(buffer, /)\n--\n\nPrivate: fill from a C-contiguous host buffer of the same size "
+     "_copy_from_host($self, buffer, /)\n--\n\nPrivate: fill from a C-contiguous host buffer of the same "
+     "size "
      "(lab.asarray)."},
     {"__dlpack__", (PyCFunction)(void (*)(void))lab_array_dlpack, METH_FASTCALL | METH_KEYWORDS,
-     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\nExport as a DLPack "
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\nExport as a "
+     "DLPack "
      "capsule "
      "(versioned when max_version >= (1, 0)); `stream` (the consumer's) waits for the array's stream."},
     {"__dlpack_device__", lab_array_dlpack_device, METH_NOARGS,
-     "__dlpack_device__()\n--\n\n(2, device): kDLCUDA."},
+     "__dlpack_device__($self, /)\n--\n\n(2, device): kDLCUDA."},
     {NULL, NULL, 0, NULL},
 };
 

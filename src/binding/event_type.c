@@ -7,9 +7,18 @@
 static lab_state *state_of(PyObject *self) { return (lab_state *)PyType_GetModuleState(Py_TYPE(self)); }
 
 static PyObject *event_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"timing", NULL};
-    int timing = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:Event", keywords, &timing)) return NULL;
+    static char *keywords[] = {"timing", "enable_timing", NULL};
+    int timing = 0, enable_timing = -1; /* enable_timing: torch.cuda.Event's name for it */
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p$p:Event", keywords, &timing, &enable_timing)) {
+        return NULL;
+    }
+    if (enable_timing >= 0) {
+        if (PyTuple_GET_SIZE(args) > 0 || (kwargs && PyDict_GetItemString(kwargs, "timing"))) {
+            PyErr_SetString(PyExc_TypeError, "Event(): pass timing or enable_timing, not both");
+            return NULL;
+        }
+        timing = enable_timing;
+    }
     lab_state *state = (lab_state *)PyType_GetModuleState(type);
     cudaEvent_t handle;
     int device = 0;
@@ -38,20 +47,38 @@ static void event_dealloc(PyObject *op) {
     Py_DECREF(type);
 }
 
-/* record(stream=None): on `stream`, else this thread's lab.stream(), else the legacy default stream. */
+/* The stream of Event.record / Event.wait: `stream` (positional or keyword, as in torch and CuPy),
+ * else this thread's lab.stream(), else the legacy default stream. */
+static int stream_of_call(lab_state *state, const char *func, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames, cudaStream_t *stream) {
+    static const lab_signature signature = {0, 1, 1, {LAB_NAME_stream}};
+    PyObject *stream_obj;
+    lab_stream_arg arg;
+    if (lab_parse_args(state, func, &signature, args, nargs, kwnames, &stream_obj) < 0) return -1;
+    if (lab_parse_stream_arg(state, stream_obj, func, &arg) < 0) return -1;
+    *stream = arg.handle;
+    if (!arg.given && !lab_thread_current_stream(stream, NULL)) *stream = 0;
+    return 0;
+}
+
 static PyObject *event_record(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     lab_state *state = state_of(op);
-    static const lab_signature signature = {
-        0, 1, 1, {LAB_NAME_stream}}; /* record(stream=None), as torch and CuPy */
-    PyObject *stream_obj;
-    if (lab_parse_args(state, "Event.record", &signature, args, nargs, kwnames, &stream_obj) < 0) return NULL;
-    lab_stream_arg arg;
-    if (lab_parse_stream_arg(state, stream_obj, "Event.record", &arg) < 0) return NULL;
-    cudaStream_t stream = arg.handle;
-    if (!arg.given) lab_thread_current_stream(&stream, NULL);
+    cudaStream_t stream;
+    if (stream_of_call(state, "Event.record", args, nargs, kwnames, &stream) < 0) return NULL;
     cudaError_t err = cudaEventRecord(((lab_event_object *)op)->handle, stream);
     if (err != cudaSuccess) {
         return lab_raise_cuda_error(&state->dispatch, err, "Event.record", "cudaEventRecord");
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *event_wait(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    lab_state *state = state_of(op);
+    cudaStream_t stream;
+    if (stream_of_call(state, "Event.wait", args, nargs, kwnames, &stream) < 0) return NULL;
+    cudaError_t err = cudaStreamWaitEvent(stream, ((lab_event_object *)op)->handle, 0);
+    if (err != cudaSuccess) {
+        return lab_raise_cuda_error(&state->dispatch, err, "Event.wait", "cudaStreamWaitEvent");
     }
     Py_RETURN_NONE;
 }
@@ -109,16 +136,21 @@ static PyObject *event_get_handle(PyObject *op, void *closure) {
 
 static PyMethodDef event_methods[] = {
     {"record", (PyCFunction)(void (*)(void))event_record, METH_FASTCALL | METH_KEYWORDS,
-     "record(stream=None)\n--\n\nRecord the event on `stream` (default: this thread's lab.stream(), else the "
-     "legacy "
-     "default stream)."},
+     "record($self, /, stream=None)\n--\n\nRecord the event on `stream` (default: this thread's "
+     "lab.stream(), else "
+     "the legacy default stream)."},
+    {"wait", (PyCFunction)(void (*)(void))event_wait, METH_FASTCALL | METH_KEYWORDS,
+     "wait($self, /, stream=None)\n--\n\nWork queued on `stream` (default: this thread's lab.stream(), else "
+     "the "
+     "legacy default stream) after this call waits for the event's last record; no host wait."},
     {"synchronize", event_synchronize, METH_NOARGS,
-     "synchronize()\n--\n\nWait until the work before the event's last record has finished (releases the "
+     "synchronize($self, /)\n--\n\nWait until the work before the event's last record has finished (releases "
+     "the "
      "GIL)."},
     {"query", event_query, METH_NOARGS,
-     "query()\n--\n\nTrue if the work before the event's last record has finished."},
+     "query($self, /)\n--\n\nTrue if the work before the event's last record has finished."},
     {"elapsed_time", event_elapsed_time, METH_O,
-     "elapsed_time(end, /)\n--\n\nMilliseconds between this event's record and `end`'s; both need "
+     "elapsed_time($self, end, /)\n--\n\nMilliseconds between this event's record and `end`'s; both need "
      "timing=True."},
     {NULL, NULL, 0, NULL},
 };
@@ -135,8 +167,9 @@ static PyType_Slot event_slots[] = {
     {Py_tp_methods, event_methods},
     {Py_tp_getset, event_getset},
     {Py_tp_doc,
-     "Event(timing=False)\n--\n\nA CUDA event on the current device. Without timing it is cheaper and "
-     "serves to order streams (Stream.wait_event); with timing=True, elapsed_time() measures between two."},
+     "Event(timing=False, *, enable_timing=None)\n--\n\nA CUDA event on the current device. Without timing "
+     "it is cheaper and serves to order streams (Stream.wait_event, Event.wait); with timing=True (or "
+     "torch's spelling, enable_timing=True), elapsed_time() measures between two."},
     {0, NULL},
 };
 

@@ -56,9 +56,24 @@ static PyObject *py_compiled_architectures(PyObject *module, PyObject *unused) {
     return PyUnicode_FromString(lab_compiled_architectures());
 }
 
+/* A device ordinal argument: an int (or anything with __index__); TypeError naming func otherwise. */
+static int read_device_index(PyObject *obj, const char *func, long *device) {
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): device must be an int, got %s", func, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *device = PyLong_AsLong(obj);
+    if (*device == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s(): device %R is out of range", func, obj);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *py_get_device_properties(PyObject *module, PyObject *arg) {
-    int device = PyLong_AsLong(arg);
-    if (device == -1 && PyErr_Occurred()) return NULL;
+    long device;
+    if (read_device_index(arg, "get_device_properties", &device) < 0) return NULL;
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
@@ -67,11 +82,11 @@ static PyObject *py_get_device_properties(PyObject *module, PyObject *arg) {
     }
     if (device < 0 || device >= count) {
         return PyErr_Format(PyExc_ValueError,
-                            "get_device_properties(): device %d does not exist (%d device(s))", device,
+                            "get_device_properties(): device %ld does not exist (%d device(s))", device,
                             count);
     }
     struct cudaDeviceProp prop;
-    err = cudaGetDeviceProperties(&prop, device);
+    err = cudaGetDeviceProperties(&prop, (int)device);
     if (err != cudaSuccess) {
         return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, "get_device_properties",
                                     "cudaGetDeviceProperties");
@@ -101,8 +116,8 @@ static int optional_device(PyObject *const *args, Py_ssize_t nargs, const char *
         return -2;
     }
     if (nargs == 0 || args[0] == Py_None) return -1;
-    long device = PyLong_AsLong(args[0]);
-    if (device == -1 && PyErr_Occurred()) return -2;
+    long device;
+    if (read_device_index(args[0], func, &device) < 0) return -2;
     if (device < 0) {
         PyErr_Format(PyExc_ValueError, "%s(): device must be >= 0, got %ld", func, device);
         return -2;

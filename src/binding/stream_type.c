@@ -143,6 +143,33 @@ static PyObject *stream_wait_stream(PyObject *op, PyObject *other) {
     Py_RETURN_NONE;
 }
 
+/* record_event(event=None) -> the event, recorded on this stream (a new lab.Event when None), as
+ * torch.cuda.Stream.record_event. */
+static PyObject *stream_record_event(PyObject *op, PyObject *const *args, Py_ssize_t nargs,
+                                     PyObject *kwnames) {
+    lab_state *state = state_of(op);
+    static const lab_signature signature = {0, 1, 1, {LAB_NAME_event}};
+    PyObject *event;
+    if (lab_parse_args(state, "Stream.record_event", &signature, args, nargs, kwnames, &event) < 0) {
+        return NULL;
+    }
+    if (!event || event == Py_None) {
+        event = PyObject_CallNoArgs((PyObject *)state->EventType);
+        if (!event) return NULL;
+    } else if (!PyObject_TypeCheck(event, state->EventType)) {
+        return PyErr_Format(PyExc_TypeError, "Stream.record_event(): expected a lab.Event or None, got %s",
+                            Py_TYPE(event)->tp_name);
+    } else {
+        Py_INCREF(event);
+    }
+    cudaError_t err = cudaEventRecord(((lab_event_object *)event)->handle, ((lab_stream_object *)op)->handle);
+    if (err != cudaSuccess) {
+        Py_DECREF(event);
+        return lab_raise_cuda_error(&state->dispatch, err, "Stream.record_event", "cudaEventRecord");
+    }
+    return event;
+}
+
 static PyObject *stream_repr(PyObject *op) {
     lab_stream_object *self = (lab_stream_object *)op;
     return PyUnicode_FromFormat("<lab.Stream handle=0x%llx device=%d priority=%d>",
@@ -161,16 +188,23 @@ static PyObject *stream_get_priority(PyObject *op, void *closure) {
 
 static PyMethodDef stream_methods[] = {
     {"__cuda_stream__", stream_cuda_stream, METH_NOARGS,
-     "__cuda_stream__()\n--\n\n(0, handle): the CUDA stream protocol."},
+     "__cuda_stream__($self, /)\n--\n\n(0, handle): the CUDA stream protocol."},
     {"synchronize", stream_synchronize, METH_NOARGS,
-     "synchronize()\n--\n\nWait until all work queued on the stream has finished (releases the GIL)."},
+     "synchronize($self, /)\n--\n\nWait until all work queued on the stream has finished (releases the "
+     "GIL)."},
     {"query", stream_query, METH_NOARGS,
-     "query()\n--\n\nTrue if all work queued on the stream has finished."},
+     "query($self, /)\n--\n\nTrue if all work queued on the stream has finished."},
     {"wait_event", stream_wait_event, METH_O,
-     "wait_event(event, /)\n--\n\nWork queued on this stream after this call waits for `event` (no host "
+     "wait_event($self, event, /)\n--\n\nWork queued on this stream after this call waits for `event` (no "
+     "host "
      "wait)."},
+    {"record_event", (PyCFunction)(void (*)(void))stream_record_event, METH_FASTCALL | METH_KEYWORDS,
+     "record_event($self, /, event=None)\n--\n\nRecord `event` (a new lab.Event when None) on this stream "
+     "and return "
+     "it, as torch.cuda.Stream.record_event."},
     {"wait_stream", stream_wait_stream, METH_O,
-     "wait_stream(stream, /)\n--\n\nWork queued on this stream after this call waits for all work queued on "
+     "wait_stream($self, stream, /)\n--\n\nWork queued on this stream after this call waits for all work "
+     "queued on "
      "`stream` "
      "so far (any stream object or handle; no host wait)."},
     {NULL, NULL, 0, NULL},
@@ -178,6 +212,8 @@ static PyMethodDef stream_methods[] = {
 
 static PyGetSetDef stream_getset[] = {
     {"handle", stream_get_handle, NULL, "The cudaStream_t, as an int.", NULL},
+    {"cuda_stream", stream_get_handle, NULL, "The cudaStream_t, as an int (torch.cuda.Stream's name).", NULL},
+    {"ptr", stream_get_handle, NULL, "The cudaStream_t, as an int (cupy.cuda.Stream's name).", NULL},
     {"device", stream_get_device, NULL, "The device the stream belongs to.", NULL},
     {"priority", stream_get_priority, NULL, "The stream's priority (lower numbers run first).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
