@@ -7,7 +7,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test format format-check demo gpu-check leak-check sweep profile sanitize bench fuzz clean
+.PHONY: build test package-check format format-check demo gpu-check leak-check sweep profile sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -16,13 +16,29 @@ build:
 	$(PYTHON) setup.py build_ext --inplace
 
 # Fresh machine to test result: a virtual environment with lab's test dependencies, the format
-# check, the extension built with nvcc, then pytest. pytest's exit code 5 (no tests collected) is an
+# check, the extension built with nvcc, the type stubs checked against it, then pytest. pytest's exit code 5 (no tests collected) is an
 # error here.
 test: $(VENV_PY)
 	$(MAKE) --no-print-directory format-check CLANG_FORMAT=$(VENV)/bin/clang-format
 	$(VENV_PY) setup.py build_ext --inplace
+	$(VENV_PY) -m mypy.stubtest lab.lab  # the type stubs (lab/lab.pyi) match the built module
 	$(VENV_PY) -m pytest -q tests; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests - that is a failure"; exit 1; fi; exit $$rc
+
+# A new user's install, checked: the sdist, a wheel built from it alone (build isolation fetches
+# setuptools), installed into a fresh environment and imported from outside the checkout. The wheel
+# is built for sm_90 only unless LAB_CUDA_ARCH says otherwise (the sdist is what is tested, not nvcc).
+PACKAGE_DIR = build/package-check
+package-check: $(VENV_PY)
+	rm -rf dist $(PACKAGE_DIR) && mkdir -p $(PACKAGE_DIR)
+	$(VENV_PY) setup.py -q sdist > $(PACKAGE_DIR)/sdist.log 2>&1 || (cat $(PACKAGE_DIR)/sdist.log; exit 1)
+	LAB_CUDA_ARCH=$${LAB_CUDA_ARCH:-90} $(VENV_PY) -m pip wheel -q --no-deps -w $(PACKAGE_DIR) dist/lab-*.tar.gz
+	$(PYTHON) -m venv $(PACKAGE_DIR)/venv
+	$(PACKAGE_DIR)/venv/bin/pip install -q $(PACKAGE_DIR)/lab-*.whl
+	cd /tmp && $(CURDIR)/$(PACKAGE_DIR)/venv/bin/python -c "import lab, os; \
+	  assert not lab.__file__.startswith('$(CURDIR)/lab'), lab.__file__; \
+	  print('package-check: wheel from the sdist imports:', lab.__version__, lab.compiled_architectures(), \
+	        'stubs' if os.path.exists(os.path.join(os.path.dirname(lab.__file__), 'lab.pyi')) else 'NO STUBS')"
 
 # clang-format comes from the test requirements (PyPI's clang-format), so every machine checks with
 # the same version; .clang-format holds the style.
@@ -38,8 +54,13 @@ $(VENV_PY): requirements-test.txt
 	$(VENV_PY) -m pip install -q -r requirements-test.txt
 	touch $(VENV_PY)
 
-demo: build
-	$(PYTHON) -m lab demo
+# The demo runs on the Python that has the producers (torch, CuPy); where that Python lacks numpy or
+# setuptools, on the test environment instead. Exit 0: the demo ran, or there is no GPU (it says so).
+DEMO_PYTHON = $(shell $(PYTHON) -c "import numpy, setuptools" 2>/dev/null && echo $(PYTHON) || echo $(VENV_PY))
+demo:
+	$(if $(filter $(VENV_PY),$(DEMO_PYTHON)),$(MAKE) --no-print-directory $(VENV_PY))
+	$(DEMO_PYTHON) setup.py -q build_ext --inplace
+	$(DEMO_PYTHON) -m lab demo
 
 # On the GPU machine (one `run` call): its python3 has torch, CuPy, Numba and JAX; no network.
 # Logs go to $(OUT)/logs, packed at the end into $(OUT)/logs.tgz (the device tool returns at most 8

@@ -81,6 +81,8 @@ class BuildExtWithNvcc(build_ext):
         objects_dir = os.path.join(self.build_temp, "cuda")
         os.makedirs(objects_dir, exist_ok=True)
 
+        counter = iter(range(1, len(cuda_sources) + 1))
+
         def compile_one(source):
             # the architectures are part of the name, so changing LAB_CUDA_ARCH never reuses a stale object
             obj = os.path.join(objects_dir, f"{os.path.basename(source)}.{listing.replace(' ', '-')}.o")
@@ -90,6 +92,7 @@ class BuildExtWithNvcc(build_ext):
             command = [nvcc, "-c", source, "-o", obj, "-O3", "-std=c++17", "-Isrc", "-MD", "-MF", obj + ".d",
                        "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", f'-DLAB_ARCH_LIST="{listing}"',
                        *gencode]
+            print(f"lab: nvcc [{next(counter)}/{len(cuda_sources)}] {source} for {listing}", flush=True)
             print(" ".join(command), flush=True)
             subprocess.run(command, check=True)
             return obj

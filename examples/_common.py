@@ -1,5 +1,14 @@
-"""Shared by the examples: leave cleanly (exit 0, saying why) where something they need is missing."""
+"""Shared by the examples (each imports it first): find lab in a checkout, and leave cleanly (exit 0,
+saying why) where something they need is missing."""
+import importlib.util
+import os
 import sys
+
+# `python3 examples/01_vector_add_torch.py` from a checkout after `make build`: Python puts examples/
+# on sys.path, not the repository root where lab/ is. Add it when lab is not installed.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if importlib.util.find_spec("lab") is None and os.path.exists(os.path.join(_ROOT, "lab", "__init__.py")):
+    sys.path.insert(0, _ROOT)
 
 
 def need_gpu():

@@ -1,4 +1,7 @@
-"""`python -m lab demo`: lab's main job on this GPU - its ops on lab's own arrays (NumPy only) and on
+"""`python -m lab demo`: lab's main job on this GPU. Exit 0: the demo ran and every result was
+checked, or there is no GPU here (it says so); an assertion error (exit 1) means a wrong result.
+
+The demo: - its ops on lab's own arrays (NumPy only) and on
 each of torch / CuPy present, checked against NumPy or the producer's own result, with a quick
 event-timed comparison at 2^26 elements."""
 import sys
@@ -70,9 +73,11 @@ def main():
     print(describe())
     print()
     if not lab.is_available():
-        print("demo: no CUDA GPU is usable here (see above), so there is nothing to run. On a machine with an "
-              "NVIDIA GPU and driver, `make demo` runs lab's ops on torch and CuPy arrays.")
-        return 1
+        # Not a failure of lab's: exit 0, saying what is missing (exit 1 is kept for a wrong result).
+        print("demo: not run - no CUDA GPU is usable here (see above: no driver, or no device). lab itself "
+              "is built and importable. On a machine with an NVIDIA GPU and driver, `make demo` runs lab's "
+              "ops on lab's own arrays and on torch and CuPy arrays, checking every result.")
+        return 0
     _demo_lab_arrays(lab, 1 << 26)
     ran = 0
     for name, demo in (("torch", _demo_torch), ("cupy", _demo_cupy)):

@@ -24,3 +24,27 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# Without a GPU, thousands of tests skip for one reason; an 's' per test would fill the log with
+# letters that say nothing. Skips print nothing while running and are counted by reason at the end
+# (run with -v, or -rs, to see each one).
+def pytest_report_teststatus(report, config):
+    if report.skipped and config.getoption("verbose") <= 0 and "s" not in (config.getoption("reportchars") or ""):
+        return "skipped", "", "SKIPPED"
+    return None
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons = {}
+    for report in skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    ordered = sorted(reasons.items(), key=lambda item: -item[1])
+    shown = "; ".join(f"{count} {reason}" for count, reason in ((c, r) for r, c in ordered[:3]))
+    more = f"; {sum(c for _, c in ordered[3:])} for {len(ordered) - 3} other reasons" if len(ordered) > 3 else ""
+    terminalreporter.write_line(f"skipped by reason: {shown}{more}")

@@ -154,19 +154,30 @@ def test_more_than_two_to_the_31_elements():
 def test_compute_dtype_follows_numpy_promotion(a, b, compute):
     plan = core._plan(view((10,), "<f8"), view((10,), a), view((10,), b))
     assert plan["compute_dtype"] == compute
-    assert plan["path"] == ("casting" if not (a == b == "<f8") else "vectorized")
+    assert plan["path"] == ("casting_contiguous" if not (a == b == "<f8") else "vectorized")
 
 
 def test_output_dtype_alone_makes_a_cast():
     plan = core._plan(view((10,), "<f2"), view((10,), "<f4"))
-    assert plan["path"] == "casting" and plan["compute_dtype"] == "float32"
+    assert plan["path"] == "casting_contiguous" and plan["compute_dtype"] == "float32"
     assert plan["byte_strides"] == ((2,), (4,))
+
+
+def test_mixed_dtypes_take_the_grouped_path_only_when_contiguous_and_group_aligned():
+    f16, f32 = "<f2", "<f4"
+    assert core._plan(view((8, 8), f32), view((8, 8), f16), view((8, 8), f32))["path"] == "casting_contiguous"
+    # an f32 operand 4 elements in: 16-byte aligned, but not on a group of 8 (32 bytes)
+    assert core._plan(view((100,), f32), view((100,), f16), view((100,), f32, offset=4))["path"] == "casting"
+    assert core._plan(view((100,), f32), view((100,), f16, offset=8), view((100,), f32))["path"] == "casting_contiguous"
+    assert core._plan(view((6, 9), f32), view((6, 9), f16, strides=(10, 1)), view((6, 9), f32))["path"] == "casting"
+    assert core._plan(view((4, 8), f32), view((8,), f16), view((4, 8), f32))["path"] == "casting"  # broadcast
 
 
 def test_float_only_ops_refuse_integer_inputs():
     with pytest.raises(TypeError, match=r"the inputs are integers \(int16\)"):
         core._plan(view((4,), "<f4"), view((4,), "<i2"), integers=False)
-    assert core._plan(view((4,), "<f4"), view((4,), "<i2"), view((4,), "<f4"), integers=False)["path"] == "casting"
+    assert core._plan(view((4,), "<f4"), view((4,), "<i2"), view((4,), "<f4"), integers=False)["path"] == \
+        "casting_contiguous"
 
 
 # ---- errors ----

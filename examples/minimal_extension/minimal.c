@@ -36,8 +36,9 @@ static int read_vector(PyObject *obj, const char *name, int writable, vector *v)
     data = PyDict_GetItemString(cai, "data");
     strides = PyDict_GetItemString(cai, "strides");
     stream = PyDict_GetItemString(cai, "stream");
-    if (!shape || !PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 1 || !typestr || !PyUnicode_Check(typestr) ||
-        strcmp(PyUnicode_AsUTF8(typestr), "<f4") != 0) {
+    const char *type_text = typestr && PyUnicode_Check(typestr) ? PyUnicode_AsUTF8(typestr) : NULL;
+    if (typestr && PyUnicode_Check(typestr) && !type_text) goto done; /* AsUTF8 failed: its error stands */
+    if (!shape || !PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 1 || !type_text || strcmp(type_text, "<f4") != 0) {
         PyErr_Format(PyExc_TypeError, "add(): '%s' must be a 1-D float32 CUDA array", name);
         goto done;
     }
@@ -49,7 +50,9 @@ static int read_vector(PyObject *obj, const char *name, int writable, vector *v)
         PyErr_Format(PyExc_TypeError, "add(): '%s' has a malformed 'data' entry", name);
         goto done;
     }
-    if (writable && PyObject_IsTrue(PyTuple_GET_ITEM(data, 1))) {
+    const int readonly = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1)); /* -1: its __bool__ raised */
+    if (readonly < 0) goto done;
+    if (writable && readonly) {
         PyErr_Format(PyExc_ValueError, "add(): '%s' is read-only", name);
         goto done;
     }

@@ -5,8 +5,9 @@
 
 #include "dispatch/dtype.h"
 
-const char *const lab_path_names[] = {"empty",   "vectorized",         "contiguous",
-                                      "strided", "strided_vectorized", "casting"}; /* in lab_path's order */
+const char *const lab_path_names[] = {
+    "empty",   "vectorized",        "contiguous", "strided", "strided_vectorized",
+    "casting", "casting_contiguous"}; /* in lab_path's order */
 
 const int lab_op_inputs[LAB_NUM_OPS] = {
 #define LAB_OP(id, functor, n_inputs, integers) n_inputs,
@@ -52,6 +53,19 @@ static int inner_dimension_packs(const lab_elementwise_launch *launch, int n_ope
     return 1;
 }
 
+/* Mixed dtypes in groups of 8 elements (elementwise_casting_contiguous.cu): one dimension, every
+ * operand contiguous along it (no broadcast) and starting on a whole group of its own dtype, so
+ * each group is one to four aligned 16-byte loads. */
+static int casting_groups_fit(const lab_elementwise_launch *launch, int n_operands) {
+    if (launch->ndim != 1) return 0;
+    for (int i = 0; i < n_operands; i++) {
+        const int64_t itemsize = lab_dtype_itemsize[launch->dtypes[i]];
+        const int whole_group = (uintptr_t)launch->data[i] % (uintptr_t)(8 * itemsize) == 0;
+        if (launch->byte_strides[i][0] != itemsize || !whole_group) return 0;
+    }
+    return 1;
+}
+
 int lab_plan_elementwise(const lab_operands *ops, int integers_allowed, const char *func,
                          lab_elementwise_launch *launch) {
     lab_iteration it;
@@ -74,7 +88,8 @@ int lab_plan_elementwise(const lab_operands *ops, int integers_allowed, const ch
         return 0;
     }
     if (!same_dtype) {
-        launch->path = LAB_PATH_CASTING;
+        launch->path =
+            casting_groups_fit(launch, ops->count) ? LAB_PATH_CASTING_CONTIGUOUS : LAB_PATH_CASTING;
         return 0;
     }
     int contiguous = it.ndim == 1, aligned = 1;

@@ -1,5 +1,5 @@
-// elementwise.cuh - what the four elementwise access paths share (vectorized or contiguous, strided,
-// strided_vectorized, casting): block shape, how a functor is
+// elementwise.cuh - what the five elementwise access paths share (vectorized or contiguous, strided,
+// strided_vectorized, casting, casting_contiguous): block shape, how a functor is
 // applied, scalar parameters, and the per-path launchers that elementwise_launch.cu chooses between.
 #pragma once
 
@@ -38,5 +38,6 @@ cudaError_t launch_contiguous(const lab_elementwise_launch &launch, cudaStream_t
 cudaError_t launch_strided(const lab_elementwise_launch &launch, cudaStream_t stream);
 cudaError_t launch_strided_vectorized(const lab_elementwise_launch &launch, cudaStream_t stream);
 cudaError_t launch_casting(const lab_elementwise_launch &launch, cudaStream_t stream);
+cudaError_t launch_casting_contiguous(const lab_elementwise_launch &launch, cudaStream_t stream);
 
 } // namespace lab

@@ -10,6 +10,7 @@ extern "C" cudaError_t lab_launch_elementwise(const lab_elementwise_launch *laun
     case LAB_PATH_STRIDED: return lab::launch_strided(*launch, stream);
     case LAB_PATH_STRIDED_VECTORIZED: return lab::launch_strided_vectorized(*launch, stream);
     case LAB_PATH_CASTING: return lab::launch_casting(*launch, stream);
+    case LAB_PATH_CASTING_CONTIGUOUS: return lab::launch_casting_contiguous(*launch, stream);
     }
     return cudaErrorInvalidValue;
 }

@@ -55,6 +55,8 @@ typedef enum {
     LAB_PATH_STRIDED_VECTORIZED, /* one dtype, the innermost dimension contiguous (or broadcast) for
                                     every operand and 16-byte aligned: strided over 16-byte packets */
     LAB_PATH_CASTING,            /* mixed dtypes: each operand converted on load / on store, any strides */
+    LAB_PATH_CASTING_CONTIGUOUS, /* mixed dtypes, every operand contiguous and aligned to 8 elements:
+                                    groups of 8 elements loaded raw, converted in registers */
 } lab_path;
 
 /* One elementwise launch, fully decided on the host. Operand 0 is the output, 1..n_inputs the
