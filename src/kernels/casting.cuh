@@ -13,16 +13,11 @@ namespace lab {
 
 // The storage type T of a value computed in C (halves round to nearest even, as everywhere in lab).
 template <typename T, typename C> __device__ __forceinline__ T convert_to(C v) {
+    constexpr bool from_double = std::is_same_v<C, double>;
     if constexpr (std::is_same_v<T, __half>) {
-        if constexpr (std::is_same_v<C, double>)
-            return __double2half(v);
-        else
-            return __float2half_rn(static_cast<float>(v));
+        return from_double ? __double2half(v) : __float2half_rn(static_cast<float>(v));
     } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        if constexpr (std::is_same_v<C, double>)
-            return __double2bfloat16(v);
-        else
-            return __float2bfloat16_rn(static_cast<float>(v));
+        return from_double ? __double2bfloat16(v) : __float2bfloat16_rn(static_cast<float>(v));
     } else {
         return static_cast<T>(v);
     }
