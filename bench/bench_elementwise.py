@@ -114,7 +114,8 @@ def layout_rows(torch, side, repeats):
     bias = torch.rand(side, device="cuda")
     out = torch.empty(side, side, device="cuda")
     half_out = torch.empty(side, side // 2, device="cuda")
-    x16 = x.half()
+    x16, xb16, xi32 = x.half(), x.bfloat16(), (x * 1000).int()
+    out16 = torch.empty(side, side, device="cuda", dtype=torch.float16)
     elems = side * side
     cases = [
         ("copy(x.T)", 2 * elems * 4, lambda: lab.copy(x.T, out), lambda: out.copy_(x.T)),
@@ -122,6 +123,10 @@ def layout_rows(torch, side, repeats):
         ("add x[:, ::2]", 3 * elems * 2, lambda: lab.add(x[:, ::2], y[:, ::2], half_out),
          lambda: torch.add(x[:, ::2], y[:, ::2], out=half_out)),
         ("add f16 + f32", elems * (2 + 4 + 4), lambda: lab.add(x16, y, out), lambda: torch.add(x16, y, out=out)),
+        ("add bf16 + f32", elems * (2 + 4 + 4), lambda: lab.add(xb16, y, out), lambda: torch.add(xb16, y, out=out)),
+        ("add i32 + f32", elems * (4 + 4 + 4), lambda: lab.add(xi32, y, out), lambda: torch.add(xi32, y, out=out)),
+        ("copy f32 -> f16", elems * (4 + 2), lambda: lab.copy(x, out16), lambda: out16.copy_(x)),
+        ("copy f16 -> f32", elems * (2 + 4), lambda: lab.copy(x16, out), lambda: out.copy_(x16)),
     ]
     rows = []
     for name, nbytes, lab_fn, torch_fn in cases:
@@ -286,7 +291,7 @@ def fmt(v, spec=".3f"):
     return "-" if v is None else format(v, spec)
 
 
-def goal_lines(bw, calls, curve, lists):
+def goal_lines(bw, calls, curve, lists, layouts):
     """Issues 5's and 6's goals, each with its measured ratio."""
     lines = []
     add_row, small_row, adam_row = lists
@@ -319,6 +324,9 @@ def goal_lines(bw, calls, curve, lists):
                                                            r["library"] == "lab")
                     for n in sorted({r["n"] for r in curve}))
         lines.append((f"{op} curve 2^10..2^26: lab at or below torch and CuPy (worst peer/lab)", worst, 1.0))
+    for r in layouts:  # issue 18: mixed dtypes and casts at torch's speed
+        if "->" in r["op"] or " + " in r["op"]:
+            lines.append((f"{r['op']} >= 0.95x torch", r["torch_ms"] / r["lab_ms"], 0.95))
     return lines
 
 
@@ -340,7 +348,7 @@ def main():
     curve = size_curve(torch, cupy, [1 << k for k in range(10, 27, 2)], 10 if args.quick else 15)
     calls = per_call_rows(torch, cupy)
     lists = foreach_rows(torch, 10 if args.quick else 20)
-    goals = goal_lines(bw, calls, curve, lists)
+    goals = goal_lines(bw, calls, curve, lists, layouts)
     gpu = torch.cuda.get_device_name()
     meta = dict(gpu=gpu, date=time.strftime("%Y-%m-%d"), lab=lab.__version__, torch=torch.__version__,
                 cupy=getattr(cupy, "__version__", None), driver=".".join(map(str, lab.cuda_driver_version() or ())),

@@ -45,12 +45,18 @@ static int read_lists(lab_state *state, const char *func, PyObject *const *objec
         c->names[k] = names[k];
         c->lists[k] = *storage + (size_t)k * (size_t)c->n;
         for (int i = 0; i < c->n; i++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(sequences[k], i);
+            if (lab_read_array(state, item, func, names[k], &c->lists[k][i]) == 0) continue;
+            /* Read again to name the array "xs[17]" in the message: formatting that name for every
+             * array of every call would cost more than the failure path ever does. */
             char argname[64];
+            PyErr_Clear();
             lab_indexed_name(argname, sizeof argname, names[k], i);
-            if (lab_read_array(state, PySequence_Fast_GET_ITEM(sequences[k], i), func, argname,
-                               &c->lists[k][i]) < 0) {
-                goto done;
+            if (lab_read_array(state, item, func, argname, &c->lists[k][i]) == 0) {
+                PyErr_Format(PyExc_SystemError, "%s(): '%s' could be read only on the second try", func,
+                             argname);
             }
+            goto done;
         }
     }
     rc = 0;

@@ -169,13 +169,15 @@ static int is_same_view(const lab_array *in, const lab_array *out) {
     return 1;
 }
 
-int lab_check_no_partial_overlap(const lab_array *in, const char *in_name, const lab_array *out,
-                                 const char *out_name, const char *func) {
+int lab_partially_overlap(const lab_array *in, const lab_array *out) {
     if (in->numel == 0 || out->numel == 0) return 0;
     uintptr_t out_lo, out_hi, lo, hi;
     byte_extent(out, &out_lo, &out_hi);
     byte_extent(in, &lo, &hi);
-    if (hi <= out_lo || lo >= out_hi || is_same_view(in, out)) return 0;
+    return !(hi <= out_lo || lo >= out_hi || is_same_view(in, out));
+}
+
+int lab_raise_partial_overlap(const char *in_name, const char *out_name, const char *func) {
     PyErr_Format(
         PyExc_ValueError,
         "%s(): argument '%s' overlaps '%s' in memory without being the same view of it; "
@@ -225,10 +227,11 @@ int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab
     it->reduced = 0;
     if (it->numel == 0) return 0;
     if (check_output_does_not_self_overlap(out, ops->names[0], func) < 0) return -1;
-    for (int i = 1; i < n; i++)
-        if (lab_check_no_partial_overlap(&ops->arrays[i], ops->names[i], out, ops->names[0], func) < 0) {
-            return -1;
+    for (int i = 1; i < n; i++) {
+        if (lab_partially_overlap(&ops->arrays[i], out)) {
+            return lab_raise_partial_overlap(ops->names[i], ops->names[0], func);
         }
+    }
 
     /* Byte strides of every operand over the iteration shape (0 where an operand is broadcast, and
      * for the output along reduced dimensions), keeping only dimensions longer than 1. */

@@ -38,8 +38,11 @@ typedef struct {
 int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab_iteration *it);
 
 /* An input may be the very view the output is (in place) or disjoint from it; anything between
- * would make the result depend on the order elements are written. ValueError names both. */
-int lab_check_no_partial_overlap(const lab_array *in, const char *in_name, const lab_array *out,
-                                 const char *out_name, const char *func);
+ * would make the result depend on the order elements are written: 1 when `in` and `out` are in
+ * that case, else 0. No Python call, so a list op checks hundreds of pairs cheaply. */
+int lab_partially_overlap(const lab_array *in, const lab_array *out);
+
+/* The ValueError for a partial overlap, naming both arguments. Returns -1. */
+int lab_raise_partial_overlap(const char *in_name, const char *out_name, const char *func);
 
 #endif

@@ -54,7 +54,8 @@ void lab_list_call_release(lab_list_call *call) {
 static int is_mt_dtype(lab_dtype d) { return d == LAB_FLOAT16 || d == LAB_BFLOAT16 || d == LAB_FLOAT32; }
 
 /* Index i of every list: one shape, written arrays writable, and no written array partially
- * overlapping another list's array there (the identical view is in place, and fine). */
+ * overlapping another list's array there (the identical view is in place, and fine). Names such as
+ * "xs[17]" are formatted only for the message: a call checks hundreds of arrays. */
 static int check_index(const lab_list_call *c, const lab_list_roles *roles, int i, const char *func) {
     const lab_array *first = &c->lists[0][i];
     char name[80], other[80];
@@ -62,25 +63,25 @@ static int check_index(const lab_list_call *c, const lab_list_roles *roles, int 
         const lab_array *a = &c->lists[k][i];
         int same_shape = a->ndim == first->ndim;
         for (int d = 0; same_shape && d < a->ndim; d++) same_shape = a->shape[d] == first->shape[d];
-        lab_indexed_name(name, sizeof name, c->names[k], i);
         if (!same_shape) {
+            lab_indexed_name(name, sizeof name, c->names[k], i);
             PyErr_Format(PyExc_ValueError,
-                         "%s(): '%s' and '%s[%d]' differ in shape; each index must hold arrays of "
-                         "one shape",
+                         "%s(): '%s' and '%s[%d]' differ in shape; each index must hold arrays of one shape",
                          func, name, c->names[0], i);
             return -1;
         }
-        if (((roles->writes >> k) & 1) && lab_check_writable(a, func, name) < 0) return -1;
+        if (((roles->writes >> k) & 1) && a->readonly) {
+            lab_indexed_name(name, sizeof name, c->names[k], i);
+            return lab_check_writable(a, func, name);
+        }
     }
     for (int w = 0; w < roles->n_lists; w++) {
         if (!((roles->writes >> w) & 1)) continue;
-        lab_indexed_name(name, sizeof name, c->names[w], i);
         for (int k = 0; k < roles->n_lists; k++) {
-            if (k == w) continue;
+            if (k == w || !lab_partially_overlap(&c->lists[k][i], &c->lists[w][i])) continue;
+            lab_indexed_name(name, sizeof name, c->names[w], i);
             lab_indexed_name(other, sizeof other, c->names[k], i);
-            if (lab_check_no_partial_overlap(&c->lists[k][i], other, &c->lists[w][i], name, func) < 0) {
-                return -1;
-            }
+            return lab_raise_partial_overlap(other, name, func);
         }
     }
     return 0;
