@@ -1,5 +1,6 @@
 """Kernels for Nsight Compute to read: lab's and torch's add / relu / gelu on 2^26 elements in
-float32, float16 and bfloat16, one launch each (ncu replays a kernel to collect its counters).
+float32, float16 and bfloat16, and (with --casts, or only those with --casts-only) the mixed-dtype
+adds and casting copies of issue 18 - one launch each (ncu replays a kernel to collect its counters).
 
     ncu --clock-control none --kernel-name regex:'elementwise|vectorized' --csv --metrics ... \\
         python3 bench/profile_ops.py
@@ -17,7 +18,24 @@ import lab  # noqa: E402
 N = 1 << 26
 
 
+def casts():
+    """f16 + f32, i32 + f32 into f32, and copy f32 -> f16, lab then torch, on 2^26 elements."""
+    x = torch.rand(N, device="cuda")
+    x16, xi32, out, out16 = x.half(), (x * 1000).int(), torch.empty_like(x), torch.empty_like(x).half()
+    for name, lab_call, torch_call in (("add f16 + f32", lambda: lab.add(x16, x, out), lambda: torch.add(x16, x, out=out)),
+                                       ("add i32 + f32", lambda: lab.add(xi32, x, out), lambda: torch.add(xi32, x, out=out)),
+                                       ("copy f32 -> f16", lambda: lab.copy(x, out16), lambda: out16.copy_(x))):
+        lab_call()
+        torch_call()
+        torch.cuda.synchronize()
+        print(f"profiled {name}: lab, then torch", flush=True)
+
+
 def main():
+    if "--casts-only" in sys.argv:
+        return casts()
+    if "--casts" in sys.argv:
+        casts()
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         a, b, out = (torch.rand(N, device="cuda").to(dtype) for _ in range(3))
         for name in ("add", "relu", "gelu"):

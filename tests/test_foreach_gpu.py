@@ -72,6 +72,24 @@ def test_foreach_ops(name, dtype, count):
     check(torch, outs, wants, dtype, name)
 
 
+@pytest.mark.parametrize("count", [31, 32, 33, 256, 257, 280, 600])
+def test_list_lengths_around_the_table_sizes(count):
+    """A launch's table holds 32 or 256 tensors: lists just under, at and over each size (280 = one
+    large table and a small one; 600 = two large, then the rest) reach every tensor exactly once."""
+    torch = torch_or_skip()
+    rng = np.random.default_rng(count)
+    sizes = [int(s) for s in rng.integers(1, 3000, size=count)]
+    sizes[count // 2] = 3 * 65536 + 5  # a tensor of several chunks in the middle of a table
+    xs, hx = make(torch, sizes, "float32", rng)
+    ys, hy = make(torch, sizes, "float32", rng)
+    outs = poisoned(torch, sizes, "float32")
+    lab.foreach_add(xs, ys, outs, alpha=-1.5)
+    check(torch, outs, [x - 1.5 * y for x, y in zip(hx, hy)], "float32", f"foreach_add x{count}")
+    norms = torch.full((count,), float("nan"), device="cuda")
+    lab.foreach_norm(xs, norms)
+    np.testing.assert_allclose(norms.cpu().numpy(), [np.linalg.norm(h) for h in hx], rtol=1e-5)
+
+
 def test_foreach_in_place_and_tuples():
     torch = torch_or_skip()
     xs = tuple(torch.full((n,), 2.0, device="cuda") for n in (10, 70_000, 3))

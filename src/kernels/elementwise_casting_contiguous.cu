@@ -84,66 +84,132 @@ __device__ __forceinline__ void or_word(RawGroup &r, int w, uint32_t bits) {
     }
 }
 
-// Element e of a group of dtype `dtype`, in the compute type C.
-template <typename C> __device__ __forceinline__ C element(const RawGroup &r, int e, lab_dtype dtype) {
+// Each bit-level reading and writing below sits inside a switch over the dtype that runs once per
+// group, not once per element: the element loop inside each case is unrolled with constant word
+// indexes, so the group stays in registers and the switch costs a few instructions per 8 elements.
+
+// The kGroup elements of a group of dtype `dtype`, in the compute type C.
+template <typename C>
+__device__ __forceinline__ void unpack(const RawGroup &r, lab_dtype dtype, C (&v)[kGroup]) {
     switch (dtype) {
-    case LAB_FLOAT16: {
-        const uint32_t w = word(r, e >> 1);
-        return static_cast<C>(
-            __half2float(__ushort_as_half(static_cast<unsigned short>(w >> (16 * (e & 1))))));
-    }
-    case LAB_BFLOAT16: {
-        const uint32_t w = word(r, e >> 1);
-        return static_cast<C>(
-            __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(w >> (16 * (e & 1))))));
-    }
-    case LAB_FLOAT32: return static_cast<C>(__uint_as_float(word(r, e)));
+    case LAB_FLOAT16:
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            const auto bits = static_cast<unsigned short>(word(r, e >> 1) >> (16 * (e & 1)));
+            v[e] = static_cast<C>(__half2float(__ushort_as_half(bits)));
+        }
+        break;
+    case LAB_BFLOAT16:
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            const auto bits = static_cast<unsigned short>(word(r, e >> 1) >> (16 * (e & 1)));
+            v[e] = static_cast<C>(__bfloat162float(__ushort_as_bfloat16(bits)));
+        }
+        break;
+    case LAB_FLOAT32:
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) v[e] = static_cast<C>(__uint_as_float(word(r, e)));
+        break;
     case LAB_FLOAT64:
-        return static_cast<C>(
-            __hiloint2double(static_cast<int>(word(r, 2 * e + 1)), static_cast<int>(word(r, 2 * e))));
-    case LAB_INT8: return static_cast<C>(static_cast<int8_t>(word(r, e >> 2) >> (8 * (e & 3))));
-    case LAB_UINT8: return static_cast<C>(static_cast<uint8_t>(word(r, e >> 2) >> (8 * (e & 3))));
-    case LAB_INT16: return static_cast<C>(static_cast<int16_t>(word(r, e >> 1) >> (16 * (e & 1))));
-    case LAB_INT32: return static_cast<C>(static_cast<int32_t>(word(r, e)));
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            v[e] = static_cast<C>(
+                __hiloint2double(static_cast<int>(word(r, 2 * e + 1)), static_cast<int>(word(r, 2 * e))));
+        }
+        break;
+    case LAB_INT8:
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e)
+            v[e] = static_cast<C>(static_cast<int8_t>(word(r, e >> 2) >> (8 * (e & 3))));
+        break;
+    case LAB_UINT8:
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e)
+            v[e] = static_cast<C>(static_cast<uint8_t>(word(r, e >> 2) >> (8 * (e & 3))));
+        break;
+    case LAB_INT16:
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            v[e] = static_cast<C>(static_cast<int16_t>(word(r, e >> 1) >> (16 * (e & 1))));
+        }
+        break;
+    case LAB_INT32:
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) v[e] = static_cast<C>(static_cast<int32_t>(word(r, e)));
+        break;
     default: // LAB_INT64
-        return static_cast<C>(
-            static_cast<int64_t>((static_cast<uint64_t>(word(r, 2 * e + 1)) << 32) | word(r, 2 * e)));
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            const uint64_t bits = (static_cast<uint64_t>(word(r, 2 * e + 1)) << 32) | word(r, 2 * e);
+            v[e] = static_cast<C>(static_cast<int64_t>(bits));
+        }
+        break;
     }
 }
 
-// Places v, converted to `dtype`, as element e of a zeroed group.
-template <typename C> __device__ __forceinline__ void put(RawGroup &r, int e, lab_dtype dtype, C v) {
+// A group of dtype `dtype` holding v, converted.
+template <typename C>
+__device__ __forceinline__ void pack(RawGroup &r, lab_dtype dtype, const C (&v)[kGroup]) {
+    r = RawGroup{};
     switch (dtype) {
     case LAB_FLOAT16:
-        or_word(r, e >> 1, static_cast<uint32_t>(__half_as_ushort(convert_to<__half>(v))) << (16 * (e & 1)));
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            or_word(r, e >> 1,
+                    static_cast<uint32_t>(__half_as_ushort(convert_to<__half>(v[e]))) << (16 * (e & 1)));
+        }
         break;
     case LAB_BFLOAT16:
-        or_word(r, e >> 1,
-                static_cast<uint32_t>(__bfloat16_as_ushort(convert_to<__nv_bfloat16>(v))) << (16 * (e & 1)));
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            const uint32_t bits = __bfloat16_as_ushort(convert_to<__nv_bfloat16>(v[e]));
+            or_word(r, e >> 1, bits << (16 * (e & 1)));
+        }
         break;
-    case LAB_FLOAT32: or_word(r, e, __float_as_uint(convert_to<float>(v))); break;
-    case LAB_FLOAT64: {
-        const double d = convert_to<double>(v);
-        or_word(r, 2 * e, static_cast<uint32_t>(__double2loint(d)));
-        or_word(r, 2 * e + 1, static_cast<uint32_t>(__double2hiint(d)));
+    case LAB_FLOAT32:
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) or_word(r, e, __float_as_uint(convert_to<float>(v[e])));
         break;
-    }
+    case LAB_FLOAT64:
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            const double d = convert_to<double>(v[e]);
+            or_word(r, 2 * e, static_cast<uint32_t>(__double2loint(d)));
+            or_word(r, 2 * e + 1, static_cast<uint32_t>(__double2hiint(d)));
+        }
+        break;
     case LAB_INT8:
-        or_word(r, e >> 2,
-                static_cast<uint32_t>(static_cast<uint8_t>(convert_to<int8_t>(v))) << (8 * (e & 3)));
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            const uint32_t bits = static_cast<uint8_t>(convert_to<int8_t>(v[e]));
+            or_word(r, e >> 2, bits << (8 * (e & 3)));
+        }
         break;
-    case LAB_UINT8: or_word(r, e >> 2, static_cast<uint32_t>(convert_to<uint8_t>(v)) << (8 * (e & 3))); break;
+    case LAB_UINT8:
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            or_word(r, e >> 2, static_cast<uint32_t>(convert_to<uint8_t>(v[e])) << (8 * (e & 3)));
+        }
+        break;
     case LAB_INT16:
-        or_word(r, e >> 1,
-                static_cast<uint32_t>(static_cast<uint16_t>(convert_to<int16_t>(v))) << (16 * (e & 1)));
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            const uint32_t bits = static_cast<uint16_t>(convert_to<int16_t>(v[e]));
+            or_word(r, e >> 1, bits << (16 * (e & 1)));
+        }
         break;
-    case LAB_INT32: or_word(r, e, static_cast<uint32_t>(convert_to<int32_t>(v))); break;
-    default: { // LAB_INT64
-        const uint64_t bits = static_cast<uint64_t>(convert_to<int64_t>(v));
-        or_word(r, 2 * e, static_cast<uint32_t>(bits));
-        or_word(r, 2 * e + 1, static_cast<uint32_t>(bits >> 32));
+    case LAB_INT32:
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) or_word(r, e, static_cast<uint32_t>(convert_to<int32_t>(v[e])));
         break;
-    }
+    default: // LAB_INT64
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e) {
+            const uint64_t bits = static_cast<uint64_t>(convert_to<int64_t>(v[e]));
+            or_word(r, 2 * e, static_cast<uint32_t>(bits));
+            or_word(r, 2 * e + 1, static_cast<uint32_t>(bits >> 32));
+        }
+        break;
     }
 }
 
@@ -170,14 +236,18 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kGroupsPerThread; ++u) {
         const int64_t g = first + static_cast<int64_t>(u) * kThreads;
         if (g >= n_groups) continue;
-        RawGroup out = {};
+        C values[kInputs][kGroup], results[kGroup];
+#pragma unroll
+        for (int k = 0; k < kInputs; ++k) unpack<C>(in[u][k], operands.dtypes[k + 1], values[k]);
 #pragma unroll
         for (int e = 0; e < kGroup; ++e) {
             C v[3];
 #pragma unroll
-            for (int k = 0; k < kInputs; ++k) v[k] = element<C>(in[u][k], e, operands.dtypes[k + 1]);
-            put<C>(out, e, operands.dtypes[0], apply<C, Op, kInputs>(Op{}, v, params));
+            for (int k = 0; k < kInputs; ++k) v[k] = values[k][e];
+            results[e] = apply<C, Op, kInputs>(Op{}, v, params);
         }
+        RawGroup out;
+        pack<C>(out, operands.dtypes[0], results);
         store_group(operands.p[0] + g * kGroup * sizes.bytes[0], sizes.bytes[0], out);
     }
     if (blockIdx.x == 0) { // the last n % kGroup elements, one at a time

@@ -1,11 +1,11 @@
 // multi_tensor.cu - multi-tensor apply: one kernel launch for a whole list of tensors.
 //
 // An optimizer step touches hundreds of small tensors; launching once per tensor costs ~4 us of
-// host time each, far more than the GPU work. Here the host cuts every tensor into chunks of
-// kChunk elements and packs, into the kernel's parameters, a table of (tensor pointers, sizes) and
-// (block -> tensor, chunk); each block then processes one chunk. A table holds what fits in the
-// parameter space - 32 KB from CUDA 12.1, else the classic 4 KB - and more tensors take more
-// launches. Elements are read as float, computed in float (half types too) and written back in
+// host time each, far more than the GPU work. Here every tensor is cut into chunks of kChunk
+// elements, one block each, and the host packs into the kernel's parameters a table of the tensors
+// (pointers, size, first block); a block finds its tensor by binary search. A table holds 32
+// tensors (under the classic 4 KB of parameters) or 256 (under 16 KB, from CUDA 12.1); more tensors
+// take more launches. Elements are read as float, computed in float (half types too) and written back in
 // each list's dtype. (apex / PyTorch's MultiTensorApply.cuh follow the same plan.)
 #include <type_traits>
 
@@ -21,17 +21,37 @@ constexpr int kChunk = 65536; // elements per block
 constexpr int kMtThreads = 512;
 constexpr int kIlp = 4; // misaligned tensors: elements per thread per step, loaded before use
 
-template <int kMaxTensors, int kMaxBlocks> struct ChunkTable {
+// A launch's table, passed as the kernel's parameters: per tensor its pointers (one per list), its
+// size, and the first block that works on it. Block b finds its tensor by binary search over
+// first_block, so the table grows with the number of tensors only - not with the blocks they need -
+// and a launch sends no more parameter bytes than its tensors fill: the driver copies every byte
+// of a kernel's parameters into the launch, ~1 us per KB measured here (2026-11-30).
+template <int kMaxTensorsV> struct ChunkTable {
+    static constexpr int kMaxTensors = kMaxTensorsV;
     char *ptrs[LAB_MAX_OPERANDS][kMaxTensors];
     int64_t sizes[kMaxTensors];
-    int norm_index[kMaxTensors];
-    uint16_t block_tensor[kMaxBlocks];
-    int32_t block_chunk[kMaxBlocks];
+    int32_t first_block[kMaxTensors];
+    int32_t norm_index[kMaxTensors];
+    int32_t n_tensors;
 };
-using SmallTable = ChunkTable<24, 160>;   // fits the classic 4 KB of kernel parameters
-using LargeTable = ChunkTable<256, 2048>; // fits 32 KB
+using SmallTable = ChunkTable<32>;  // short lists (and drivers before CUDA 12.1): under 4 KB
+using LargeTable = ChunkTable<256>; // long lists: under 16 KB of the 32 KB CUDA 12.1 allows
 static_assert(sizeof(SmallTable) + sizeof(lab_mt_params) + 64 < 4096, "4 KB parameter limit");
-static_assert(sizeof(LargeTable) + sizeof(lab_mt_params) + 64 < 32764, "32 KB parameter limit");
+static_assert(sizeof(LargeTable) + sizeof(lab_mt_params) + 64 < 16384, "parameter budget");
+
+// The tensor block b works on, and the chunk of it: the last tensor whose first block is <= b.
+template <typename Table> __device__ __forceinline__ int tensor_of_block(const Table &table, int b) {
+    int lo = 0, hi = table.n_tensors - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (table.first_block[mid] <= b) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return lo;
+}
 
 // One element of list k of the block's tensor: the state dtype S or the parameter dtype P.
 template <typename Op, typename P, typename S>
@@ -91,8 +111,8 @@ __global__ void __launch_bounds__(kMtThreads) multi_tensor_kernel(Table table, l
     // Two vectors in flight per thread when they fit in registers (float32, or few lists).
     constexpr int kUnroll = kVec * Op::kLists <= 16 ? 2 : 1;
     const Op op;
-    const int t = table.block_tensor[blockIdx.x];
-    const int64_t start = static_cast<int64_t>(table.block_chunk[blockIdx.x]) * kChunk;
+    const int t = tensor_of_block(table, blockIdx.x);
+    const int64_t start = static_cast<int64_t>(blockIdx.x - table.first_block[t]) * kChunk;
     const int64_t remaining = table.sizes[t] - start;
     const int len = static_cast<int>(remaining < kChunk ? remaining : kChunk);
 
@@ -156,8 +176,8 @@ __global__ void __launch_bounds__(kMtThreads) multi_tensor_kernel(Table table, l
 // Sum of squares of each chunk, added into norms[norm_index[t]] (zeroed beforehand).
 template <typename P, typename Table>
 __global__ void __launch_bounds__(kMtThreads) sum_of_squares_kernel(Table table, float *norms) {
-    const int t = table.block_tensor[blockIdx.x];
-    const int64_t start = static_cast<int64_t>(table.block_chunk[blockIdx.x]) * kChunk;
+    const int t = tensor_of_block(table, blockIdx.x);
+    const int64_t start = static_cast<int64_t>(blockIdx.x - table.first_block[t]) * kChunk;
     const int64_t remaining = table.sizes[t] - start;
     const int len = static_cast<int>(remaining < kChunk ? remaining : kChunk);
     const P *x = reinterpret_cast<const P *>(table.ptrs[0][t]) + start;
@@ -176,52 +196,58 @@ __global__ void square_root_kernel(float *norms, int n) {
 }
 
 template <typename Op, typename P, typename S, typename Table>
-cudaError_t launch_tables(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
-    constexpr int kMaxTensors = sizeof(Table::sizes) / sizeof(int64_t);
-    constexpr int kMaxBlocks = sizeof(Table::block_chunk) / sizeof(int32_t);
+cudaError_t launch_tables(const lab_multi_tensor_launch &launch, int first, int last, cudaStream_t stream) {
     Table table;
-    int tensors = 0, blocks = 0;
+    int64_t blocks = 0;
+    table.n_tensors = 0;
     auto flush = [&]() -> cudaError_t {
-        if (blocks > 0) {
-            if constexpr (IsReduction<Op>::value) {
-                sum_of_squares_kernel<P, Table><<<blocks, kMtThreads, 0, stream>>>(table, launch.norms);
+        if (table.n_tensors > 0) {
+            const unsigned int grid = static_cast<unsigned int>(blocks);
+            if constexpr (IsReduction<typename Op::StepType>::value) {
+                sum_of_squares_kernel<P, Table><<<grid, kMtThreads, 0, stream>>>(table, launch.norms);
             } else {
-                multi_tensor_kernel<Op, P, S, Table><<<blocks, kMtThreads, 0, stream>>>(table, launch.params);
+                multi_tensor_kernel<Op, P, S, Table><<<grid, kMtThreads, 0, stream>>>(table, launch.params);
             }
         }
-        tensors = blocks = 0;
+        table.n_tensors = 0;
+        blocks = 0;
         return cudaGetLastError();
     };
-    for (int i = 0; i < launch.n_tensors; ++i) {
+    for (int i = first; i < last; ++i) {
         const int64_t n = launch.sizes[i];
         if (n == 0) continue;
         const int64_t chunks = (n + kChunk - 1) / kChunk;
-        for (int64_t c = 0; c < chunks; ++c) {
-            if (c == 0 || blocks == 0) { // (re)enter tensor i into the table
-                if (tensors == kMaxTensors || blocks == kMaxBlocks) {
-                    cudaError_t err = flush();
-                    if (err != cudaSuccess) return err;
-                }
-                for (int k = 0; k < launch.n_lists; ++k) table.ptrs[k][tensors] = launch.ptrs[k][i];
-                table.sizes[tensors] = n;
-                table.norm_index[tensors] = launch.norm_index ? launch.norm_index[i] : 0;
-                ++tensors;
-            }
-            table.block_tensor[blocks] = static_cast<uint16_t>(tensors - 1);
-            table.block_chunk[blocks] = static_cast<int32_t>(c);
-            if (++blocks == kMaxBlocks) {
-                cudaError_t err = flush();
-                if (err != cudaSuccess) return err;
-            }
+        // one launch's grid stays under 2^31 blocks (x dimension) and first_block in int32
+        if (table.n_tensors == Table::kMaxTensors || blocks + chunks > INT32_MAX) {
+            cudaError_t err = flush();
+            if (err != cudaSuccess) return err;
         }
+        const int t = table.n_tensors++;
+        for (int k = 0; k < launch.n_lists; ++k) table.ptrs[k][t] = launch.ptrs[k][i];
+        table.sizes[t] = n;
+        table.first_block[t] = static_cast<int32_t>(blocks);
+        table.norm_index[t] = launch.norm_index ? launch.norm_index[i] : 0;
+        blocks += chunks;
     }
     return flush();
 }
 
+// Whole large tables while many tensors remain, then the small table for the rest: a list of a
+// few tensors sends a 4 KB table, not a 16 KB one.
 template <typename Op, typename P, typename S>
 cudaError_t launch_op(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
-    return launch.large_params ? launch_tables<Op, P, S, LargeTable>(launch, stream)
-                               : launch_tables<Op, P, S, SmallTable>(launch, stream);
+    const int n = launch.n_tensors;
+    int large_end = 0;
+    if (launch.large_params && n > SmallTable::kMaxTensors) {
+        large_end =
+            n - (n % LargeTable::kMaxTensors <= SmallTable::kMaxTensors ? n % LargeTable::kMaxTensors : 0);
+    }
+    cudaError_t err = cudaSuccess;
+    if (large_end > 0) err = launch_tables<Op, P, S, LargeTable>(launch, 0, large_end, stream);
+    if (err == cudaSuccess && large_end < n) {
+        err = launch_tables<Op, P, S, SmallTable>(launch, large_end, n, stream);
+    }
+    return err;
 }
 
 // float16 / bfloat16 / float32 for the lists; state lists either the same type or float32.
@@ -253,7 +279,7 @@ cudaError_t launch_norms(const lab_multi_tensor_launch &launch, cudaStream_t str
     if (err != cudaSuccess) return err;
     err = visit_mt_type(launch.dtype, [&](auto tag) {
         using P = typename decltype(tag)::type;
-        return launch_op<SumOfSquares, P, P>(launch, stream);
+        return launch_op<ListOp<SumOfSquares, 1, 0x1, 0x0, 0x0>, P, P>(launch, stream);
     });
     if (err != cudaSuccess || launch.n_norms == 0) return err;
     square_root_kernel<<<(launch.n_norms + 255) / 256, 256, 0, stream>>>(launch.norms, launch.n_norms);
