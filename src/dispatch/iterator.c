@@ -214,6 +214,11 @@ static void swap_dims(lab_iteration *it, int n_operands, int a, int b) {
 }
 
 int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab_iteration *it) {
+    return lab_iterate_with(ops, reduced, 0, func, it);
+}
+
+int lab_iterate_with(const lab_operands *ops, uint32_t reduced, unsigned flags, const char *func,
+                     lab_iteration *it) {
     const lab_array *out = &ops->arrays[0];
     const int n = ops->count;
     if (lab_check_writable(out, func, ops->names[0]) < 0) return -1;
@@ -256,9 +261,15 @@ int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab
             it->byte_strides[i][d] = -it->byte_strides[i][d];
         }
     }
-    /* Outermost first: larger strides outside (insertion sort: at most 8 dimensions). */
-    for (int d = 1; d < kept; d++)
-        for (int e = d; e > 0 && inner_before_outer(it, n, e - 1, e); e--) swap_dims(it, n, e - 1, e);
+    /* Outermost first: larger strides outside (insertion sort: at most 8 dimensions). With
+     * LAB_ITERATE_KEEP_REDUCED_ORDER two reduced dimensions never trade places. */
+    const int keep_reduced_order = (flags & LAB_ITERATE_KEEP_REDUCED_ORDER) != 0;
+    for (int d = 1; d < kept; d++) {
+        for (int e = d; e > 0 && inner_before_outer(it, n, e - 1, e); e--) {
+            if (keep_reduced_order && ((it->reduced >> (e - 1)) & 1) && ((it->reduced >> e) & 1)) break;
+            swap_dims(it, n, e - 1, e);
+        }
+    }
     /* Merge an outer dimension into the inner one whenever both are kept or both reduced and, for
      * every operand, stepping the outer one is the same as stepping the inner one its whole length. */
     int merged = 0;

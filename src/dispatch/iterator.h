@@ -37,6 +37,13 @@ typedef struct {
  * Returns 0, or -1 with TypeError/ValueError set naming the arguments. */
 int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab_iteration *it);
 
+/* The same, with flags: LAB_ITERATE_KEEP_REDUCED_ORDER keeps the reduced dimensions in their
+ * logical order (never reordered among themselves; they are never flipped), so a linear position
+ * along them is the flat index argmax reports. */
+#define LAB_ITERATE_KEEP_REDUCED_ORDER 1u
+int lab_iterate_with(const lab_operands *ops, uint32_t reduced, unsigned flags, const char *func,
+                     lab_iteration *it);
+
 /* An input may be the very view the output is (in place) or disjoint from it; anything between
  * would make the result depend on the order elements are written: 1 when `in` and `out` are in
  * that case, else 0. No Python call, so a list op checks hundreds of pairs cheaply. */

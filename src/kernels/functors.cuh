@@ -50,9 +50,9 @@ template <typename C> __device__ __forceinline__ C wrapping_mul(C a, C b) {
 }
 
 template <typename C> __device__ __forceinline__ bool is_nan(C v) {
-    if constexpr (cuda::std::is_floating_point_v<C>)
+    if constexpr (cuda::std::is_floating_point_v<C>) {
         return v != v;
-    else {
+    } else {
         return false;
     }
 }
@@ -128,11 +128,11 @@ struct NegOp {
 };
 struct AbsOp {
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &) const {
-        if constexpr (cuda::std::is_unsigned_v<C>)
+        if constexpr (cuda::std::is_unsigned_v<C>) {
             return a;
-        else if constexpr (cuda::std::is_integral_v<C>)
+        } else if constexpr (cuda::std::is_integral_v<C>) {
             return a < C(0) ? wrapping_sub(C(0), a) : a;
-        else {
+        } else {
             return math_fabs(a);
         }
     }

@@ -118,6 +118,46 @@ typedef struct {
 
 cudaError_t lab_launch_multi_tensor(const lab_multi_tensor_launch *launch, cudaStream_t stream);
 
+/* ---- reductions: one output element from many input elements ---- */
+
+/* One per row of reduce_ops.def. */
+typedef enum {
+#define LAB_REDUCE_OP(id, reducer, integers, index_output) LAB_REDUCE_##id,
+#include "reduce_ops.def"
+#undef LAB_REDUCE_OP
+    LAB_NUM_REDUCE_OPS
+} lab_reduce_op;
+
+/* How threads share the work; the plan (dispatch/reduction_kind.c) picks one per call. */
+typedef enum {
+    LAB_REDUCE_BY_WARP = 0, /* a warp per output: many outputs, short rows (rows of 32) */
+    LAB_REDUCE_BY_BLOCK,    /* a block per output: long rows */
+    LAB_REDUCE_BY_THREAD,   /* a thread per output, neighbours on neighbouring outputs: column sums */
+    LAB_REDUCE_SPLIT,       /* few outputs, long rows: blocks reduce slices of each output into
+                               partials, a second kernel combines each output's partials in order */
+} lab_reduce_strategy;
+
+/* One reduction, decided on the host. The input's iteration space is split into kept dimensions
+ * (one output each) and reduced ones, each list outermost first, strides in bytes. Reduced
+ * dimensions keep their logical order, so a position along them is the flat index argmax reports. */
+typedef struct {
+    lab_reduce_op op;
+    lab_reduce_strategy strategy;
+    lab_dtype in_dtype, out_dtype;
+    const char *in;
+    char *out;
+    int64_t n_outputs, n_reduce;
+    int kept_ndim, reduced_ndim;
+    int64_t kept_shape[LAB_MAX_DIMS], kept_in_strides[LAB_MAX_DIMS], kept_out_strides[LAB_MAX_DIMS];
+    int64_t reduced_shape[LAB_MAX_DIMS], reduced_in_strides[LAB_MAX_DIMS];
+    int slices; /* LAB_REDUCE_SPLIT: slices per output */
+} lab_reduction_launch;
+
+/* Launches one planned reduction on `stream` (LAB_REDUCE_SPLIT takes its partials from the
+ * stream-ordered pool and frees them on the stream). Deterministic: the same input gives bitwise the
+ * same output on every run - fixed combination trees, no atomics. */
+cudaError_t lab_launch_reduction(const lab_reduction_launch *launch, cudaStream_t stream);
+
 /* Architectures this build carries, as "sm_80 sm_90 compute_90" (for `python -m lab`). */
 const char *lab_compiled_architectures(void);
 

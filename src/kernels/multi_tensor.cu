@@ -288,9 +288,9 @@ cudaError_t launch_norms(const lab_multi_tensor_launch &launch, cudaStream_t str
 
 template <typename Op>
 cudaError_t launch_list_op(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
-    if constexpr (IsReduction<typename Op::StepType>::value)
+    if constexpr (IsReduction<typename Op::StepType>::value) {
         return launch_norms(launch, stream);
-    else {
+    } else {
         return launch_with_types<Op>(launch, stream);
     }
 }

@@ -11,10 +11,16 @@ struct SumCombine {
     template <typename T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
 };
 
+// A warp shuffle of one value; a type the hardware cannot shuffle whole (a value with its index)
+// overloads it next to its definition, and warp_reduce finds that overload.
+template <typename T> __device__ __forceinline__ T shuffle_xor(T v, int lane_mask) {
+    return static_cast<T>(__shfl_xor_sync(0xffffffffu, v, lane_mask));
+}
+
 // Combines v across the 32 lanes of a warp; every lane receives the result.
 template <typename T, typename Combine> __device__ __forceinline__ T warp_reduce(T v, Combine combine) {
 #pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    for (int offset = 16; offset > 0; offset >>= 1) v = combine(v, shuffle_xor(v, offset));
     return v;
 }
 
