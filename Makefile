@@ -77,6 +77,7 @@ gpu-check:
 	$(PYTHON) -m lab demo 2>&1 | tail -5
 	$(if $(EXTRA),$(MAKE) --no-print-directory $(EXTRA))
 	$(PYTHON) bench/bench_elementwise.py --out-dir $(OUT)/bench
+	$(PYTHON) bench/bench_reductions.py --out-dir $(OUT)/bench
 	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1
 	find $(LOGS) -type f -size +4M -printf "left out of logs.tgz (over 4 MiB): %p\n" -delete
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
@@ -116,15 +117,17 @@ sanitize:
 	PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 200 compute-sanitizer --tool memcheck --report-api-errors no \
 	  --error-exitcode 9 \
 	  --log-file $(LOGS)/memcheck.log $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py \
-	  tests/test_layouts_gpu.py tests/test_streams_gpu.py tests/test_foreach_gpu.py \
+	  tests/test_layouts_gpu.py tests/test_streams_gpu.py tests/test_foreach_gpu.py tests/test_reductions_gpu.py \
 	  -k "not cupy and not jax and not 16777221 and not two_to_the_31 and not memory_is_given_back and not 300 \
-	  and not matches_torch and not training" \
+	  and not matches_torch and not training and not deterministic and not 600" \
 	  > $(LOGS)/memcheck-pytest.txt 2>&1; \
 	  echo "memcheck exit code: $$?"; tail -1 $(LOGS)/memcheck-pytest.txt
 	@grep -E "^========= (Invalid|Program hit|ERROR SUMMARY)" $(LOGS)/memcheck.log | sort | uniq -c | sort -rn | head -8
 	timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(LOGS)/racecheck.log \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py tests/test_layouts_gpu.py \
-	  tests/test_foreach_gpu.py -k "(torch and 1000003 and float32) or transposed_inputs or foreach_norm" \
+	  tests/test_foreach_gpu.py tests/test_reductions_gpu.py -k "(torch and 1000003 and float32) or transposed_inputs \
+	  or foreach_norm or (value_reductions_float and float32 and (4099 or 70000 or 300000)) \
+	  or broadcast_input_and_strided_output" \
 	  > /dev/null 2>&1; echo "racecheck exit code: $$?"
 	@grep -E "SUMMARY" $(LOGS)/racecheck.log
 
@@ -135,6 +138,7 @@ fuzz: $(VENV_PY)
 
 bench: build
 	$(PYTHON) bench/bench_elementwise.py --out-dir bench/results/latest
+	$(PYTHON) bench/bench_reductions.py --out-dir bench/results/latest
 
 clean:
 	rm -rf build lab/*.so $(VENV) .pytest_cache

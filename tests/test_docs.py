@@ -36,7 +36,7 @@ def test_reference_points_at_its_symbol(doc, path, start, end, symbol):
         f"{doc}: `{symbol}` is not in {path}:{start}-{end}"
 
 
-@pytest.mark.parametrize("name", ["tour.md", "add-an-op.md", "protocols.md"])
+@pytest.mark.parametrize("name", ["tour.md", "add-an-op.md", "protocols.md", "reductions.md"])
 def test_docs_exist_and_are_linked_from_the_readme(name):
     assert os.path.exists(os.path.join(DOCS, name))
     assert f"docs/{name}" in open(os.path.join(ROOT, "README.md")).read()
