@@ -8,24 +8,11 @@
 
 #include "dispatch/dtype.h"
 
-static PyObject *shape_tuple(const int64_t *shape, int ndim) {
-    PyObject *tuple = PyTuple_New(ndim);
-    for (int d = 0; tuple && d < ndim; d++) {
-        PyObject *item = PyLong_FromLongLong(shape[d]);
-        if (!item) {
-            Py_CLEAR(tuple);
-            break;
-        }
-        PyTuple_SET_ITEM(tuple, d, item);
-    }
-    return tuple;
-}
-
 /* "'a' has shape (3, 4), 'b' has shape (5,)" for the broadcast error message. */
 static void raise_broadcast_error(const lab_operands *ops, const char *func) {
     PyObject *parts = PyList_New(0);
     for (int i = 1; parts && i < ops->count; i++) {
-        PyObject *shape = shape_tuple(ops->arrays[i].shape, ops->arrays[i].ndim);
+        PyObject *shape = lab_shape_tuple(ops->arrays[i].shape, ops->arrays[i].ndim);
         PyObject *part = shape ? PyUnicode_FromFormat("'%s' has shape %R", ops->names[i], shape) : NULL;
         Py_XDECREF(shape);
         if (!part || PyList_Append(parts, part) < 0) Py_CLEAR(parts);
@@ -81,8 +68,8 @@ output_mismatch:;
         for (int d = 0; d < a->ndim; d++)
             if (a->shape[d] != 1) inputs_shape[inputs_ndim - a->ndim + d] = a->shape[d];
     }
-    PyObject *out_shape = shape_tuple(out->shape, out->ndim),
-             *bshape = shape_tuple(inputs_shape, inputs_ndim);
+    PyObject *out_shape = lab_shape_tuple(out->shape, out->ndim),
+             *bshape = lab_shape_tuple(inputs_shape, inputs_ndim);
     if (out_shape && bshape) {
         PyErr_Format(PyExc_ValueError,
                      "%s(): argument '%s' has shape %R but the inputs broadcast to %R; the output "

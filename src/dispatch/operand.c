@@ -81,3 +81,16 @@ int lab_scalar_for_dtype(const lab_scalar_arg *scalar, lab_dtype compute, const 
     *as_float = (double)scalar->as_int;
     return 0;
 }
+
+PyObject *lab_shape_tuple(const int64_t *values, int n) {
+    PyObject *tuple = PyTuple_New(n);
+    for (int d = 0; tuple && d < n; d++) {
+        PyObject *item = PyLong_FromLongLong(values[d]);
+        if (!item) {
+            Py_CLEAR(tuple);
+            break;
+        }
+        PyTuple_SET_ITEM(tuple, d, item);
+    }
+    return tuple;
+}

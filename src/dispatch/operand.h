@@ -81,6 +81,9 @@ lab_array lab_contiguous_like(const lab_array *a);
 /* ValueError "func(): argument 'name' is read-only ..." when a written array is read-only. 0 or -1. */
 int lab_check_writable(const lab_array *array, const char *func, const char *name);
 
+/* A tuple of Python ints - a shape, strides - for messages and introspection; NULL on failure. */
+PyObject *lab_shape_tuple(const int64_t *values, int n);
+
 /* "name[index]" into buf (truncated to fit); index < 0 gives just "name". Hand-rolled rather than
  * snprintf: list ops name arrays of every list up front, hundreds per call. */
 void lab_indexed_name(char *buf, size_t size, const char *name, int index);

@@ -15,20 +15,6 @@ static const int REDUCE_INDEX_OUTPUT[LAB_NUM_REDUCE_OPS] = {
 #undef LAB_REDUCE_OP
 };
 
-/* "(3, 4)" for messages. */
-static PyObject *shape_text(const int64_t *shape, int ndim) {
-    PyObject *tuple = PyTuple_New(ndim);
-    for (int d = 0; tuple && d < ndim; d++) {
-        PyObject *item = PyLong_FromLongLong(shape[d]);
-        if (!item) {
-            Py_CLEAR(tuple);
-            break;
-        }
-        PyTuple_SET_ITEM(tuple, d, item);
-    }
-    return tuple;
-}
-
 /* The output seen with the input's rank: size 1 and stride 0 in reduced dimensions (keepdim form).
  * The output must have the reduced shape - the input's without the reduced dimensions, or with
  * them as size 1 when keepdim. */
@@ -43,8 +29,9 @@ static int keepdim_view(const lab_reduction_call *c, const char *func, lab_array
     int fits = out->ndim == expected_ndim;
     for (int d = 0; fits && d < expected_ndim; d++) fits = out->shape[d] == expected[d];
     if (!fits) {
-        PyObject *want = shape_text(expected, expected_ndim), *got = shape_text(out->shape, out->ndim);
-        PyObject *from = shape_text(in->shape, in->ndim);
+        PyObject *want = lab_shape_tuple(expected, expected_ndim),
+                 *got = lab_shape_tuple(out->shape, out->ndim);
+        PyObject *from = lab_shape_tuple(in->shape, in->ndim);
         if (want && got && from) {
             PyErr_Format(
                 PyExc_ValueError,

@@ -56,4 +56,14 @@ template <int kOperands> struct CastingOperands {
     lab_dtype dtypes[kOperands];
 };
 
+// The operands of a planned launch, with their run-time dtypes.
+template <int kOperands> CastingOperands<kOperands> casting_operands(const lab_elementwise_launch &launch) {
+    CastingOperands<kOperands> operands{};
+    for (int k = 0; k < kOperands; ++k) {
+        operands.p[k] = launch.data[k];
+        operands.dtypes[k] = launch.dtypes[k];
+    }
+    return operands;
+}
+
 } // namespace lab

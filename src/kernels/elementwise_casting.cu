@@ -43,11 +43,7 @@ cudaError_t launch_casting(const lab_elementwise_launch &launch, cudaStream_t st
         return visit_compute_type<decltype(integers)::value>(launch.compute, [&](auto tag) {
             using C = typename decltype(tag)::type;
             constexpr int kOperands = decltype(n_inputs)::value + 1;
-            CastingOperands<kOperands> operands{};
-            for (int k = 0; k < kOperands; ++k) {
-                operands.p[k] = launch.data[k];
-                operands.dtypes[k] = launch.dtypes[k];
-            }
+            const CastingOperands<kOperands> operands = casting_operands<kOperands>(launch);
             elementwise_casting<C, decltype(op), kOperands - 1>
                 <<<blocks_for(launch.numel), kThreads, 0, stream>>>(
                     operands, make_layout<kOperands>(launch), launch.numel, to_params<C>(launch.scalars));

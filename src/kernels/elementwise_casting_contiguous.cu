@@ -269,13 +269,9 @@ cudaError_t launch_casting_contiguous(const lab_elementwise_launch &launch, cuda
         return visit_compute_type<decltype(integers)::value>(launch.compute, [&](auto tag) {
             using C = typename decltype(tag)::type;
             constexpr int kOperands = decltype(n_inputs)::value + 1;
-            CastingOperands<kOperands> operands{};
+            const CastingOperands<kOperands> operands = casting_operands<kOperands>(launch);
             Itemsizes<kOperands> sizes{};
-            for (int k = 0; k < kOperands; ++k) {
-                operands.p[k] = launch.data[k];
-                operands.dtypes[k] = launch.dtypes[k];
-                sizes.bytes[k] = static_cast<int>(launch.byte_strides[k][0]);
-            }
+            for (int k = 0; k < kOperands; ++k) sizes.bytes[k] = static_cast<int>(launch.byte_strides[k][0]);
             const int64_t groups = launch.numel / kGroup;
             const int64_t per_block = static_cast<int64_t>(kThreads) * kGroupsPerThread;
             const int64_t blocks = groups > 0 ? (groups + per_block - 1) / per_block : 1;

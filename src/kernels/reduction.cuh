@@ -295,6 +295,17 @@ template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, 
 
 } // namespace
 
+// The switch of each half (one per .cu file) over reduce_ops.def: the file defines
+// LAB_REDUCE_ROW_0 / LAB_REDUCE_ROW_1 (value / index reductions) as LAB_REDUCE_CASE or as nothing,
+// so token pasting on the `index_output` column keeps its half's rows.
+#define LAB_REDUCE_CASE(id, reducer, integers)                                                               \
+    case LAB_REDUCE_##id:                                                                                    \
+        return visit_storage_type<bool(integers)>(launch.in_dtype, [&](auto tag) {                           \
+            return launch_reducer<reducer<typename decltype(tag)::type>>(launch, stream);                    \
+        });
+#define LAB_REDUCE_OP(id, reducer, integers, index_output)                                                   \
+    LAB_REDUCE_ROW_##index_output(id, reducer, integers)
+
 // The launchers of the two halves (one per .cu file).
 cudaError_t launch_value_reduction(const lab_reduction_launch &launch, cudaStream_t stream);
 cudaError_t launch_index_reduction(const lab_reduction_launch &launch, cudaStream_t stream);

@@ -4,14 +4,6 @@
 
 namespace lab {
 
-// Token pasting on reduce_ops.def's `index_output` column (0 or 1) keeps one half's rows:
-#define LAB_REDUCE_CASE(id, reducer, integers)                                                               \
-    case LAB_REDUCE_##id:                                                                                    \
-        return visit_storage_type<bool(integers)>(launch.in_dtype, [&](auto tag) {                           \
-            return launch_reducer<reducer<typename decltype(tag)::type>>(launch, stream);                    \
-        });
-#define LAB_REDUCE_OP(id, reducer, integers, index_output)                                                   \
-    LAB_REDUCE_ROW_##index_output(id, reducer, integers)
 #define LAB_REDUCE_ROW_0(id, reducer, integers)
 #define LAB_REDUCE_ROW_1(id, reducer, integers) LAB_REDUCE_CASE(id, reducer, integers)
 
@@ -24,9 +16,17 @@ cudaError_t launch_index_reduction(const lab_reduction_launch &launch, cudaStrea
 
 } // namespace lab
 
+#undef LAB_REDUCE_OP
+// Which half a reduction is in, from the same column of reduce_ops.def.
+static const bool kIndexOutput[LAB_NUM_REDUCE_OPS] = {
+#define LAB_REDUCE_OP(id, reducer, integers, index_output) bool(index_output),
+#include "reduce_ops.def"
+#undef LAB_REDUCE_OP
+};
+
 extern "C" cudaError_t lab_launch_reduction(const lab_reduction_launch *launch, cudaStream_t stream) {
     if (launch->n_outputs == 0) return cudaSuccess;
-    const bool index_output = launch->op == LAB_REDUCE_ARGMAX || launch->op == LAB_REDUCE_ARGMIN;
-    return index_output ? lab::launch_index_reduction(*launch, stream)
-                        : lab::launch_value_reduction(*launch, stream);
+    if (launch->op < 0 || launch->op >= LAB_NUM_REDUCE_OPS) return cudaErrorInvalidValue;
+    return kIndexOutput[launch->op] ? lab::launch_index_reduction(*launch, stream)
+                                    : lab::launch_value_reduction(*launch, stream);
 }

@@ -4,14 +4,6 @@
 
 namespace lab {
 
-// Token pasting on reduce_ops.def's `index_output` column (0 or 1) keeps one half's rows:
-#define LAB_REDUCE_CASE(id, reducer, integers)                                                               \
-    case LAB_REDUCE_##id:                                                                                    \
-        return visit_storage_type<bool(integers)>(launch.in_dtype, [&](auto tag) {                           \
-            return launch_reducer<reducer<typename decltype(tag)::type>>(launch, stream);                    \
-        });
-#define LAB_REDUCE_OP(id, reducer, integers, index_output)                                                   \
-    LAB_REDUCE_ROW_##index_output(id, reducer, integers)
 #define LAB_REDUCE_ROW_0(id, reducer, integers) LAB_REDUCE_CASE(id, reducer, integers)
 #define LAB_REDUCE_ROW_1(id, reducer, integers)
 

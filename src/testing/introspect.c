@@ -11,25 +11,11 @@
 #include "dispatch/elementwise_kind.h"
 #include "dispatch/iterator.h"
 
-static PyObject *int64_tuple(const int64_t *values, int n) {
-    PyObject *tuple = PyTuple_New(n);
-    if (!tuple) return NULL;
-    for (int i = 0; i < n; i++) {
-        PyObject *item = PyLong_FromLongLong(values[i]);
-        if (!item) {
-            Py_DECREF(tuple);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(tuple, i, item);
-    }
-    return tuple;
-}
-
 static PyObject *py_array_info(PyObject *module, PyObject *obj) {
     lab_array array;
     if (lab_read_array(lab_get_state(module), obj, "_array_info", "obj", &array) < 0) return NULL;
-    PyObject *shape = int64_tuple(array.shape, array.ndim);
-    PyObject *strides = int64_tuple(array.strides, array.ndim);
+    PyObject *shape = lab_shape_tuple(array.shape, array.ndim);
+    PyObject *strides = lab_shape_tuple(array.strides, array.ndim);
     PyObject *stream = array.has_stream ? PyLong_FromSize_t((size_t)array.stream) : Py_NewRef(Py_None);
     PyObject *info = NULL;
     if (shape && strides && stream) {
@@ -70,11 +56,11 @@ static int read_operands(PyObject *module, PyObject *args, const char *func, lab
 /* {"shape": (...), "byte_strides": ((...) per operand), "data": (...)} of an iteration space. */
 static PyObject *space_dict(int ndim, const int64_t *shape, const int64_t (*byte_strides)[LAB_MAX_DIMS],
                             char *const *data, int count) {
-    PyObject *shape_t = int64_tuple(shape, ndim);
+    PyObject *shape_t = lab_shape_tuple(shape, ndim);
     PyObject *strides = PyTuple_New(count), *pointers = PyTuple_New(count);
     PyObject *result = NULL;
     for (int i = 0; shape_t && strides && pointers && i < count; i++) {
-        PyObject *s = int64_tuple(byte_strides[i], ndim);
+        PyObject *s = lab_shape_tuple(byte_strides[i], ndim);
         PyObject *d = PyLong_FromSize_t((size_t)(uintptr_t)data[i]);
         if (!s || !d) {
             Py_XDECREF(s);
