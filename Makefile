@@ -35,10 +35,12 @@ package-check: $(VENV_PY)
 	LAB_CUDA_ARCH=$${LAB_CUDA_ARCH:-90} $(VENV_PY) -m pip wheel -q --no-deps -w $(PACKAGE_DIR) dist/lab-*.tar.gz
 	$(PYTHON) -m venv $(PACKAGE_DIR)/venv
 	$(PACKAGE_DIR)/venv/bin/pip install -q $(PACKAGE_DIR)/lab-*.whl
-	cd /tmp && $(CURDIR)/$(PACKAGE_DIR)/venv/bin/python -c "import lab, os; \
+	cd /tmp && LAB_NVRTC="$$(ls $(CURDIR)/$(VENV)/lib/python*/site-packages/nvidia/cu*/lib/libnvrtc.so.* | head -1)" \
+	  $(CURDIR)/$(PACKAGE_DIR)/venv/bin/python -c "import lab; \
 	  assert not lab.__file__.startswith('$(CURDIR)/lab'), lab.__file__; \
+	  program = lab.compile('#include \"functors.cuh\"\n__global__ void k(float *x) { x[0] = lab::ReluOp()(x[0], 0.f, 0.f, lab::OpParams<float>{1.f, 1.f}); }', arch='sm_90', cache=False); \
 	  print('package-check: wheel from the sdist imports:', lab.__version__, lab.compiled_architectures(), \
-	        'stubs' if os.path.exists(os.path.join(os.path.dirname(lab.__file__), 'lab.pyi')) else 'NO STUBS')"
+	        '- its kernel headers compile with NVRTC:', program)"
 
 # clang-format comes from the test requirements (PyPI's clang-format), so every machine checks with
 # the same version; .clang-format holds the style.

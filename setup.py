@@ -97,6 +97,12 @@ class BuildExtWithNvcc(build_ext):
             subprocess.run(command, check=True)
             return obj
 
+        # The headers a user kernel may #include (lab.compile puts this folder on NVRTC's path).
+        include_dir = os.path.join(os.path.dirname(self.get_ext_fullpath(ext.name)), "include")
+        os.makedirs(include_dir, exist_ok=True)
+        for header in USER_HEADERS:
+            shutil.copy2(os.path.join(ROOT, "src", "kernels", header), include_dir)
+
         jobs = int(os.environ.get("LAB_NVCC_JOBS", os.cpu_count() or 1))
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             ext.extra_objects = list(pool.map(compile_one, cuda_sources)) + ext.extra_objects
@@ -108,6 +114,10 @@ def files_under(folder, endings):
     return sorted(os.path.join("src", folder, f) for f in os.listdir(os.path.join(ROOT, "src", folder))
                   if f.endswith(endings))
 
+
+# Kernel headers user kernels compiled by lab.compile may include: no host headers, NVRTC-clean
+# (tests/test_source_layout.py compiles them with NVRTC). Shipped in the package as lab/include/.
+USER_HEADERS = ["functors.cuh", "dtype_traits.cuh"]
 
 # The four levels of DESIGN.md, one folder each (kernels/ holds the .cu files nvcc compiles).
 LEVEL_FOLDERS = ["binding", "dispatch", "kernels", "testing"]

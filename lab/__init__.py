@@ -6,7 +6,8 @@
 
 Any CUDA array works - PyTorch, CuPy, Numba, JAX - because lab reads device pointers from the
 arrays' own protocols (__cuda_array_interface__, the DLPack C exchange API). Every op writes into
-the `out` array you pass and returns it. The compiled core is lab.lab (src/*.c, src/kernels/*.cu).
+the `out` array you pass and returns it. The compiled core is lab.lab (src/binding, src/dispatch,
+src/kernels); lab.compile (NVRTC, loaded at first use) compiles your own kernels.
 """
 from ._version import __version__
 
@@ -20,6 +21,7 @@ except ImportError as error:  # the extension is not built
         "nvcc from the CUDA toolkit must be on PATH or CUDA_HOME must point at the toolkit."
     ) from error
 
+from ._nvrtc import CompileError, Program, compile  # noqa: E402  (NVRTC itself loads at the first compile)
 from ._runtime import asarray, stream  # noqa: E402
 from .lab import (  # noqa: E402  (re-exported: the public API)
     Array,
@@ -76,11 +78,12 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
 )
 
 __all__ = [
-    "Array", "CudaError", "Event", "Stream", "__version__", "abs", "add", "add_relu", "amax", "amin", "argmax",
-    "argmin", "asarray", "axpby",
-    "compiled_architectures", "copy", "cuda_driver_version", "cuda_runtime_version", "current_stream",
-    "device_count", "div", "empty", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
-    "foreach_norm", "foreach_scale", "fused_add_mul", "adam_step", "sgd_step", "gelu", "get_device_properties", "is_available",
-    "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved", "minimum", "mul", "neg", "prod", "relu", "sigmoid", "silu", "sqrt", "stream", "sub", "sum",
-    "synchronize", "vector_add", "zeros",
+    "__version__", "abs", "adam_step", "add", "add_relu", "amax", "amin", "argmax", "argmin",
+    "Array", "asarray", "axpby", "compile", "compiled_architectures", "CompileError", "copy",
+    "cuda_driver_version", "cuda_runtime_version", "CudaError", "current_stream", "device_count",
+    "div", "empty", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
+    "foreach_norm", "foreach_scale", "fused_add_mul", "gelu", "get_device_properties",
+    "is_available", "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved",
+    "minimum", "mul", "neg", "prod", "Program", "relu", "sgd_step", "sigmoid", "silu", "sqrt",
+    "Stream", "stream", "sub", "sum", "synchronize", "vector_add", "zeros",
 ]
