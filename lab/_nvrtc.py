@@ -49,14 +49,14 @@ class Program:
 _NVRTC_SUCCESS = 0
 _lock = threading.Lock()
 _library = None
-_memory_cache = {}
+_memory_cache: "dict[str, Program]" = {}
 
 
 def _candidates():
     if os.environ.get("LAB_NVRTC"):
         yield os.environ["LAB_NVRTC"]
     try:
-        import nvidia
+        import nvidia  # type: ignore[import-untyped]  # a namespace package without stubs
         for base in nvidia.__path__:
             for pattern in ("cu*/lib/libnvrtc.so*", "cuda_nvrtc/lib/libnvrtc.so*"):
                 yield from sorted(glob.glob(os.path.join(base, pattern)), reverse=True)
