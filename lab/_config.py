@@ -46,6 +46,8 @@ def describe():
         lines.append(f"GPU {i}: {p['name']}, compute capability {p['capability'][0]}.{p['capability'][1]}, "
                      f"{p['multi_processor_count']} SMs, {p['total_memory'] / 2**30:.1f} GiB, "
                      f"L2 {p['l2_cache_size'] / 2**20:.0f} MiB")
+    from lab._nvrtc import describe as describe_nvrtc
+    lines.append(describe_nvrtc())
     lines.append("producers:")
     lines.extend("  " + _producer_line(name) for name in ("torch", "cupy", "numba", "jax"))
     return "\n".join(lines)

@@ -67,6 +67,15 @@ def _candidates():
     yield "libnvrtc.so"  # the loader's path
 
 
+def describe():
+    """One line for `python -m lab`: NVRTC's version and where it was found, or why not."""
+    try:
+        library = nvrtc()
+        return f"NVRTC {'.'.join(map(str, version()))} ({library._name}): lab.compile works"
+    except CompileError as error:
+        return f"NVRTC not found: lab.compile needs it (pip install nvidia-cuda-nvrtc) - {str(error)[:80]}..."
+
+
 def nvrtc():
     """The loaded NVRTC library (a ctypes.CDLL), loading it on first use."""
     global _library
@@ -128,11 +137,12 @@ def kernel_include_dirs():
 
 
 def _default_arch():
+    """The architecture of device 0, where lab puts arrays unless told otherwise."""
     from . import lab as core
     if not core.is_available():
         raise ValueError("lab.compile(): no GPU here to compile for; pass arch, e.g. arch='sm_90'")
-    props = core.get_device_properties(0)  # the current device would be better; device 0 is lab's default
-    return f"sm_{props['major']}{props['minor']}"
+    major, minor = core.get_device_properties(0)["capability"]
+    return f"sm_{major}{minor}"
 
 
 def _target(arch):

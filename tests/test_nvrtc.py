@@ -88,6 +88,17 @@ def test_without_a_gpu_the_architecture_must_be_given():
         lab.compile(KERNEL)
 
 
+def test_without_arch_the_gpus_architecture_is_used(monkeypatch):
+    from lab import lab as core
+    monkeypatch.setattr(core, "is_available", lambda: True)
+    monkeypatch.setattr(core, "get_device_properties", lambda device: {"capability": (8, 0)})
+    assert lab.compile(KERNEL).arch == "sm_80"
+
+
+def test_python_m_lab_reports_nvrtc():
+    assert nvrtc.describe().startswith("NVRTC 1")
+
+
 def test_missing_nvrtc_says_what_to_install(monkeypatch):
     monkeypatch.setattr(nvrtc, "_library", None)
     monkeypatch.setattr(nvrtc, "_candidates", lambda: iter(["/nonexistent/libnvrtc.so.13"]))
