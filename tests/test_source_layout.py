@@ -6,7 +6,6 @@
 - the kernel headers a user kernel may include (functors.cuh, dtype_traits.cuh) compile with NVRTC
   as well as nvcc;
 - editing a kernel header rebuilds the objects that include it and relinks lab.so."""
-import ctypes
 import glob
 import os
 import re
@@ -88,44 +87,14 @@ def test_source_files_stay_small(path):
 
 # ---- NVRTC ----
 
-def find_nvrtc():
-    """libnvrtc: LAB_NVRTC, the nvidia-cuda-nvrtc wheel, then the toolkit; None if absent."""
-    candidates = [os.environ.get("LAB_NVRTC", "")]
+def nvrtc_compile(source):
+    """(0, log) when NVRTC compiles `source` for sm_90 with lab's kernel headers on the path, else
+    (non-zero, log) - through lab.compile, the same loader and include path user kernels get."""
+    import lab._nvrtc as nvrtc
     try:
-        import nvidia
-        for base in nvidia.__path__:
-            candidates += sorted(glob.glob(os.path.join(base, "cu*", "lib", "libnvrtc.so*")), reverse=True)
-            candidates += sorted(glob.glob(os.path.join(base, "cuda_nvrtc", "lib", "libnvrtc.so*")), reverse=True)
-    except ImportError:
-        pass
-    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-    candidates += sorted(glob.glob(os.path.join(home, "lib64", "libnvrtc.so*")), reverse=True)
-    for path in candidates:
-        if path and os.path.exists(path) and "builtins" not in path:
-            return path
-    return None
-
-
-def cuda_include_dirs():
-    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-    return [d for d in (os.path.join(home, "include", "cccl"), os.path.join(home, "include")) if os.path.isdir(d)]
-
-
-def nvrtc_compile(source, options):
-    path = find_nvrtc()
-    if path is None:
-        pytest.fail("NVRTC not found: install the test requirements (nvidia-cuda-nvrtc) or set LAB_NVRTC")
-    nvrtc = ctypes.CDLL(path)
-    program = ctypes.c_void_p()
-    assert nvrtc.nvrtcCreateProgram(ctypes.byref(program), source.encode(), b"user_kernel.cu", 0, None, None) == 0
-    encoded = [o.encode() for o in options]
-    rc = nvrtc.nvrtcCompileProgram(program, len(encoded), (ctypes.c_char_p * len(encoded))(*encoded))
-    size = ctypes.c_size_t()
-    nvrtc.nvrtcGetProgramLogSize(program, ctypes.byref(size))
-    log = ctypes.create_string_buffer(size.value)
-    nvrtc.nvrtcGetProgramLog(program, log)
-    nvrtc.nvrtcDestroyProgram(ctypes.byref(program))
-    return rc, log.value.decode(errors="replace")
+        return 0, nvrtc.compile(source, arch="sm_90", cache=False).log
+    except nvrtc.CompileError as error:
+        return 1, error.log or str(error)
 
 
 USER_KERNEL = r'''
@@ -147,16 +116,13 @@ extern "C" __global__ void fused(float *out, const __half *a, const __nv_bfloat1
 
 
 def test_kernel_headers_compile_with_nvrtc():
-    options = ["--std=c++17", "-arch=compute_90", "-I" + os.path.join(SRC, "kernels")]
-    options += ["-I" + d for d in cuda_include_dirs()]
-    rc, log = nvrtc_compile(USER_KERNEL, options)
+    rc, log = nvrtc_compile(USER_KERNEL)
     assert rc == 0, f"NVRTC could not compile lab's kernel headers:\n{log}"
 
 
 def test_nvrtc_reports_errors_in_the_headers_test():
     """The compile test above can fail: a wrong program gives a non-zero result and a log."""
-    rc, log = nvrtc_compile('#include "functors.cuh"\nlab::NoSuchOp x;\n',
-                            ["--std=c++17", "-I" + os.path.join(SRC, "kernels")] + ["-I" + d for d in cuda_include_dirs()])
+    rc, log = nvrtc_compile('#include "functors.cuh"\nlab::NoSuchOp x;\n')
     assert rc != 0 and "NoSuchOp" in log
 
 
