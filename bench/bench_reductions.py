@@ -20,7 +20,7 @@ from bench_elementwise import per_call_us  # noqa: E402
 # Issue 14's goals: (case prefix, peer, at least this ratio of the peer's time over lab's).
 GOALS = [("sum, 2^", "torch", 1.0), ("sum, 2^", "cupy", 1.0), ("sum(dim=1)", "torch", 1.0), ("sum(dim=1)", "cupy", 1.0),
          ("sum(dim=0)", "torch", 1.0), ("sum(dim=0)", "cupy", 1.7), ("rows of 32", "torch", 5.0),
-         ("argmax", "torch", 1.25)]
+         ("argmax", "torch", 1.25), ("var(dim=1)", "torch", 1.4), ("dot", "torch", 1.0)]
 
 
 def cases(torch, cupy, quick):
@@ -53,6 +53,16 @@ def cases(torch, cupy, quick):
            lambda: torch.argmax(m, dim=1, out=idx_out), None)
     yield (f"amax(dim=1), {side}^2", 4 * side * side, lambda: lab.amax(m, row_out, axis=1),
            lambda: torch.amax(m, dim=1, out=row_out), None)
+    yield (f"var(dim=1), {side}^2", 4 * side * side, lambda: lab.var(m, row_out, axis=1),
+           lambda: torch.var(m, dim=1, out=row_out), None)
+    yield (f"norm(dim=1), {side}^2", 4 * side * side, lambda: lab.norm(m, row_out, axis=1),
+           lambda: torch.linalg.vector_norm(m, dim=1, out=row_out), None)
+    yield (f"logsumexp(dim=1), {side}^2", 4 * side * side, lambda: lab.logsumexp(m, row_out, axis=1),
+           lambda: torch.logsumexp(m, dim=1, out=row_out), None)
+    y = torch.randn(n, device="cuda")
+    cy = cupy.asarray(y) if cupy is not None else None
+    yield ("dot, 2^%d float32" % (n.bit_length() - 1), 8 * n, lambda: lab.dot(x, y, scalar),
+           lambda: torch.dot(x, y, out=scalar), (lambda: cupy.dot(cx, cy, out=c_scalar)) if cupy else None)
 
 
 def main():

@@ -8,7 +8,9 @@ import pytest
 import lab
 from fakes import fake_array
 
-OPS = ["sum", "mean", "prod", "amax", "amin", "argmax", "argmin"]
+OPS = ["sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "norm", "var", "std", "logsumexp"]
+FLOAT_ONLY = ["mean", "norm", "var", "std", "logsumexp"]
+EXTRA_KEYWORD = {"norm": ", ord=2", "var": ", correction=1", "std": ", correction=1"}
 
 
 def out_for(op, shape):
@@ -17,7 +19,8 @@ def out_for(op, shape):
 
 @pytest.mark.parametrize("op", OPS)
 def test_signature(op):
-    assert str(inspect.signature(getattr(lab, op))) == "(x, out, *, axis=None, keepdim=False, stream=None)"
+    extra = EXTRA_KEYWORD.get(op, "")
+    assert str(inspect.signature(getattr(lab, op))) == f"(x, out, *, axis=None, keepdim=False{extra}, stream=None)"
     assert "Deterministic" in getattr(lab, op).__doc__
 
 
@@ -33,7 +36,7 @@ def test_bad_axis(op, axis, error, pattern):
         getattr(lab, op)(fake_array(shape=(4, 6)), out_for(op, (4,)), axis=axis)
 
 
-@pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin"])
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin", "norm", "var", "logsumexp"])
 def test_repeated_axis(op):
     with pytest.raises(ValueError, match=rf"{op}\(\): argument 'axis' names dimension 1 twice"):
         getattr(lab, op)(fake_array(shape=(4, 6)), out_for(op, (4,)), axis=(1, -1))
@@ -56,9 +59,58 @@ def test_output_shape_is_checked(op, axis, keepdim, out_shape, want):
         getattr(lab, op)(fake_array(shape=(4, 6)), out_for(op, out_shape), axis=axis, keepdim=keepdim)
 
 
-def test_mean_refuses_integer_input():
-    with pytest.raises(TypeError, match=r"mean\(\): argument 'x' has integer dtype int32"):
-        lab.mean(fake_array(shape=(4, 6), typestr="<i4"), fake_array(shape=(4,)), axis=1)
+@pytest.mark.parametrize("op", FLOAT_ONLY)
+def test_float_only_reductions_refuse_integer_input(op):
+    with pytest.raises(TypeError, match=rf"{op}\(\): argument 'x' has integer dtype int32"):
+        getattr(lab, op)(fake_array(shape=(4, 6), typestr="<i4"), fake_array(shape=(4,)), axis=1)
+
+
+@pytest.mark.parametrize("ord, error, pattern", [
+    (3, ValueError, r"argument 'ord' must be 1, 2 or inf \(float\('inf'\)\), got 3"),
+    (0, ValueError, r"argument 'ord' must be 1, 2 or inf"),
+    (-float("inf"), ValueError, r"argument .ord. must be 1, 2 or inf .*got -inf"),
+    ("fro", TypeError, r"argument 'ord' must be a real number, got str"),
+    (True, TypeError, r"argument 'ord' must be 1, 2 or inf, got bool"),
+])
+def test_norm_orders(ord, error, pattern):
+    with pytest.raises(error, match=rf"norm\(\): {pattern}"):
+        lab.norm(fake_array(shape=(4, 6)), fake_array(shape=(4,)), axis=1, ord=ord)
+
+
+@pytest.mark.parametrize("op", ["var", "std"])
+@pytest.mark.parametrize("correction, error, pattern", [
+    (-1, ValueError, r"argument 'correction' must be finite and >= 0, got -1"),
+    (float("nan"), ValueError, r"argument .correction. must be finite and >= 0, got nan"),
+    (float("inf"), ValueError, r"argument .correction. must be finite and >= 0, got inf"),
+    ("1", TypeError, r"argument 'correction' must be a real number, got str"),
+    (False, TypeError, r"argument 'correction' must be a real number, got bool"),
+])
+def test_correction_is_checked(op, correction, error, pattern):
+    with pytest.raises(error, match=rf"{op}\(\): {pattern}"):
+        getattr(lab, op)(fake_array(shape=(4, 6)), fake_array(shape=(4,)), axis=1, correction=correction)
+
+
+def test_dot_signature_and_checks():
+    assert str(inspect.signature(lab.dot)) == "(a, b, out, *, stream=None)"
+    assert "Deterministic" in lab.dot.__doc__ and "torch.dot" in lab.dot.__doc__
+    vec = fake_array(shape=(5,))
+    with pytest.raises(ValueError, match=r"dot\(\): argument 'a' must be 1-dimensional, got 2 dimensions"):
+        lab.dot(fake_array(shape=(5, 1)), vec, fake_array(shape=()))
+    with pytest.raises(ValueError, match=r"dot\(\): argument 'b' must be 1-dimensional, got 0 dimensions"):
+        lab.dot(vec, fake_array(shape=()), fake_array(shape=()))
+    with pytest.raises(ValueError, match=r"dot\(\): arguments 'a' and 'b' must have the same length, got 5 and 6"):
+        lab.dot(vec, fake_array(shape=(6,)), fake_array(shape=()))
+    with pytest.raises(TypeError, match=r"dot\(\): arguments 'a' and 'b' must have the same dtype, got float32 and "
+                                        r"float64"):
+        lab.dot(vec, fake_array(shape=(5,), typestr="<f8"), fake_array(shape=()))
+    with pytest.raises(TypeError, match=r"dot\(\): argument 'a' has integer dtype int64"):
+        lab.dot(fake_array(shape=(5,), typestr="<i8"), fake_array(shape=(5,), typestr="<i8"), fake_array(shape=()))
+    with pytest.raises(ValueError, match=r"dot\(\): argument 'out' has shape \(1,\); .* gives \(\)"):
+        lab.dot(vec, vec, fake_array(shape=(1,)))
+    with pytest.raises(TypeError, match=r"dot\(\) missing required argument 'out' \(pos 3\)"):
+        lab.dot(vec, vec)
+    with pytest.raises(TypeError, match=r"dot\(\) got an unexpected keyword argument 'axis'"):
+        lab.dot(vec, vec, fake_array(shape=()), axis=0)
 
 
 @pytest.mark.parametrize("op", ["argmax", "argmin"])
@@ -68,10 +120,11 @@ def test_index_ops_write_int64_or_int32(op, typestr):
         getattr(lab, op)(fake_array(shape=(4, 6)), fake_array(shape=(4,), typestr=typestr), axis=1)
 
 
-@pytest.mark.parametrize("op", ["amax", "amin", "argmax", "argmin"])
-def test_empty_reductions_without_a_value_are_refused(op):
+@pytest.mark.parametrize("op, kwargs", [("amax", {}), ("amin", {}), ("argmax", {}), ("argmin", {}),
+                                        ("norm", {"ord": float("inf")})])
+def test_empty_reductions_without_a_value_are_refused(op, kwargs):
     with pytest.raises(ValueError, match=rf"{op}\(\): the reduction is over zero elements"):
-        getattr(lab, op)(fake_array(shape=(4, 0)), out_for(op, (4,)), axis=1)
+        getattr(lab, op)(fake_array(shape=(4, 0)), out_for(op, (4,)), axis=1, **kwargs)
 
 
 @pytest.mark.parametrize("op", OPS)

@@ -9,14 +9,37 @@ from producers import FLOAT_DTYPES, INT_DTYPES, producer_or_skip, round_to
 
 pytestmark = pytest.mark.gpu
 
-VALUE_OPS = ["sum", "mean", "prod", "amax", "amin"]
+VALUE_OPS = ["sum", "mean", "prod", "amax", "amin", "norm", "var", "std", "logsumexp"]
 INDEX_OPS = ["argmax", "argmin"]
 # a float32 sum of n elements in float32 is within a few ulps per element of the float64 sum
 RTOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 2e-5, "float64": 1e-10}
 
 
-def numpy_reduce(op, x, axis, keepdim):
+def numpy_logsumexp(x, axis, keepdims):
+    """log(sum(exp(x))) in float64, shifted by the (finite) maximum; -inf for an empty reduction."""
+    if x.size == 0:
+        return np.full(np.shape(np.sum(x, axis=axis, keepdims=keepdims)), -np.inf)
+    top = np.max(x, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        total = np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)) + top
+    return total if keepdims else np.squeeze(total, axis=axis)
+
+
+def numpy_reduce(op, x, axis, keepdim, ord=2, correction=1):
     axis = tuple(range(x.ndim)) if axis is None else axis
+    if op == "norm":
+        values = {1: np.abs(x), 2: x * x, np.inf: np.abs(x)}[ord]
+        combined = (np.max if ord == np.inf else np.sum)(values, axis=axis, keepdims=keepdim)
+        return np.sqrt(combined) if ord == 2 else combined
+    if op in ("var", "std"):
+        n = x.size // max(1, np.size(np.sum(x, axis=axis)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            centred = x - np.mean(x, axis=axis, keepdims=True)
+            var = np.sum(centred * centred, axis=axis, keepdims=keepdim) / max(0, n - correction)
+        return np.sqrt(var) if op == "std" else var
+    if op == "logsumexp":
+        return numpy_logsumexp(x, axis, keepdim)
     if op in INDEX_OPS:
         fn = np.argmax if op == "argmax" else np.argmin
         if isinstance(axis, tuple):  # None: into x flattened
@@ -41,15 +64,15 @@ def host_values(op, dtype, shape, rng):
     return values.reshape(shape)
 
 
-def run(op, producer, x_host, dtype, axis, keepdim, out_dtype, layout="contiguous"):
+def run(op, producer, x_host, dtype, axis, keepdim, out_dtype, layout="contiguous", **kwargs):
     x, stored = producer.from_host(x_host, dtype)
     if layout == "transposed":
         x, stored = x.T, stored.T
     elif layout == "reversed":  # a negative step: CuPy makes such views (torch cannot)
         x, stored = x[::-1], stored[::-1]
-    want = numpy_reduce(op, stored, axis, keepdim)
+    want = numpy_reduce(op, stored, axis, keepdim, **kwargs)
     out = producer.empty_poisoned(np.shape(want), out_dtype)
-    assert getattr(lab, op)(x, out, axis=axis, keepdim=keepdim) is out
+    assert getattr(lab, op)(x, out, axis=axis, keepdim=keepdim, **kwargs) is out
     return producer.to_host(out), want, stored
 
 
@@ -61,12 +84,17 @@ def check_values(op, got, want, stored, dtype, axis, out_dtype):
     scale = np.sum(np.abs(stored), axis=axis) if op in ("sum", "mean") else np.abs(want)
     if op == "mean":
         scale = scale / n
+    if op == "logsumexp":  # an absolute error of a few ulps of log(n) on top of the maximum's
+        scale = scale + 1.0
     rtol = RTOL[out_dtype]
     if op == "prod":  # rounding errors of a product random-walk: sqrt(n) of them
         rtol *= max(1.0, np.sqrt(n) / 10)
+    want, got = np.asarray(want, np.float64), np.asarray(got, np.float64)
+    nan = np.isnan(want)  # var/std of one element, 0/0 as in torch and NumPy
+    np.testing.assert_array_equal(np.isnan(got), nan, err_msg=f"{op}: NaN where the reference has none, or the "
+                                                              "reverse (an unwritten element?)")
     tol = rtol * (np.reshape(scale, np.shape(want)) + 1e-30) + rtol * np.abs(want)
-    assert not np.isnan(got).any() or np.isnan(want).any(), f"{op}: unwritten elements"
-    np.testing.assert_array_less(np.abs(got - want), tol + 1e-300, err_msg=f"{op} over {axis}")
+    np.testing.assert_array_less(np.abs(got - want)[~nan], (tol + 1e-300)[~nan], err_msg=f"{op} over {axis}")
 
 
 SHAPES_AXES = [
@@ -83,7 +111,7 @@ SHAPES_AXES = [
 def test_value_reductions_float(op, dtype, shape, axis):
     producer = producer_or_skip("torch", dtype)
     x = host_values(op, dtype, shape, np.random.default_rng(hash((op, dtype, shape)) % 2**32))
-    out_dtype = "float32" if dtype in ("float16", "bfloat16") and op in ("sum", "mean", "prod") else dtype
+    out_dtype = "float32" if dtype in ("float16", "bfloat16") and op not in ("amax", "amin") else dtype
     got, want, stored = run(op, producer, x, dtype, axis, False, out_dtype)
     check_values(op, got, want, stored, dtype, axis, out_dtype)
 
@@ -164,7 +192,8 @@ def test_keepdim_and_cast_outputs(keepdim):
     assert torch.equal(idx.long(), x.argmax(dim=1, keepdim=keepdim))
 
 
-@pytest.mark.parametrize("op, value", [("sum", 0.0), ("prod", 1.0), ("mean", float("nan"))])
+@pytest.mark.parametrize("op, value", [("sum", 0.0), ("prod", 1.0), ("mean", float("nan")), ("norm", 0.0),
+                                       ("var", float("nan")), ("std", float("nan")), ("logsumexp", -float("inf"))])
 def test_empty_reductions_have_their_identity(op, value):
     torch = producer_or_skip("torch").torch
     x = torch.empty(5, 0, device="cuda")
@@ -177,22 +206,93 @@ def test_empty_reductions_have_their_identity(op, value):
         lab.amax(nothing, torch.empty(4, device="cuda"), axis=0)
 
 
+@pytest.mark.parametrize("op", ["sum", "var", "logsumexp", "argmax"])
 @pytest.mark.parametrize("shape, axis", [(((1 << 24) + 3,), None), ((4096, 4096), 0), ((4096, 4096), 1),
-                                         ((1 << 21, 8), 1)])
-def test_deterministic_bitwise(shape, axis):
-    """The same input, the same bits, 10 times: split (full sum), by-thread (columns), by-block
-    (long rows) and by-warp (short rows) alike."""
+                                         ((1 << 21, 8), 1), ((300, 1000), 1)])
+def test_deterministic_bitwise(op, shape, axis):
+    """The same input, the same bits, 10 times: split (full sum), columns (in two passes), by-block
+    (long rows), by-quad (rows of 8) and by-warp (rows of 1000) alike."""
     torch = producer_or_skip("torch").torch
     x = torch.randn(*shape, device="cuda")
     want_shape = () if axis is None else tuple(s for d, s in enumerate(shape) if d != axis)
-    first = torch.empty(want_shape, device="cuda")
-    lab.sum(x, first, axis=axis)
+    dtype = torch.int64 if op == "argmax" else torch.float32
+    first = torch.empty(want_shape, device="cuda", dtype=dtype)
+    getattr(lab, op)(x, first, axis=axis)
     for _ in range(9):
-        again = torch.empty(want_shape, device="cuda")
-        lab.sum(x, again, axis=axis)
+        again = torch.empty(want_shape, device="cuda", dtype=dtype)
+        getattr(lab, op)(x, again, axis=axis)
         assert torch.equal(again, first)
-    torch.testing.assert_close(first, x.double().sum(dim=axis).float() if axis is not None else x.double().sum().float(),
-                               rtol=1e-4, atol=1e-2)
+    dims = tuple(range(len(shape))) if axis is None else axis
+    reference = {"sum": lambda: x.double().sum(dim=dims), "var": lambda: x.double().var(dim=dims),
+                 "logsumexp": lambda: x.double().logsumexp(dim=dims), "argmax": lambda: x.argmax(dim=axis)}[op]()
+    if op == "argmax":
+        assert torch.equal(first, reference.reshape(want_shape))
+    else:
+        torch.testing.assert_close(first, reference.float(), rtol=1e-4, atol=1e-2)
+
+
+@pytest.mark.parametrize("ord", [1, 2, float("inf")])
+@pytest.mark.parametrize("shape, axis", [((1009,), 0), ((7, 33), 1), ((33, 7), 0), ((3, 5, 7), (0, 2)),
+                                         ((2, 70000), 1), ((300000,), None), ((4099, 64), 0)])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_norm_orders(ord, dtype, shape, axis):
+    producer = producer_or_skip("torch", dtype)
+    x = host_values("norm", dtype, shape, np.random.default_rng(17))
+    out_dtype = "float32" if dtype in ("float16", "bfloat16") else dtype
+    got, want, stored = run("norm", producer, x, dtype, axis, False, out_dtype, ord=ord)
+    check_values("norm", got, want, stored, dtype, axis, out_dtype)
+
+
+@pytest.mark.parametrize("op", ["var", "std"])
+@pytest.mark.parametrize("correction", [0, 1, 2.5])
+@pytest.mark.parametrize("shape, axis", [((1,), 0), ((2,), 0), ((7, 33), 1), ((33, 7), 0), ((300000,), None),
+                                         ((64, 4099), 1)])
+def test_var_std_corrections(op, correction, shape, axis):
+    producer = producer_or_skip("torch")
+    x = host_values(op, "float64", shape, np.random.default_rng(23))
+    got, want, stored = run(op, producer, x, "float64", axis, False, "float64", correction=correction)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=0, err_msg=f"{op} correction={correction}")
+
+
+@pytest.mark.parametrize("shape, axis", [((1 << 20,), None), ((256, 4096), 1), ((4096, 256), 0)])
+def test_var_of_values_far_from_zero(shape, axis):
+    """1e4 + noise in float32: the sum-of-squares formula would lose every digit (1e8 - 1e8); the
+    shifted sums keep them."""
+    producer = producer_or_skip("torch")
+    x = 1e4 + np.random.default_rng(29).uniform(-1, 1, size=shape)
+    got, want, _ = run("var", producer, x, "float32", axis, False, "float32")
+    np.testing.assert_allclose(got, want, rtol=1e-3)
+
+
+def test_logsumexp_infinities_and_nan():
+    producer = producer_or_skip("torch")
+    rows = np.array([[-np.inf] * 5, [1.0, np.inf, 2.0, -np.inf, 0.0], [1.0, np.nan, 2.0, 3.0, 4.0],
+                     [1e30, 1e30, -1e30, 0.0, 1.0], [-1e30, -1e30, -1e30, -1e30, -1e30]])
+    got, _, _ = run("logsumexp", producer, rows, "float32", 1, False, "float32")
+    assert got[0] == -np.inf and got[1] == np.inf and np.isnan(got[2])
+    np.testing.assert_allclose(got[3], np.float32(1e30), rtol=1e-6)  # 1e30 + log(2): below an ulp
+    np.testing.assert_allclose(got[4], np.float32(-1e30), rtol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "misaligned"])
+@pytest.mark.parametrize("n", [0, 1, 31, 1009, (1 << 24) + 3])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_dot(dtype, n, layout):
+    producer = producer_or_skip("torch", dtype)
+    rng = np.random.default_rng(n)
+    a_host, b_host = rng.uniform(-1, 1, size=2 * n + 2), rng.uniform(-1, 1, size=2 * n + 2)
+    a_all, a_stored = producer.from_host(a_host, dtype)
+    b_all, b_stored = producer.from_host(b_host, dtype)
+    pick = {"contiguous": (slice(0, n), slice(0, n)), "strided": (slice(0, 2 * n, 2), slice(1, 2 * n + 1, 2)),
+            "misaligned": (slice(1, n + 1), slice(0, n))}[layout]  # a one element past b: no 16-byte loads
+    a, b = a_all[pick[0]], b_all[pick[1]]
+    want = np.dot(a_stored[pick[0]], b_stored[pick[1]])
+    out_dtype = "float32" if dtype in ("float16", "bfloat16") else dtype
+    out = producer.empty_poisoned((), out_dtype)
+    assert lab.dot(a, b, out) is out
+    scale = np.dot(np.abs(a_stored[pick[0]]), np.abs(b_stored[pick[1]]))
+    np.testing.assert_allclose(producer.to_host(out), want, rtol=0, atol=RTOL[out_dtype] * (scale + 1e-30) + 1e-300)
 
 
 def test_past_two_to_the_31_elements():

@@ -1,7 +1,8 @@
-/* reduction.c - lab.sum / mean / prod / amax / amin / argmax / argmin (level 2 for
- * dispatch/reduction_kind.c).
+/* reduction.c - lab.sum / mean / prod / amax / amin / argmax / argmin / norm / var / std /
+ * logsumexp / dot (level 2 for dispatch/reduction_kind.c).
  *
- * Each function parses (x, out, *, axis=None, keepdim=False, stream=None), reads both arrays,
+ * Each function parses (x, out, *, axis=None, keepdim=False, stream=None) - norm adds `ord`, var
+ * and std `correction`; dot takes (a, b, out, *, stream=None) - reads the arrays,
  * turns `axis` into a mask of the input's reduced dimensions (negative axes count from the end;
  * out of range or repeated is a ValueError naming 'axis') and hands the call to the op driver as
  * the reduction kind, which checks shapes and dtypes and plans the launch. */
@@ -63,42 +64,120 @@ static int read_axes(PyObject *obj, int ndim, int single_only, const char *func,
     return 0;
 }
 
-static PyObject *run_reduction(PyObject *module, const char *func, lab_reduce_op op, int single_axis,
-                               PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    lab_state *state = lab_get_state(module);
-#define N(id) LAB_NAME_##id
-    static const lab_signature signature = {2, 2, 5, {N(x), N(out), N(axis), N(keepdim), N(stream)}};
-#undef N
-    PyObject *slots[5];
-    if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
-    lab_array in, out;
-    if (lab_read_array(state, slots[0], func, "x", &in) < 0) return NULL;
-    if (lab_read_array(state, slots[1], func, "out", &out) < 0) return NULL;
-    lab_reduction_call description = {.op = op, .in = &in, .out = &out};
-    if (read_axes(slots[2], in.ndim, single_axis, func, &description.reduced) < 0) return NULL;
-    description.keepdim = slots[3] ? PyObject_IsTrue(slots[3]) : 0;
-    if (description.keepdim < 0) return NULL;
-    lab_op_call call = {.func = func, .description = &description};
-    if (lab_parse_stream_arg(state, slots[4], func, &call.stream) < 0) return NULL;
-    lab_op_call_add(&call, "out", &out, 1, 0, 1);
-    lab_op_call_add(&call, "x", &in, 1, 0, 0);
-    if (lab_run_op(&state->dispatch, &lab_reduction_kind, &call) < 0) return NULL;
-    return Py_NewRef(slots[1]);
+/* What a reduction takes besides (x, out, *, axis, keepdim, stream): norm's `ord`, var's and std's
+ * `correction`. */
+typedef enum { EXTRA_NONE, EXTRA_ORD, EXTRA_CORRECTION } reduction_extra;
+
+/* norm's ord -> the op: 1, 2 or inf (as torch.linalg.vector_norm's; other orders are not built). */
+static int read_ord(PyObject *obj, const char *func, lab_reduce_op *op) {
+    double ord = 2.0;
+    if (obj && PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'ord' must be 1, 2 or inf, got bool", func);
+        return -1;
+    }
+    if (obj && lab_read_real(obj, func, "ord", &ord) < 0) return -1;
+    if (ord == 1.0 || ord == 2.0 || ord == Py_HUGE_VAL) {
+        *op = ord == 1.0 ? LAB_REDUCE_NORM1 : ord == 2.0 ? LAB_REDUCE_NORM2 : LAB_REDUCE_NORMINF;
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "%s(): argument 'ord' must be 1, 2 or inf (float('inf')), got %R", func,
+                 obj);
+    return -1;
 }
 
-#define LAB_REDUCTION_FUNCTION(name, op, single_axis)                                                        \
+static int read_correction(PyObject *obj, const char *func, double *correction) {
+    *correction = 1.0;
+    if (!obj) return 0;
+    if (PyBool_Check(obj) || lab_read_real(obj, func, "correction", correction) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_TypeError, "%s(): argument 'correction' must be a real number, got bool",
+                         func);
+        }
+        return -1;
+    }
+    if (!(*correction >= 0.0) || *correction == Py_HUGE_VAL) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument 'correction' must be finite and >= 0, got %R", func,
+                     obj);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the arrays and hands the call to the op driver. in2 / in2_obj: dot's second input. */
+static PyObject *run_reduction_call(lab_state *state, const char *func, lab_reduction_call *description,
+                                    PyObject *x_obj, PyObject *in2_obj, PyObject *out_obj, PyObject *axis_obj,
+                                    int single_axis, PyObject *stream_obj) {
+    lab_array in, in2, out;
+    if (lab_read_array(state, x_obj, func, description->in_names[0], &in) < 0) return NULL;
+    if (in2_obj && lab_read_array(state, in2_obj, func, description->in_names[1], &in2) < 0) return NULL;
+    if (lab_read_array(state, out_obj, func, "out", &out) < 0) return NULL;
+    description->in = &in;
+    description->in2 = in2_obj ? &in2 : NULL;
+    description->out = &out;
+    if (read_axes(axis_obj, in.ndim, single_axis, func, &description->reduced) < 0) return NULL;
+    lab_op_call call = {.func = func, .description = description};
+    if (lab_parse_stream_arg(state, stream_obj, func, &call.stream) < 0) return NULL;
+    lab_op_call_add(&call, "out", &out, 1, 0, 1);
+    lab_op_call_add(&call, description->in_names[0], &in, 1, 0, 0);
+    if (in2_obj) lab_op_call_add(&call, description->in_names[1], &in2, 1, 0, 0);
+    if (lab_run_op(&state->dispatch, &lab_reduction_kind, &call) < 0) return NULL;
+    return Py_NewRef(out_obj);
+}
+
+static PyObject *run_reduction(PyObject *module, const char *func, lab_reduce_op op, int single_axis,
+                               reduction_extra extra, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames) {
+    lab_state *state = lab_get_state(module);
+#define N(id) LAB_NAME_##id
+    /* slot 5 is the extra keyword, where there is one */
+    static const lab_signature signatures[3] = {
+        {2, 2, 5, {N(x), N(out), N(axis), N(keepdim), N(stream)}},
+        {2, 2, 6, {N(x), N(out), N(axis), N(keepdim), N(stream), N(ord)}},
+        {2, 2, 6, {N(x), N(out), N(axis), N(keepdim), N(stream), N(correction)}},
+    };
+#undef N
+    PyObject *slots[6] = {NULL};
+    if (lab_parse_args(state, func, &signatures[extra], args, nargs, kwnames, slots) < 0) return NULL;
+    lab_reduction_call description = {.op = op, .in_names = {"x", NULL}};
+    if (extra == EXTRA_ORD && read_ord(slots[5], func, &description.op) < 0) return NULL;
+    const int bad_correction =
+        extra == EXTRA_CORRECTION && read_correction(slots[5], func, &description.correction) < 0;
+    if (bad_correction) return NULL;
+    description.keepdim = slots[3] ? PyObject_IsTrue(slots[3]) : 0;
+    if (description.keepdim < 0) return NULL;
+    return run_reduction_call(state, func, &description, slots[0], NULL, slots[1], slots[2], single_axis,
+                              slots[4]);
+}
+
+#define LAB_REDUCTION_FUNCTION(name, op, single_axis, extra)                                                 \
     static PyObject *py_##name(PyObject *module, PyObject *const *args, Py_ssize_t nargs,                    \
                                PyObject *kwnames) {                                                          \
-        return run_reduction(module, #name, op, single_axis, args, nargs, kwnames);                          \
+        return run_reduction(module, #name, op, single_axis, extra, args, nargs, kwnames);                   \
     }
-LAB_REDUCTION_FUNCTION(sum, LAB_REDUCE_SUM, 0)
-LAB_REDUCTION_FUNCTION(mean, LAB_REDUCE_MEAN, 0)
-LAB_REDUCTION_FUNCTION(prod, LAB_REDUCE_PROD, 0)
-LAB_REDUCTION_FUNCTION(amax, LAB_REDUCE_AMAX, 0)
-LAB_REDUCTION_FUNCTION(amin, LAB_REDUCE_AMIN, 0)
-LAB_REDUCTION_FUNCTION(argmax, LAB_REDUCE_ARGMAX, 1)
-LAB_REDUCTION_FUNCTION(argmin, LAB_REDUCE_ARGMIN, 1)
+LAB_REDUCTION_FUNCTION(sum, LAB_REDUCE_SUM, 0, EXTRA_NONE)
+LAB_REDUCTION_FUNCTION(mean, LAB_REDUCE_MEAN, 0, EXTRA_NONE)
+LAB_REDUCTION_FUNCTION(prod, LAB_REDUCE_PROD, 0, EXTRA_NONE)
+LAB_REDUCTION_FUNCTION(amax, LAB_REDUCE_AMAX, 0, EXTRA_NONE)
+LAB_REDUCTION_FUNCTION(amin, LAB_REDUCE_AMIN, 0, EXTRA_NONE)
+LAB_REDUCTION_FUNCTION(argmax, LAB_REDUCE_ARGMAX, 1, EXTRA_NONE)
+LAB_REDUCTION_FUNCTION(argmin, LAB_REDUCE_ARGMIN, 1, EXTRA_NONE)
+LAB_REDUCTION_FUNCTION(logsumexp, LAB_REDUCE_LOGSUMEXP, 0, EXTRA_NONE)
+LAB_REDUCTION_FUNCTION(norm, LAB_REDUCE_NORM2, 0, EXTRA_ORD)
+LAB_REDUCTION_FUNCTION(var, LAB_REDUCE_VAR, 0, EXTRA_CORRECTION)
+LAB_REDUCTION_FUNCTION(std, LAB_REDUCE_STD, 0, EXTRA_CORRECTION)
 #undef LAB_REDUCTION_FUNCTION
+
+/* dot(a, b, out, *, stream=None): the reduction of a * b over their one dimension. */
+static PyObject *py_dot(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    lab_state *state = lab_get_state(module);
+#define N(id) LAB_NAME_##id
+    static const lab_signature signature = {3, 3, 4, {N(a), N(b), N(out), N(stream)}};
+#undef N
+    PyObject *slots[4];
+    if (lab_parse_args(state, "dot", &signature, args, nargs, kwnames, slots) < 0) return NULL;
+    lab_reduction_call description = {.op = LAB_REDUCE_DOT, .in_names = {"a", "b"}};
+    return run_reduction_call(state, "dot", &description, slots[0], slots[1], slots[2], NULL, 0, slots[3]);
+}
 
 #define LAB_REDUCTION_DOC_TAIL                                                                               \
     "\n\nWrites into `out` and returns it. axis: None (every dimension), an int or a tuple of ints, "        \
@@ -136,6 +215,30 @@ PyMethodDef lab_reduction_methods[] = {
                "out = the index of the smallest element of x along axis (an int), or into x flattened "
                "(axis=None); the first on ties, a NaN wins (as torch.argmin). `out` is int64 or "
                "int32." LAB_REDUCTION_DOC_TAIL),
+    LAB_METHOD(
+        norm, "axis=None, keepdim=False, ord=2",
+        "out = the vector norm of x over axis: ord=2 sqrt(sum(x**2)), ord=1 sum(|x|), ord=inf "
+        "max(|x|) (NaN propagates; an empty inf-norm is a ValueError). Floating-point x only; "
+        "accumulates in float32 for float16/bfloat16/float32, float64 for float64." LAB_REDUCTION_DOC_TAIL),
+    LAB_METHOD(var, "axis=None, keepdim=False, correction=1",
+               "out = the variance of x over axis: sum((x - mean)**2) / (n - correction). correction=1 (the "
+               "default, as torch.var) is the unbiased sample variance, 0 the population variance; n <= "
+               "correction gives inf or NaN, as torch. One pass over x (shifted sums). Floating-point x "
+               "only." LAB_ACCUMULATE_DOC LAB_REDUCTION_DOC_TAIL),
+    LAB_METHOD(std, "axis=None, keepdim=False, correction=1",
+               "out = the standard deviation of x over axis: sqrt(lab.var(x, correction=correction)); "
+               "correction=1 by default, as torch.std. Floating-point x only." LAB_ACCUMULATE_DOC
+                   LAB_REDUCTION_DOC_TAIL),
+    LAB_METHOD(logsumexp, "axis=None, keepdim=False",
+               "out = log(sum(exp(x))) over axis, computed as max + log(sum(exp(x - max))) so it never "
+               "overflows; -inf for an empty reduction, +inf where x holds +inf, NaN propagates. "
+               "Floating-point x only." LAB_ACCUMULATE_DOC LAB_REDUCTION_DOC_TAIL),
+    {"dot", (PyCFunction)(void (*)(void))py_dot, METH_FASTCALL | METH_KEYWORDS,
+     "dot(a, b, out, *, stream=None)\n--\n\nout = sum(a * b) for two 1-dimensional arrays of one length and "
+     "one floating-point dtype (as torch.dot); `out` is 0-dimensional, any dtype (the result is cast to it). "
+     "Accumulates with fused multiply-adds in float32 for float16/bfloat16/float32, float64 for float64. "
+     "Writes into `out` and returns it. Any producer, any strides. Deterministic: the same input gives "
+     "bitwise the same result on every run."},
     {NULL, NULL, 0, NULL},
 };
 #undef LAB_METHOD

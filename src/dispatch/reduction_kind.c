@@ -4,13 +4,19 @@
 #include "dispatch/dtype.h"
 #include "dispatch/iterator.h"
 
+/* reduce_ops.def's columns, by op. */
 static const int REDUCE_INTEGERS[LAB_NUM_REDUCE_OPS] = {
-#define LAB_REDUCE_OP(id, reducer, integers, index_output) integers,
+#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit) integers,
 #include "kernels/reduce_ops.def"
 #undef LAB_REDUCE_OP
 };
 static const int REDUCE_INDEX_OUTPUT[LAB_NUM_REDUCE_OPS] = {
-#define LAB_REDUCE_OP(id, reducer, integers, index_output) index_output,
+#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit) index_output,
+#include "kernels/reduce_ops.def"
+#undef LAB_REDUCE_OP
+};
+static const int REDUCE_EMPTY_VALUE[LAB_NUM_REDUCE_OPS] = {
+#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit) empty_value,
 #include "kernels/reduce_ops.def"
 #undef LAB_REDUCE_OP
 };
@@ -64,9 +70,15 @@ static int check_dtypes(const lab_reduction_call *c, const char *func) {
     const lab_dtype in = c->in->dtype, out = c->out->dtype;
     if (!REDUCE_INTEGERS[c->op] && lab_dtype_is_integer(in)) {
         PyErr_Format(PyExc_TypeError,
-                     "%s(): argument 'x' has integer dtype %s; %s takes floating-point input only (%s) - "
+                     "%s(): argument '%s' has integer dtype %s; %s takes floating-point input only (%s) - "
                      "convert first, e.g. lab.copy into a float array",
-                     func, lab_dtype_names[in], func, lab_supported_dtypes_text(0));
+                     func, c->in_names[0], lab_dtype_names[in], func, lab_supported_dtypes_text(0));
+        return -1;
+    }
+    if (c->in2 && c->in2->dtype != in) {
+        PyErr_Format(PyExc_TypeError, "%s(): arguments '%s' and '%s' must have the same dtype, got %s and %s",
+                     func, c->in_names[0], c->in_names[1], lab_dtype_names[in],
+                     lab_dtype_names[c->in2->dtype]);
         return -1;
     }
     if (REDUCE_INDEX_OUTPUT[c->op] && out != LAB_INT64 && out != LAB_INT32) {
@@ -78,18 +90,32 @@ static int check_dtypes(const lab_reduction_call *c, const char *func) {
     return 0;
 }
 
-/* How threads share the work (see lab_reduce_strategy in kernels/launch.h). The thresholds are
- * the plan's guesses, pending the benchmark's measurements. */
-static lab_reduce_strategy choose_strategy(const lab_reduction_launch *l, int innermost_kept, int *slices) {
-    *slices = 1;
-    if (innermost_kept && l->n_outputs >= 1024) return LAB_REDUCE_BY_THREAD; /* column sums */
-    if (l->n_outputs < 256 && l->n_reduce >= 65536) {
-        int64_t s = (l->n_reduce + 32767) / 32768, most = 2048 / l->n_outputs;
-        if (most < 1) most = 1;
-        *slices = (int)(s < most ? s : most);
-        if (*slices > 1) return LAB_REDUCE_SPLIT;
+/* Two inputs (dot) are two vectors of one length: no broadcasting, as torch.dot. */
+static int check_second_input(const lab_reduction_call *c, const char *func) {
+    const lab_array *inputs[2] = {c->in, c->in2};
+    for (int k = 0; k < 2; k++) {
+        if (inputs[k]->ndim != 1) {
+            PyErr_Format(PyExc_ValueError, "%s(): argument '%s' must be 1-dimensional, got %d dimensions",
+                         func, c->in_names[k], inputs[k]->ndim);
+            return -1;
+        }
     }
-    return l->n_reduce >= 4096 ? LAB_REDUCE_BY_BLOCK : LAB_REDUCE_BY_WARP;
+    if (c->in->shape[0] != c->in2->shape[0]) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): arguments '%s' and '%s' must have the same length, got %lld and %lld", func,
+                     c->in_names[0], c->in_names[1], (long long)c->in->shape[0], (long long)c->in2->shape[0]);
+        return -1;
+    }
+    return 0;
+}
+
+/* How threads share the work (see lab_reduce_strategy in kernels/launch.h); the launcher decides
+ * how many slices split an output. The row-length thresholds follow bench/bench_reductions.py. */
+static lab_reduce_strategy choose_strategy(const lab_reduction_launch *l, int innermost_kept) {
+    if (innermost_kept) return LAB_REDUCE_BY_COLUMN;
+    if (l->n_outputs < 1024 && l->n_reduce >= 16384) return LAB_REDUCE_SPLIT;
+    if (l->n_reduce >= 8192) return LAB_REDUCE_BY_BLOCK;
+    return l->n_reduce > 64 ? LAB_REDUCE_BY_WARP : LAB_REDUCE_BY_QUAD;
 }
 
 static int plan(lab_op_call *call) {
@@ -97,12 +123,15 @@ static int plan(lab_op_call *call) {
     const char *func = call->func;
     lab_reduction_launch *l = &c->launch;
     if (check_dtypes(c, func) < 0) return -1;
+    if (c->in2 && check_second_input(c, func) < 0) return -1;
     lab_operands ops;
-    ops.count = 2;
+    ops.count = c->in2 ? 3 : 2;
     ops.names[0] = "out";
-    ops.names[1] = "x";
+    ops.names[1] = c->in_names[0];
+    ops.names[2] = c->in_names[1];
     if (keepdim_view(c, func, &ops.arrays[0]) < 0) return -1;
     ops.arrays[1] = *c->in;
+    if (c->in2) ops.arrays[2] = *c->in2;
     /* argmax reports a flat position along the reduced dimensions: keep their logical order */
     const uint32_t flags = REDUCE_INDEX_OUTPUT[c->op] ? LAB_ITERATE_KEEP_REDUCED_ORDER : 0;
     lab_iteration it;
@@ -111,15 +140,13 @@ static int plan(lab_op_call *call) {
     l->op = c->op;
     l->in_dtype = c->in->dtype;
     l->out_dtype = c->out->dtype;
-    l->in = ops.arrays[1].data;
-    l->out = it.data[0];
+    l->correction = c->correction;
     l->kept_ndim = l->reduced_ndim = 0;
     l->n_outputs = l->n_reduce = 1;
     for (int d = 0; d < c->in->ndim; d++)
         *(((c->reduced >> d) & 1) ? &l->n_reduce : &l->n_outputs) *= c->in->shape[d];
     if (l->n_outputs == 0) return 0; /* nothing to write */
-    if (l->n_reduce == 0 &&
-        (c->op != LAB_REDUCE_SUM && c->op != LAB_REDUCE_PROD && c->op != LAB_REDUCE_MEAN)) {
+    if (l->n_reduce == 0 && !REDUCE_EMPTY_VALUE[c->op]) {
         PyErr_Format(
             PyExc_ValueError,
             "%s(): the reduction is over zero elements, which has no %s (sum, prod and mean of nothing "
@@ -128,16 +155,21 @@ static int plan(lab_op_call *call) {
         return -1;
     }
     /* With no elements to reduce the iterator made no space: every output gets the identity. */
-    l->in = it.numel ? it.data[1] : c->in->data;
+    l->in[0] = it.numel ? it.data[1] : c->in->data;
+    l->in[1] = c->in2 ? (it.numel ? it.data[2] : c->in2->data) : NULL;
+    static const int kept_operand[3] = {1, 0, 2}; /* the launch's input, output, second input */
     int innermost_kept = 0;
     for (int d = 0; it.numel && d < it.ndim; d++) {
         if ((it.reduced >> d) & 1) {
             l->reduced_shape[l->reduced_ndim] = it.shape[d];
-            l->reduced_in_strides[l->reduced_ndim++] = it.byte_strides[1][d];
+            l->reduced_strides[0][l->reduced_ndim] = it.byte_strides[1][d];
+            l->reduced_strides[1][l->reduced_ndim++] = c->in2 ? it.byte_strides[2][d] : 0;
         } else {
             l->kept_shape[l->kept_ndim] = it.shape[d];
-            l->kept_in_strides[l->kept_ndim] = it.byte_strides[1][d];
-            l->kept_out_strides[l->kept_ndim++] = it.byte_strides[0][d];
+            for (int k = 0; k < 3; k++)
+                l->kept_strides[k][l->kept_ndim] =
+                    kept_operand[k] < ops.count ? it.byte_strides[kept_operand[k]][d] : 0;
+            l->kept_ndim++;
         }
         innermost_kept = !((it.reduced >> d) & 1);
     }
@@ -145,15 +177,15 @@ static int plan(lab_op_call *call) {
         for (int d = 0; d < c->out->ndim; d++) {
             if (c->out->shape[d] == 1) continue;
             l->kept_shape[l->kept_ndim] = c->out->shape[d];
-            l->kept_in_strides[l->kept_ndim] = 0;
-            l->kept_out_strides[l->kept_ndim++] = c->out->strides[d] * lab_dtype_itemsize[c->out->dtype];
+            l->kept_strides[0][l->kept_ndim] = l->kept_strides[2][l->kept_ndim] = 0;
+            l->kept_strides[1][l->kept_ndim++] = c->out->strides[d] * lab_dtype_itemsize[c->out->dtype];
         }
         l->out = c->out->data;
-        l->strategy = LAB_REDUCE_BY_THREAD;
-        l->slices = 1;
+        l->strategy = LAB_REDUCE_BY_COLUMN;
         return 1;
     }
-    l->strategy = choose_strategy(l, innermost_kept, &l->slices);
+    l->out = it.data[0];
+    l->strategy = choose_strategy(l, innermost_kept);
     return 1;
 }
 

@@ -122,39 +122,51 @@ cudaError_t lab_launch_multi_tensor(const lab_multi_tensor_launch *launch, cudaS
 
 /* One per row of reduce_ops.def. */
 typedef enum {
-#define LAB_REDUCE_OP(id, reducer, integers, index_output) LAB_REDUCE_##id,
+#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit) LAB_REDUCE_##id,
 #include "reduce_ops.def"
 #undef LAB_REDUCE_OP
     LAB_NUM_REDUCE_OPS
 } lab_reduce_op;
 
+/* What happens to the combined value before it is stored (reduce_ops.def's finish column). */
+typedef enum {
+    LAB_FINISH_STORE = 0, /* as it is (a variance: the sums turned into one) */
+    LAB_FINISH_DIVIDE,    /* divided by the number of elements (mean) */
+    LAB_FINISH_SQRT,      /* its square root (the 2-norm, std) */
+} lab_reduce_finish;
+
 /* How threads share the work; the plan (dispatch/reduction_kind.c) picks one per call. */
 typedef enum {
-    LAB_REDUCE_BY_WARP = 0, /* a warp per output: many outputs, short rows (rows of 32) */
+    LAB_REDUCE_BY_QUAD = 0, /* four lanes per output: many outputs, rows of at most 64 (rows of 32) */
+    LAB_REDUCE_BY_WARP,     /* a warp per output: many outputs, rows of 65 .. 4095 */
     LAB_REDUCE_BY_BLOCK,    /* a block per output: long rows */
-    LAB_REDUCE_BY_THREAD,   /* a thread per output, neighbours on neighbouring outputs: column sums */
+    LAB_REDUCE_BY_COLUMN,   /* the innermost dimension kept (a column sum): neighbouring threads take
+                               neighbouring outputs, a block's rows of threads share each output's
+                               elements, and blocks split them further when outputs are few */
     LAB_REDUCE_SPLIT,       /* few outputs, long rows: blocks reduce slices of each output into
                                partials, a second kernel combines each output's partials in order */
 } lab_reduce_strategy;
 
 /* One reduction, decided on the host. The input's iteration space is split into kept dimensions
- * (one output each) and reduced ones, each list outermost first, strides in bytes. Reduced
- * dimensions keep their logical order, so a position along them is the flat index argmax reports. */
+ * (one output each) and reduced ones, each list outermost first, strides in bytes; operand 0 is
+ * the input, 1 the output, 2 the second input (dot: sum of products). Reduced dimensions keep their
+ * logical order, so a position along them is the flat index argmax reports. The launcher decides
+ * how many slices split an output (from the device's multiprocessor count). */
 typedef struct {
     lab_reduce_op op;
     lab_reduce_strategy strategy;
     lab_dtype in_dtype, out_dtype;
-    const char *in;
+    const char *in[2];
     char *out;
+    double correction; /* var, std: divide by n - correction */
     int64_t n_outputs, n_reduce;
     int kept_ndim, reduced_ndim;
-    int64_t kept_shape[LAB_MAX_DIMS], kept_in_strides[LAB_MAX_DIMS], kept_out_strides[LAB_MAX_DIMS];
-    int64_t reduced_shape[LAB_MAX_DIMS], reduced_in_strides[LAB_MAX_DIMS];
-    int slices; /* LAB_REDUCE_SPLIT: slices per output */
+    int64_t kept_shape[LAB_MAX_DIMS], kept_strides[3][LAB_MAX_DIMS];
+    int64_t reduced_shape[LAB_MAX_DIMS], reduced_strides[2][LAB_MAX_DIMS];
 } lab_reduction_launch;
 
-/* Launches one planned reduction on `stream` (LAB_REDUCE_SPLIT takes its partials from the
- * stream-ordered pool and frees them on the stream). Deterministic: the same input gives bitwise the
+/* Launches one planned reduction on `stream` (split strategies take their partials from the
+ * stream-ordered pool and free them on the stream). Deterministic: the same input gives bitwise the
  * same output on every run - fixed combination trees, no atomics. */
 cudaError_t lab_launch_reduction(const lab_reduction_launch *launch, cudaStream_t stream);
 

@@ -17,10 +17,13 @@ template <typename T> __device__ __forceinline__ T shuffle_xor(T v, int lane_mas
     return static_cast<T>(__shfl_xor_sync(0xffffffffu, v, lane_mask));
 }
 
-// Combines v across the 32 lanes of a warp; every lane receives the result.
-template <typename T, typename Combine> __device__ __forceinline__ T warp_reduce(T v, Combine combine) {
+// Combines v across aligned groups of kWidth lanes of a warp (all 32 by default); every lane of a
+// group receives its group's result. Every lane of the warp must call it.
+template <int kWidth = 32, typename T, typename Combine>
+__device__ __forceinline__ T warp_reduce(T v, Combine combine) {
+    static_assert(kWidth >= 1 && kWidth <= 32 && (kWidth & (kWidth - 1)) == 0, "a power of two up to 32");
 #pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) v = combine(v, shuffle_xor(v, offset));
+    for (int offset = kWidth / 2; offset > 0; offset >>= 1) v = combine(v, shuffle_xor(v, offset));
     return v;
 }
 

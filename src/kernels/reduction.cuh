@@ -1,227 +1,232 @@
-// reduction.cuh - sum, mean, prod, amax, amin, argmax, argmin over any set of dimensions of any
-// layout: the reducers and kernels behind dispatch/reduction_kind.c. reduction_values.cu and
-// reduction_indices.cu instantiate them (two files, so nvcc compiles them in parallel), and the
-// latter holds the extern "C" launcher.
-//
-// A reducer says what one reduction is: the accumulator type (float for half types and float32,
-// double for float64, int64 for integer sums and products), its identity, how an element enters it
-// (`lift`, which also sees the element's position for argmax), how two accumulators combine, and
-// how the result is stored (cast to the output's dtype, or the index). The strategies differ only
-// in which threads share an output; every one combines in a fixed order, so a result is bitwise
-// the same on every run.
+// reduction.cuh - how threads share a reduction of any set of dimensions of any layout: the
+// kernels of the five strategies (kernels/launch.h's lab_reduce_strategy), run for any reducer of
+// reducers.cuh, and the launcher that picks grids. The reduction_*.cu units instantiate the rows
+// of reduce_ops.def in their unit (several files, so nvcc compiles them in parallel);
+// reduction_launch.cu holds the extern "C" launcher. Every strategy combines in a fixed order, so a
+// result is bitwise the same on every run.
 #pragma once
 
-#include <cuda/std/limits>
-#include <type_traits>
+#include <stdint.h>
 
-#include "casting.cuh"
 #include "dispatch.cuh"
-#include "indexing.cuh"
 #include "reduce.cuh"
+#include "reducers.cuh"
 
 namespace lab {
-
-// A value and where it was found, for argmax / argmin.
-template <typename C> struct ValueIndex {
-    C value;
-    int64_t index;
-};
-template <typename C> __device__ __forceinline__ ValueIndex<C> shuffle_xor(ValueIndex<C> v, int lane_mask) {
-    return {shuffle_xor(v.value, lane_mask), shuffle_xor(v.index, lane_mask)};
-}
 
 namespace {
 
 constexpr int kReduceThreads = 256;
-constexpr int kLanesInFlight = 4; // elements each thread loads before combining them
+constexpr int kLanesInFlight = 4; // loads each thread issues before combining them
+constexpr int kColumnRows = 8;    // the column strategy's block: 32 outputs x 8 rows of threads
+constexpr int kOutputsPerCombineBlock = kReduceThreads / 32;
 
-template <typename T> using sum_t = std::conditional_t<std::is_integral_v<T>, int64_t, compute_t<T>>;
-
-// The identities of max and min: infinities for floats (so a row of -inf still has a max), the
-// type's limits for integers.
-template <typename C> __device__ __forceinline__ C lowest() {
-    return std::is_floating_point_v<C> ? -cuda::std::numeric_limits<C>::infinity()
-                                       : cuda::std::numeric_limits<C>::lowest();
-}
-template <typename C> __device__ __forceinline__ C highest() {
-    return std::is_floating_point_v<C> ? cuda::std::numeric_limits<C>::infinity()
-                                       : cuda::std::numeric_limits<C>::max();
-}
-
-template <typename T> struct SumReducer {
-    using In = T;
-    using Acc = sum_t<T>;
-    static __device__ Acc identity() { return Acc(0); }
-    static __device__ Acc lift(T v, int64_t) { return static_cast<Acc>(load_as_compute(v)); }
-    static __device__ Acc combine(Acc a, Acc b) { return wrapping_add(a, b); }
-    static __device__ void finish(char *out, lab_dtype dtype, Acc a, int64_t) {
-        store_converted<Acc>(out, dtype, a);
-    }
-};
-template <typename T> struct MeanReducer : SumReducer<T> {
-    using Acc = sum_t<T>;
-    static __device__ void finish(char *out, lab_dtype dtype, Acc a, int64_t n) {
-        store_converted<Acc>(out, dtype, a / static_cast<Acc>(n)); // n = 0: 0 / 0, NaN (as torch)
-    }
-};
-template <typename T> struct ProdReducer : SumReducer<T> {
-    using Acc = sum_t<T>;
-    static __device__ Acc identity() { return Acc(1); }
-    static __device__ Acc combine(Acc a, Acc b) { return wrapping_mul(a, b); }
-};
-// amax / amin propagate NaN (as torch and NumPy).
-template <typename T, bool kMax> struct ExtremeReducer {
-    using In = T;
-    using Acc = compute_t<T>;
-    static __device__ Acc identity() { return kMax ? lowest<Acc>() : highest<Acc>(); }
-    static __device__ Acc lift(T v, int64_t) { return load_as_compute(v); }
-    static __device__ Acc combine(Acc a, Acc b) {
-        if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
-        return (kMax ? a > b : a < b) ? a : b;
-    }
-    static __device__ void finish(char *out, lab_dtype dtype, Acc a, int64_t) {
-        store_converted<Acc>(out, dtype, a);
-    }
-};
-template <typename T> using MaxReducer = ExtremeReducer<T, true>;
-template <typename T> using MinReducer = ExtremeReducer<T, false>;
-
-// argmax / argmin: NaN wins, and on ties the first index, whatever order the tree combines in.
-template <typename T, bool kMax> struct ArgExtremeReducer {
-    using In = T;
-    using C = compute_t<T>;
-    using Acc = ValueIndex<C>;
-    static __device__ Acc identity() { return {kMax ? lowest<C>() : highest<C>(), INT64_MAX}; }
-    static __device__ Acc lift(T v, int64_t index) { return {load_as_compute(v), index}; }
-    static __device__ Acc combine(Acc a, Acc b) {
-        const bool a_nan = is_nan(a.value), b_nan = is_nan(b.value);
-        if (a_nan != b_nan) return a_nan ? a : b;
-        if (!a_nan && a.value != b.value) return (kMax ? a.value > b.value : a.value < b.value) ? a : b;
-        return a.index <= b.index ? a : b;
-    }
-    static __device__ void finish(char *out, lab_dtype dtype, Acc a, int64_t) {
-        if (dtype == LAB_INT32) {
-            *reinterpret_cast<int32_t *>(out) = static_cast<int32_t>(a.index);
-        } else {
-            *reinterpret_cast<int64_t *>(out) = a.index;
-        }
-    }
-};
-template <typename T> using ArgMaxReducer = ArgExtremeReducer<T, true>;
-template <typename T> using ArgMinReducer = ArgExtremeReducer<T, false>;
+__host__ __device__ __forceinline__ int64_t smaller(int64_t a, int64_t b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ int64_t larger(int64_t a, int64_t b) { return a < b ? b : a; }
 
 template <typename R> struct CombineOf {
     template <typename A> __device__ __forceinline__ A operator()(A a, A b) const { return R::combine(a, b); }
 };
 
-// Where the elements of one output's reduction are: a single reduced dimension is a stride (the
-// common case, no division); several go through indexing.cuh's divisions.
-struct ReducedSpace {
-    StridedLayout<1> layout;
-    bool single;
-    int64_t stride;
-    __device__ __forceinline__ int64_t offset(int64_t r) const {
-        if (single) return r * stride;
-        int64_t o[1];
-        byte_offsets(layout, r, o);
-        return o[0];
-    }
+// The first element of each input for one output.
+template <typename R> struct Rows {
+    const char *in[2];
 };
-
-// Elements [first, end) of one output, `step` apart, combined into acc: kLanesInFlight loads issued
-// before they are combined, into separate accumulators joined in a fixed order.
 template <typename R>
-__device__ __forceinline__ typename R::Acc accumulate(const char *row, const ReducedSpace &space,
-                                                      int64_t first, int64_t end, int64_t step) {
+__device__ __forceinline__ Rows<R> rows_at(const ReductionArgs &a, const int64_t (&offsets)[3]) {
+    Rows<R> rows{{a.in[0] + offsets[0], nullptr}};
+    if constexpr (R::kInputs == 2) rows.in[1] = a.in[1] + offsets[2];
+    return rows;
+}
+
+template <typename R>
+__device__ __forceinline__ typename R::Element load_element(const Rows<R> &rows, const ReducedSpace &space,
+                                                            int64_t r) {
     using T = typename R::In;
+    int64_t o[2];
+    space.offsets(r, o);
+    if constexpr (R::kInputs == 2) {
+        return {*reinterpret_cast<const T *>(rows.in[0] + o[0]),
+                *reinterpret_cast<const T *>(rows.in[1] + o[1])};
+    } else {
+        return *reinterpret_cast<const T *>(rows.in[0] + o[0]);
+    }
+}
+
+template <typename R>
+__device__ __forceinline__ typename R::Element vector_element(const Packed16<typename R::In> (&v)[R::kInputs],
+                                                              int e) {
+    if constexpr (R::kInputs == 2) {
+        return {v[0].v[e], v[1].v[e]};
+    } else {
+        return v[0].v[e];
+    }
+}
+
+// 16-byte loads need the reduced dimension contiguous in every input and, for two inputs, both
+// rows at the same distance from a 16-byte boundary.
+template <typename R>
+__device__ __forceinline__ bool loads_vectorize(const Rows<R> &rows, const ReducedSpace &space) {
+    if (!space.contiguous) return false;
+    const uintptr_t first = reinterpret_cast<uintptr_t>(rows.in[0]);
+    if (first % sizeof(typename R::In) != 0) return false;
+    if constexpr (R::kInputs == 2) return (first - reinterpret_cast<uintptr_t>(rows.in[1])) % 16 == 0;
+    return true;
+}
+
+// Elements [begin, end) of one output, shared by `lanes` threads of which this is `lane`: each
+// thread issues kLanesInFlight loads before combining them into separate accumulators, joined in a
+// fixed order at the end. A contiguous row goes 16 bytes per load: the elements before the first
+// 16-byte boundary one by one, then whole vectors, then the tail.
+template <typename R>
+__device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const ReducedSpace &space,
+                                                      int64_t begin, int64_t end, int lane, int lanes) {
+    using T = typename R::In;
+    using Vector = Packed16<T>;
     typename R::Acc acc[kLanesInFlight];
 #pragma unroll
     for (int u = 0; u < kLanesInFlight; ++u) acc[u] = R::identity();
-    int64_t r = first;
-    for (; r + (kLanesInFlight - 1) * step < end; r += kLanesInFlight * step) {
-        T v[kLanesInFlight];
+    if (loads_vectorize(rows, space)) {
+        constexpr int kVec = Vector::kCount;
+        const uintptr_t address = reinterpret_cast<uintptr_t>(rows.in[0]) + begin * sizeof(T);
+        const int64_t head = smaller(((16 - address % 16) % 16) / sizeof(T), end - begin);
+        for (int64_t r = begin + lane; r < begin + head; r += lanes)
+            acc[0] = R::add(acc[0], load_element(rows, space, r), r);
+        const int64_t first_vector = begin + head, n_vectors = (end - first_vector) / kVec;
+        for (int64_t i = lane; i < n_vectors; i += kLanesInFlight * lanes) {
+            Vector v[kLanesInFlight][R::kInputs];
 #pragma unroll
-        for (int u = 0; u < kLanesInFlight; ++u)
-            v[u] = *reinterpret_cast<const T *>(row + space.offset(r + u * step));
+            for (int u = 0; u < kLanesInFlight; ++u) {
+                if (i + u * lanes < n_vectors) {
 #pragma unroll
-        for (int u = 0; u < kLanesInFlight; ++u) acc[u] = R::combine(acc[u], R::lift(v[u], r + u * step));
+                    for (int k = 0; k < R::kInputs; ++k)
+                        v[u][k] = reinterpret_cast<const Vector *>(rows.in[k] +
+                                                                   first_vector * sizeof(T))[i + u * lanes];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kLanesInFlight; ++u) {
+                if (i + u * lanes < n_vectors) {
+                    const int64_t at = first_vector + (i + u * lanes) * kVec;
+#pragma unroll
+                    for (int e = 0; e < kVec; ++e)
+                        acc[u] = R::add(acc[u], vector_element<R>(v[u], e), at + e);
+                }
+            }
+        }
+        for (int64_t r = first_vector + n_vectors * kVec + lane; r < end; r += lanes)
+            acc[0] = R::add(acc[0], load_element(rows, space, r), r);
+    } else {
+        for (int64_t r = begin + lane; r < end; r += kLanesInFlight * lanes) {
+            typename R::Element x[kLanesInFlight];
+#pragma unroll
+            for (int u = 0; u < kLanesInFlight; ++u) {
+                if (r + u * lanes < end) x[u] = load_element(rows, space, r + u * lanes);
+            }
+#pragma unroll
+            for (int u = 0; u < kLanesInFlight; ++u) {
+                if (r + u * lanes < end) acc[u] = R::add(acc[u], x[u], r + u * lanes);
+            }
+        }
     }
-    for (; r < end; r += step)
-        acc[0] = R::combine(acc[0], R::lift(*reinterpret_cast<const T *>(row + space.offset(r)), r));
 #pragma unroll
     for (int u = 1; u < kLanesInFlight; ++u) acc[0] = R::combine(acc[0], acc[u]);
     return acc[0];
 }
 
-struct ReductionArgs {
-    const char *in;
-    char *out;
-    lab_dtype out_dtype;
-    StridedLayout<2> kept; // operand 0: the input, 1: the output
-    ReducedSpace reduced;
-    int64_t n_outputs, n_reduce;
-    int slices;
-};
-
-// kGroup threads per output: a warp (32) or the whole block.
+// kGroup threads per output: four lanes, a warp or the whole block. The loop runs while any group
+// of the block has an output, so every lane reaches the shuffles.
 template <typename R, int kGroup>
 __global__ void __launch_bounds__(kReduceThreads) reduce_by_group(ReductionArgs a) {
     constexpr int kGroupsPerBlock = kReduceThreads / kGroup;
     const int lane = threadIdx.x % kGroup, group = threadIdx.x / kGroup;
-    for (int64_t o = static_cast<int64_t>(blockIdx.x) * kGroupsPerBlock + group; o < a.n_outputs;
-         o += static_cast<int64_t>(gridDim.x) * kGroupsPerBlock) {
-        int64_t offsets[2];
-        byte_offsets(a.kept, o, offsets);
-        typename R::Acc acc = accumulate<R>(a.in + offsets[0], a.reduced, lane, a.n_reduce, kGroup);
-        if constexpr (kGroup == 32) {
-            acc = warp_reduce(acc, CombineOf<R>{});
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * kGroupsPerBlock; base < a.n_outputs;
+         base += static_cast<int64_t>(gridDim.x) * kGroupsPerBlock) {
+        const int64_t o = base + group;
+        int64_t offsets[3] = {0, 0, 0};
+        typename R::Acc acc = R::identity();
+        if (o < a.n_outputs) {
+            byte_offsets(a.kept, o, offsets);
+            acc = accumulate(rows_at<R>(a, offsets), a.reduced, 0, a.n_reduce, lane, kGroup);
+        }
+        if constexpr (kGroup <= 32) {
+            acc = warp_reduce<kGroup>(acc, CombineOf<R>{});
         } else {
             acc = block_reduce<kReduceThreads>(acc, CombineOf<R>{}, R::identity());
         }
-        if (lane == 0) R::finish(a.out + offsets[1], a.out_dtype, acc, a.n_reduce);
+        if (o < a.n_outputs && lane == 0) R::finish(a.out + offsets[1], a, acc);
     }
 }
 
-// A thread per output; neighbouring threads take neighbouring outputs, so when the innermost kept
-// dimension is the input's contiguous one (a column sum), every load of a warp is one transaction.
-template <typename R> __global__ void __launch_bounds__(kReduceThreads) reduce_by_thread(ReductionArgs a) {
-    for (int64_t o = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x; o < a.n_outputs;
-         o += static_cast<int64_t>(gridDim.x) * kReduceThreads) {
-        int64_t offsets[2];
-        byte_offsets(a.kept, o, offsets);
-        const typename R::Acc acc = accumulate<R>(a.in + offsets[0], a.reduced, 0, a.n_reduce, 1);
-        R::finish(a.out + offsets[1], a.out_dtype, acc, a.n_reduce);
+// Where slice s of an output's elements begins and ends.
+__device__ __forceinline__ void slice_bounds(const ReductionArgs &a, int64_t s, int64_t &begin,
+                                             int64_t &end) {
+    const int64_t per_slice = (a.n_reduce + a.slices - 1) / a.slices;
+    begin = smaller(s * per_slice, a.n_reduce);
+    end = smaller(begin + per_slice, a.n_reduce);
+}
+
+// The innermost dimension kept (a column sum): threadIdx.x picks neighbouring outputs, so each
+// load of a warp reads one contiguous segment; the block's kColumnRows rows of threads share the
+// elements of slice blockIdx.y and combine through shared memory in row order. With one slice
+// the result is stored, else it is the partial partials[o * slices + slice].
+template <typename R>
+__global__ void __launch_bounds__(kReduceThreads) reduce_columns(ReductionArgs a, typename R::Acc *partials) {
+    __shared__ typename R::Acc row_partials[kColumnRows][32];
+    int64_t begin, end;
+    slice_bounds(a, blockIdx.y, begin, end);
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * 32; base < a.n_outputs;
+         base += static_cast<int64_t>(gridDim.x) * 32) {
+        const int64_t o = base + threadIdx.x;
+        int64_t offsets[3] = {0, 0, 0};
+        typename R::Acc acc = R::identity();
+        if (o < a.n_outputs) {
+            byte_offsets(a.kept, o, offsets);
+            acc = accumulate(rows_at<R>(a, offsets), a.reduced, begin, end, threadIdx.y, kColumnRows);
+        }
+        row_partials[threadIdx.y][threadIdx.x] = acc;
+        __syncthreads();
+        if (threadIdx.y == 0 && o < a.n_outputs) {
+            for (int y = 1; y < kColumnRows; ++y) acc = R::combine(acc, row_partials[y][threadIdx.x]);
+            if (partials) {
+                partials[o * a.slices + blockIdx.y] = acc;
+            } else {
+                R::finish(a.out + offsets[1], a, acc);
+            }
+        }
+        __syncthreads(); // row_partials is rewritten by the next iteration
     }
 }
 
 // Split, pass 1: block b reduces slice b % slices of output b / slices into partials[b].
 template <typename R>
 __global__ void __launch_bounds__(kReduceThreads) reduce_slices(ReductionArgs a, typename R::Acc *partials) {
-    const int64_t o = blockIdx.x / a.slices, s = blockIdx.x % a.slices;
-    const int64_t per_slice = (a.n_reduce + a.slices - 1) / a.slices;
-    const int64_t first = s * per_slice,
-                  end = first + per_slice < a.n_reduce ? first + per_slice : a.n_reduce;
-    int64_t offsets[2];
+    const int64_t o = blockIdx.x / a.slices;
+    int64_t begin, end, offsets[3] = {0, 0, 0};
+    slice_bounds(a, blockIdx.x % a.slices, begin, end);
     byte_offsets(a.kept, o, offsets);
-    typename R::Acc acc = R::identity();
-    if (first + threadIdx.x < end) {
-        acc = accumulate<R>(a.in + offsets[0], a.reduced, first + threadIdx.x, end, kReduceThreads);
-    }
+    typename R::Acc acc =
+        accumulate(rows_at<R>(a, offsets), a.reduced, begin, end, threadIdx.x, kReduceThreads);
     acc = block_reduce<kReduceThreads>(acc, CombineOf<R>{}, R::identity());
     if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
-// Split, pass 2: each output's partials, combined in slice order.
+// Pass 2 of the split and column strategies: a warp per output combines its partials - lane l
+// takes slices l, l + 32, ... in order, then the shuffle tree - and stores the result.
 template <typename R>
 __global__ void __launch_bounds__(kReduceThreads)
-    combine_slices(ReductionArgs a, const typename R::Acc *partials) {
-    for (int64_t o = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x; o < a.n_outputs;
-         o += static_cast<int64_t>(gridDim.x) * kReduceThreads) {
+    combine_partials(ReductionArgs a, const typename R::Acc *partials) {
+    const int lane = threadIdx.x % 32;
+    for (int64_t o = static_cast<int64_t>(blockIdx.x) * kOutputsPerCombineBlock + threadIdx.x / 32;
+         o < a.n_outputs; o += static_cast<int64_t>(gridDim.x) * kOutputsPerCombineBlock) {
         typename R::Acc acc = R::identity();
-        for (int s = 0; s < a.slices; ++s) acc = R::combine(acc, partials[o * a.slices + s]);
-        int64_t offsets[2];
-        byte_offsets(a.kept, o, offsets);
-        R::finish(a.out + offsets[1], a.out_dtype, acc, a.n_reduce);
+        for (int s = lane; s < a.slices; s += 32) acc = R::combine(acc, partials[o * a.slices + s]);
+        acc = warp_reduce(acc, CombineOf<R>{});
+        if (lane == 0) {
+            int64_t offsets[3];
+            byte_offsets(a.kept, o, offsets);
+            R::finish(a.out + offsets[1], a, acc);
+        }
     }
 }
 
@@ -230,64 +235,127 @@ unsigned int grid_for(int64_t items, int64_t per_block) {
     return static_cast<unsigned int>(blocks<1 ? 1 : blocks>(1 << 20) ? (1 << 20) : blocks);
 }
 
-ReductionArgs make_args(const lab_reduction_launch &l) {
+// Blocks of kReduceThreads the current device runs at once: what a split fills.
+cudaError_t resident_blocks(int64_t *blocks) {
+    int device = 0, multiprocessors = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) {
+        err = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
+    }
+    *blocks = static_cast<int64_t>(multiprocessors) * (2048 / kReduceThreads);
+    return err;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+constexpr lab_reduce_finish kFinishOf[LAB_NUM_REDUCE_OPS] = {
+#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit) finish,
+#include "reduce_ops.def"
+#undef LAB_REDUCE_OP
+};
+
+template <typename R> ReductionArgs make_args(const lab_reduction_launch &l) {
     ReductionArgs a{};
-    a.in = l.in;
+    a.in[0] = l.in[0];
+    a.in[1] = l.in[1];
     a.out = l.out;
     a.out_dtype = l.out_dtype;
+    a.finish = kFinishOf[l.op];
+    a.correction = l.correction;
     a.n_outputs = l.n_outputs;
     a.n_reduce = l.n_reduce;
-    a.slices = l.slices;
+    a.slices = 1;
     a.kept.ndim = l.kept_ndim;
     a.kept.index32 = l.n_outputs < (int64_t(1) << 31);
+    const int kept_operands[3] = {0, 1, 2};
     for (int d = 0; d < l.kept_ndim; ++d) { // innermost first for indexing.cuh
         const int from = l.kept_ndim - 1 - d;
         a.kept.sizes[d] = l.kept_shape[from];
         if (a.kept.index32) a.kept.divisors[d] = FastDivmod(static_cast<uint32_t>(l.kept_shape[from]));
-        a.kept.strides[0][d] = l.kept_in_strides[from];
-        a.kept.strides[1][d] = l.kept_out_strides[from];
+        for (int k : kept_operands) a.kept.strides[k][d] = l.kept_strides[k][from];
     }
-    StridedLayout<1> &r = a.reduced.layout;
+    StridedLayout<2> &r = a.reduced.layout;
     r.ndim = l.reduced_ndim;
     r.index32 = l.n_reduce < (int64_t(1) << 31);
     for (int d = 0; d < l.reduced_ndim; ++d) {
         const int from = l.reduced_ndim - 1 - d;
         r.sizes[d] = l.reduced_shape[from];
         if (r.index32) r.divisors[d] = FastDivmod(static_cast<uint32_t>(l.reduced_shape[from]));
-        r.strides[0][d] = l.reduced_in_strides[from];
+        r.strides[0][d] = l.reduced_strides[0][from];
+        r.strides[1][d] = l.reduced_strides[1][from];
     }
     a.reduced.single = l.reduced_ndim <= 1;
-    a.reduced.stride = l.reduced_ndim == 1 ? l.reduced_in_strides[0] : 0;
+    a.reduced.stride[0] = l.reduced_ndim == 1 ? l.reduced_strides[0][0] : 0;
+    a.reduced.stride[1] = l.reduced_ndim == 1 ? l.reduced_strides[1][0] : 0;
+    const int64_t unit = sizeof(typename R::In);
+    a.reduced.contiguous = l.reduced_ndim == 1 && a.reduced.stride[0] == unit &&
+                           (R::kInputs == 1 || a.reduced.stride[1] == unit);
     return a;
 }
 
+// Pass 1 (`first_pass(partials)`, which launches it) into a buffer from the stream-ordered pool,
+// then combine_partials, then the buffer back to the pool - all queued on `stream`.
+template <typename R, typename FirstPass>
+cudaError_t run_in_two_passes(const ReductionArgs &a, cudaStream_t stream, FirstPass first_pass) {
+    using Acc = typename R::Acc;
+    Acc *partials = nullptr;
+    cudaError_t err =
+        cudaMallocAsync(reinterpret_cast<void **>(&partials), sizeof(Acc) * a.n_outputs * a.slices, stream);
+    if (err != cudaSuccess) return err;
+    first_pass(partials);
+    err = cudaGetLastError();
+    if (err == cudaSuccess) {
+        combine_partials<R>
+            <<<grid_for(a.n_outputs, kOutputsPerCombineBlock), kReduceThreads, 0, stream>>>(a, partials);
+        err = cudaGetLastError();
+    }
+    const cudaError_t freed = cudaFreeAsync(partials, stream);
+    return err != cudaSuccess ? err : freed;
+}
+
 template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, cudaStream_t stream) {
-    const ReductionArgs a = make_args(l);
+    ReductionArgs a = make_args<R>(l);
+    int64_t resident = 0;
+    if (l.strategy == LAB_REDUCE_SPLIT || l.strategy == LAB_REDUCE_BY_COLUMN) {
+        const cudaError_t err = resident_blocks(&resident);
+        if (err != cudaSuccess) return err;
+    }
     switch (l.strategy) {
+    case LAB_REDUCE_BY_QUAD:
+        reduce_by_group<R, 4><<<grid_for(l.n_outputs, kReduceThreads / 4), kReduceThreads, 0, stream>>>(a);
+        return cudaGetLastError();
     case LAB_REDUCE_BY_WARP:
         reduce_by_group<R, 32><<<grid_for(l.n_outputs, kReduceThreads / 32), kReduceThreads, 0, stream>>>(a);
         return cudaGetLastError();
     case LAB_REDUCE_BY_BLOCK:
         reduce_by_group<R, kReduceThreads><<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
         return cudaGetLastError();
-    case LAB_REDUCE_BY_THREAD:
-        reduce_by_thread<R><<<grid_for(l.n_outputs, kReduceThreads), kReduceThreads, 0, stream>>>(a);
-        return cudaGetLastError();
-    case LAB_REDUCE_SPLIT: {
-        using Acc = typename R::Acc;
-        Acc *partials = nullptr;
-        const int64_t blocks = l.n_outputs * l.slices;
-        cudaError_t err = cudaMallocAsync(reinterpret_cast<void **>(&partials), sizeof(Acc) * blocks, stream);
-        if (err != cudaSuccess) return err;
-        reduce_slices<R><<<static_cast<unsigned int>(blocks), kReduceThreads, 0, stream>>>(a, partials);
-        err = cudaGetLastError();
-        if (err == cudaSuccess) {
-            combine_slices<R>
-                <<<grid_for(l.n_outputs, kReduceThreads), kReduceThreads, 0, stream>>>(a, partials);
-            err = cudaGetLastError();
+    case LAB_REDUCE_BY_COLUMN: {
+        // Enough slices to fill the device, none shorter than 64 elements per row of threads.
+        const unsigned int columns = grid_for(l.n_outputs, 32);
+        a.slices = static_cast<int>(larger(
+            1, smaller(65535, smaller(ceil_div(resident, columns), ceil_div(l.n_reduce, 64 * kColumnRows)))));
+        const dim3 grid(columns, a.slices), block(32, kColumnRows);
+        if (a.slices == 1) {
+            reduce_columns<R><<<grid, block, 0, stream>>>(a, nullptr);
+            return cudaGetLastError();
         }
-        const cudaError_t freed = cudaFreeAsync(partials, stream);
-        return err != cudaSuccess ? err : freed;
+        return run_in_two_passes<R>(a, stream, [&](typename R::Acc *partials) {
+            reduce_columns<R><<<grid, block, 0, stream>>>(a, partials);
+        });
+    }
+    case LAB_REDUCE_SPLIT: {
+        // Enough blocks to fill the device once, none with fewer than 8192 elements.
+        a.slices =
+            static_cast<int>(larger(1, smaller(ceil_div(resident, l.n_outputs), ceil_div(l.n_reduce, 8192))));
+        if (a.slices == 1) {
+            reduce_by_group<R, kReduceThreads><<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
+            return cudaGetLastError();
+        }
+        const unsigned int blocks = static_cast<unsigned int>(l.n_outputs * a.slices);
+        return run_in_two_passes<R>(a, stream, [&](typename R::Acc *partials) {
+            reduce_slices<R><<<blocks, kReduceThreads, 0, stream>>>(a, partials);
+        });
     }
     }
     return cudaErrorInvalidValue;
@@ -295,19 +363,28 @@ template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, 
 
 } // namespace
 
-// The switch of each half (one per .cu file) over reduce_ops.def: the file defines
-// LAB_REDUCE_ROW_0 / LAB_REDUCE_ROW_1 (value / index reductions) as LAB_REDUCE_CASE or as nothing,
-// so token pasting on the `index_output` column keeps its half's rows.
-#define LAB_REDUCE_CASE(id, reducer, integers)                                                               \
+// The rows of reduce_ops.def in unit kUnit, each instantiated for every input dtype it takes;
+// reduction_<unit>.cu instantiates its kUnit, so each file compiles its own rows only.
+template <int kUnit> cudaError_t launch_unit(const lab_reduction_launch &launch, cudaStream_t stream) {
+    switch (launch.op) {
+#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit)                        \
     case LAB_REDUCE_##id:                                                                                    \
-        return visit_storage_type<bool(integers)>(launch.in_dtype, [&](auto tag) {                           \
-            return launch_reducer<reducer<typename decltype(tag)::type>>(launch, stream);                    \
-        });
-#define LAB_REDUCE_OP(id, reducer, integers, index_output)                                                   \
-    LAB_REDUCE_ROW_##index_output(id, reducer, integers)
+        if constexpr (unit == kUnit) {                                                                       \
+            return visit_storage_type<bool(integers)>(launch.in_dtype, [&](auto tag) {                       \
+                return launch_reducer<reducer<typename decltype(tag)::type>>(launch, stream);                \
+            });                                                                                              \
+        } else {                                                                                             \
+            return cudaErrorInvalidValue;                                                                    \
+        }
+#include "reduce_ops.def"
+#undef LAB_REDUCE_OP
+    default: return cudaErrorInvalidValue;
+    }
+}
 
-// The launchers of the two halves (one per .cu file).
-cudaError_t launch_value_reduction(const lab_reduction_launch &launch, cudaStream_t stream);
-cudaError_t launch_index_reduction(const lab_reduction_launch &launch, cudaStream_t stream);
+extern template cudaError_t launch_unit<0>(const lab_reduction_launch &, cudaStream_t);
+extern template cudaError_t launch_unit<1>(const lab_reduction_launch &, cudaStream_t);
+extern template cudaError_t launch_unit<2>(const lab_reduction_launch &, cudaStream_t);
+extern template cudaError_t launch_unit<3>(const lab_reduction_launch &, cudaStream_t);
 
 } // namespace lab
