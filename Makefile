@@ -109,6 +109,16 @@ profile:
 	cuobjdump -sass lab/lab*.so | $(PYTHON) bench/sass_summary.py elementwise_vectorized AddOp > $(LOGS)/sass.txt; \
 	  grep "^==" -A1 $(LOGS)/sass.txt | cut -c1-400
 
+# Nsight Compute counters for the reduction kernels of lab, torch and CuPy on bench_reductions.py's
+# arrays (reductions-ncu.csv, in launch order; ncu-cases.txt says which case each call belongs to).
+REDUCE_METRICS = gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__occupancy_limit_registers,lts__t_sector_hit_rate.pct
+profile-reductions:
+	mkdir -p $(LOGS)
+	timeout 300 ncu --clock-control none --kernel-name regex:'reduce|Reduce|combine|dot|gemv|columns|slices|group' \
+	  --csv --metrics $(REDUCE_METRICS) $(PYTHON) bench/profile_reductions.py $(CASES) > $(LOGS)/reductions-ncu.csv \
+	  2> $(LOGS)/ncu-cases.txt; echo "ncu exit code: $$?"; cp $(LOGS)/reductions-ncu.csv $(LOGS)/ncu-cases.txt $(OUT)/
+	$(PYTHON) bench/ncu_summary.py $(LOGS)/reductions-ncu.csv
+
 # compute-sanitizer over a cut of the GPU tests. Torch's caching allocator is switched off so each
 # array is its own allocation and memcheck sees any access past its end. API-error reports are off:
 # numba-cuda's cuda-python probes cuGetProcAddress for driver entry points that do not exist, and

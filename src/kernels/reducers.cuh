@@ -113,6 +113,8 @@ struct Squared {
 };
 
 // The defaults every reducer shares: one input, and an element enters as combine(acc, lift(x)).
+// The kernels call add(acc, x, index) for the elements of one accumulator in increasing index
+// order; a reducer may rely on it (argmax does).
 template <typename Derived, typename T, typename AccType> struct Reducer {
     using In = T;      // the input's storage type
     using Element = T; // what one position of the reduced space holds
@@ -170,6 +172,13 @@ struct ArgExtremeReducer : Reducer<ArgExtremeReducer<T, kMax>, T, ValueIndex<com
     using Acc = ValueIndex<C>;
     static __device__ Acc identity() { return {kMax ? lowest<C>() : highest<C>(), INT64_MAX}; }
     static __device__ Acc lift(T v, int64_t index) { return {load_as_compute(v), index}; }
+    // One element after those already in `a` (add's contract): a tie never replaces them, so only a
+    // better value, a first NaN, or anything into the identity does.
+    static __device__ __forceinline__ Acc add(Acc a, T x, int64_t index) {
+        const C v = load_as_compute(x);
+        const bool better = kMax ? v > a.value : v < a.value;
+        return (better || (is_nan(v) && !is_nan(a.value)) || a.index == INT64_MAX) ? Acc{v, index} : a;
+    }
     static __device__ Acc combine(Acc a, Acc b) {
         const bool a_nan = is_nan(a.value), b_nan = is_nan(b.value);
         if (a_nan != b_nan) return a_nan ? a : b;

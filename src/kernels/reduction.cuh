@@ -6,6 +6,7 @@
 // result is bitwise the same on every run.
 #pragma once
 
+#include <atomic>
 #include <stdint.h>
 
 #include "dispatch.cuh"
@@ -17,8 +18,9 @@ namespace lab {
 namespace {
 
 constexpr int kReduceThreads = 256;
-constexpr int kLanesInFlight = 4; // loads each thread issues before combining them
-constexpr int kColumnRows = 8;    // the column strategy's block: 32 outputs x 8 rows of threads
+constexpr int kLanesInFlight = 4;       // loads each thread issues before combining them (rows)
+constexpr int kColumnLoadsInFlight = 8; // the same for columns, whose loads are 4 bytes, not 16
+constexpr int kColumnRows = 8;          // the column strategy's block: 32 outputs x 8 rows of threads
 constexpr int kOutputsPerCombineBlock = kReduceThreads / 32;
 
 __host__ __device__ __forceinline__ int64_t smaller(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -78,14 +80,14 @@ __device__ __forceinline__ bool loads_vectorize(const Rows<R> &rows, const Reduc
 // thread issues kLanesInFlight loads before combining them into separate accumulators, joined in a
 // fixed order at the end. A contiguous row goes 16 bytes per load: the elements before the first
 // 16-byte boundary one by one, then whole vectors, then the tail.
-template <typename R>
+template <typename R, int kInFlight = kLanesInFlight>
 __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const ReducedSpace &space,
                                                       int64_t begin, int64_t end, int lane, int lanes) {
     using T = typename R::In;
     using Vector = Packed16<T>;
-    typename R::Acc acc[kLanesInFlight];
+    typename R::Acc acc[kInFlight];
 #pragma unroll
-    for (int u = 0; u < kLanesInFlight; ++u) acc[u] = R::identity();
+    for (int u = 0; u < kInFlight; ++u) acc[u] = R::identity();
     if (loads_vectorize(rows, space)) {
         constexpr int kVec = Vector::kCount;
         const uintptr_t address = reinterpret_cast<uintptr_t>(rows.in[0]) + begin * sizeof(T);
@@ -93,10 +95,10 @@ __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const
         for (int64_t r = begin + lane; r < begin + head; r += lanes)
             acc[0] = R::add(acc[0], load_element(rows, space, r), r);
         const int64_t first_vector = begin + head, n_vectors = (end - first_vector) / kVec;
-        for (int64_t i = lane; i < n_vectors; i += kLanesInFlight * lanes) {
-            Vector v[kLanesInFlight][R::kInputs];
+        for (int64_t i = lane; i < n_vectors; i += kInFlight * lanes) {
+            Vector v[kInFlight][R::kInputs];
 #pragma unroll
-            for (int u = 0; u < kLanesInFlight; ++u) {
+            for (int u = 0; u < kInFlight; ++u) {
                 if (i + u * lanes < n_vectors) {
 #pragma unroll
                     for (int k = 0; k < R::kInputs; ++k)
@@ -105,7 +107,7 @@ __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const
                 }
             }
 #pragma unroll
-            for (int u = 0; u < kLanesInFlight; ++u) {
+            for (int u = 0; u < kInFlight; ++u) {
                 if (i + u * lanes < n_vectors) {
                     const int64_t at = first_vector + (i + u * lanes) * kVec;
 #pragma unroll
@@ -117,20 +119,20 @@ __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const
         for (int64_t r = first_vector + n_vectors * kVec + lane; r < end; r += lanes)
             acc[0] = R::add(acc[0], load_element(rows, space, r), r);
     } else {
-        for (int64_t r = begin + lane; r < end; r += kLanesInFlight * lanes) {
-            typename R::Element x[kLanesInFlight];
+        for (int64_t r = begin + lane; r < end; r += kInFlight * lanes) {
+            typename R::Element x[kInFlight];
 #pragma unroll
-            for (int u = 0; u < kLanesInFlight; ++u) {
+            for (int u = 0; u < kInFlight; ++u) {
                 if (r + u * lanes < end) x[u] = load_element(rows, space, r + u * lanes);
             }
 #pragma unroll
-            for (int u = 0; u < kLanesInFlight; ++u) {
+            for (int u = 0; u < kInFlight; ++u) {
                 if (r + u * lanes < end) acc[u] = R::add(acc[u], x[u], r + u * lanes);
             }
         }
     }
 #pragma unroll
-    for (int u = 1; u < kLanesInFlight; ++u) acc[0] = R::combine(acc[0], acc[u]);
+    for (int u = 1; u < kInFlight; ++u) acc[0] = R::combine(acc[0], acc[u]);
     return acc[0];
 }
 
@@ -182,7 +184,8 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_columns(ReductionArgs a
         typename R::Acc acc = R::identity();
         if (o < a.n_outputs) {
             byte_offsets(a.kept, o, offsets);
-            acc = accumulate(rows_at<R>(a, offsets), a.reduced, begin, end, threadIdx.y, kColumnRows);
+            acc = accumulate<R, kColumnLoadsInFlight>(rows_at<R>(a, offsets), a.reduced, begin, end,
+                                                      threadIdx.y, kColumnRows);
         }
         row_partials[threadIdx.y][threadIdx.x] = acc;
         __syncthreads();
@@ -235,14 +238,22 @@ unsigned int grid_for(int64_t items, int64_t per_block) {
     return static_cast<unsigned int>(blocks<1 ? 1 : blocks>(1 << 20) ? (1 << 20) : blocks);
 }
 
-// Blocks of kReduceThreads the current device runs at once: what a split fills.
-cudaError_t resident_blocks(int64_t *blocks) {
+// How many blocks of `kernel` (kReduceThreads threads each) the current device runs at once: what
+// one full wave of a split is. Occupancy is asked once per kernel (it depends on its registers).
+template <typename Kernel>
+cudaError_t resident_blocks(Kernel kernel, std::atomic<int> &cached, int64_t *blocks) {
+    cudaError_t err = cudaSuccess;
+    int per_multiprocessor = cached.load(std::memory_order_relaxed);
+    if (per_multiprocessor == 0) {
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, kReduceThreads, 0);
+        cached.store(per_multiprocessor, std::memory_order_relaxed);
+    }
     int device = 0, multiprocessors = 0;
-    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaGetDevice(&device);
     if (err == cudaSuccess) {
         err = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
     }
-    *blocks = static_cast<int64_t>(multiprocessors) * (2048 / kReduceThreads);
+    *blocks = static_cast<int64_t>(multiprocessors) * (per_multiprocessor > 0 ? per_multiprocessor : 1);
     return err;
 }
 
@@ -316,10 +327,12 @@ cudaError_t run_in_two_passes(const ReductionArgs &a, cudaStream_t stream, First
 template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, cudaStream_t stream) {
     ReductionArgs a = make_args<R>(l);
     int64_t resident = 0;
-    if (l.strategy == LAB_REDUCE_SPLIT || l.strategy == LAB_REDUCE_BY_COLUMN) {
-        const cudaError_t err = resident_blocks(&resident);
-        if (err != cudaSuccess) return err;
-    }
+    static std::atomic<int> columns_per_sm{0}, slices_per_sm{0}; // per instantiation: asked once
+    cudaError_t err = cudaSuccess;
+    if (l.strategy == LAB_REDUCE_BY_COLUMN)
+        err = resident_blocks(reduce_columns<R>, columns_per_sm, &resident);
+    if (l.strategy == LAB_REDUCE_SPLIT) err = resident_blocks(reduce_slices<R>, slices_per_sm, &resident);
+    if (err != cudaSuccess) return err;
     switch (l.strategy) {
     case LAB_REDUCE_BY_QUAD:
         reduce_by_group<R, 4><<<grid_for(l.n_outputs, kReduceThreads / 4), kReduceThreads, 0, stream>>>(a);
@@ -331,10 +344,11 @@ template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, 
         reduce_by_group<R, kReduceThreads><<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
         return cudaGetLastError();
     case LAB_REDUCE_BY_COLUMN: {
-        // Enough slices to fill the device, none shorter than 64 elements per row of threads.
+        // As many slices as fill the device in whole waves, none shorter than 64 elements per row of
+        // threads (a partial last wave would leave most multiprocessors idle while it runs).
         const unsigned int columns = grid_for(l.n_outputs, 32);
-        a.slices = static_cast<int>(larger(
-            1, smaller(65535, smaller(ceil_div(resident, columns), ceil_div(l.n_reduce, 64 * kColumnRows)))));
+        a.slices = static_cast<int>(
+            larger(1, smaller(65535, smaller(resident / columns, ceil_div(l.n_reduce, 64 * kColumnRows)))));
         const dim3 grid(columns, a.slices), block(32, kColumnRows);
         if (a.slices == 1) {
             reduce_columns<R><<<grid, block, 0, stream>>>(a, nullptr);
@@ -345,9 +359,8 @@ template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, 
         });
     }
     case LAB_REDUCE_SPLIT: {
-        // Enough blocks to fill the device once, none with fewer than 8192 elements.
-        a.slices =
-            static_cast<int>(larger(1, smaller(ceil_div(resident, l.n_outputs), ceil_div(l.n_reduce, 8192))));
+        // Enough blocks to fill the device once (whole waves), none with fewer than 8192 elements.
+        a.slices = static_cast<int>(larger(1, smaller(resident / l.n_outputs, ceil_div(l.n_reduce, 8192))));
         if (a.slices == 1) {
             reduce_by_group<R, kReduceThreads><<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
             return cudaGetLastError();

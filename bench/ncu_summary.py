@@ -1,0 +1,39 @@
+"""One line per profiled kernel from an `ncu --csv --metrics ...` file (one row per metric):
+the kernel's short name and each metric's value, in launch order.
+    python3 bench/ncu_summary.py ncu.csv
+"""
+import csv
+import re
+import sys
+
+SHORT = {"gpu__time_duration.sum": "us", "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram%",
+         "launch__registers_per_thread": "regs", "launch__grid_size": "grid", "launch__block_size": "block",
+         "sm__warps_active.avg.pct_of_peak_sustained_active": "occ%",
+         "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue%",
+         "launch__occupancy_limit_registers": "blk/SM(regs)", "lts__t_sector_hit_rate.pct": "L2hit%"}
+
+
+def short_name(kernel):
+    name = re.sub(r"\(.*", "", kernel.split("<")[0]).split("::")[-1]
+    reducer = re.search(r"lab::\(anonymous namespace\)::(\w+Reducer)<([^,>]+)", kernel)
+    return f"{name}<{reducer.group(1)}<{reducer.group(2)}>>" if reducer else name[:60]
+
+
+def main(path):
+    with open(path) as f:
+        lines = [line for line in f if line.startswith('"')]
+    kernels = {}
+    for row in csv.DictReader(lines):
+        entry = kernels.setdefault(row["ID"], {"name": short_name(row["Kernel Name"])})
+        value = row["Metric Value"].replace(",", "")
+        if row["Metric Name"] == "gpu__time_duration.sum" and row["Metric Unit"] in ("nsecond", "ns"):
+            value = f"{float(value) / 1000:.1f}"
+        entry[SHORT.get(row["Metric Name"], row["Metric Name"])] = value
+    columns = [c for c in SHORT.values() if any(c in k for k in kernels.values())]
+    print(f"{'id':>4s} {'kernel':60s} " + " ".join(f"{c:>12s}" for c in columns))
+    for kid, entry in kernels.items():
+        print(f"{kid:>4s} {entry['name'][:60]:60s} " + " ".join(f"{entry.get(c, '-'):>12s}" for c in columns))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
