@@ -170,6 +170,10 @@ typedef struct {
  * same output on every run - fixed combination trees, no atomics. */
 cudaError_t lab_launch_reduction(const lab_reduction_launch *launch, cudaStream_t stream);
 
+/* Scratch memory for a kernel's own use on `stream`, from lab's per-device pool (kernels/scratch.cu),
+ * which keeps its memory between calls; give it back with cudaFreeAsync on the same stream. */
+cudaError_t lab_scratch_alloc(void **ptr, size_t bytes, cudaStream_t stream);
+
 /* Architectures this build carries, as "sm_80 sm_90 compute_90" (for `python -m lab`). */
 const char *lab_compiled_architectures(void);
 

@@ -18,9 +18,8 @@ namespace lab {
 namespace {
 
 constexpr int kReduceThreads = 256;
-constexpr int kLanesInFlight = 4;       // loads each thread issues before combining them (rows)
-constexpr int kColumnLoadsInFlight = 8; // the same for columns, whose loads are 4 bytes, not 16
-constexpr int kColumnRows = 8;          // the column strategy's block: 32 outputs x 8 rows of threads
+constexpr int kLanesInFlight = 4; // loads each thread issues before combining them
+constexpr int kColumnRows = 8;    // the column strategy's block: 32 outputs x 8 rows of threads
 constexpr int kOutputsPerCombineBlock = kReduceThreads / 32;
 
 __host__ __device__ __forceinline__ int64_t smaller(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -41,18 +40,23 @@ __device__ __forceinline__ Rows<R> rows_at(const ReductionArgs &a, const int64_t
     return rows;
 }
 
+// The element at p0 (and p1, for two inputs).
+template <typename R>
+__device__ __forceinline__ typename R::Element element_at(const char *p0, const char *p1) {
+    using T = typename R::In;
+    if constexpr (R::kInputs == 2) {
+        return {*reinterpret_cast<const T *>(p0), *reinterpret_cast<const T *>(p1)};
+    } else {
+        return *reinterpret_cast<const T *>(p0);
+    }
+}
+
 template <typename R>
 __device__ __forceinline__ typename R::Element load_element(const Rows<R> &rows, const ReducedSpace &space,
                                                             int64_t r) {
-    using T = typename R::In;
     int64_t o[2];
     space.offsets(r, o);
-    if constexpr (R::kInputs == 2) {
-        return {*reinterpret_cast<const T *>(rows.in[0] + o[0]),
-                *reinterpret_cast<const T *>(rows.in[1] + o[1])};
-    } else {
-        return *reinterpret_cast<const T *>(rows.in[0] + o[0]);
-    }
+    return element_at<R>(rows.in[0] + o[0], rows.in[1] + o[1]);
 }
 
 template <typename R>
@@ -76,11 +80,17 @@ __device__ __forceinline__ bool loads_vectorize(const Rows<R> &rows, const Reduc
     return true;
 }
 
+// Which ways of walking the reduced elements a kernel compiles in: each one costs registers in
+// every kernel that carries it (ptxas, 2026-11-30: 64 -> 94 for argmax's rows with all three), so a
+// row kernel carries 16-byte loads for contiguous rows, a column kernel (whose reduced dimension is
+// never the contiguous one) a pointer walk along one strided dimension; both keep the general path.
+enum class Walk { kRows, kColumns };
+
 // Elements [begin, end) of one output, shared by `lanes` threads of which this is `lane`: each
-// thread issues kLanesInFlight loads before combining them into separate accumulators, joined in a
+// thread issues kInFlight loads before combining them into separate accumulators, joined in a
 // fixed order at the end. A contiguous row goes 16 bytes per load: the elements before the first
 // 16-byte boundary one by one, then whole vectors, then the tail.
-template <typename R, int kInFlight = kLanesInFlight>
+template <typename R, int kInFlight = kLanesInFlight, Walk kWalk = Walk::kRows>
 __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const ReducedSpace &space,
                                                       int64_t begin, int64_t end, int lane, int lanes) {
     using T = typename R::In;
@@ -88,7 +98,7 @@ __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const
     typename R::Acc acc[kInFlight];
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) acc[u] = R::identity();
-    if (loads_vectorize(rows, space)) {
+    if (kWalk == Walk::kRows && loads_vectorize(rows, space)) {
         constexpr int kVec = Vector::kCount;
         const uintptr_t address = reinterpret_cast<uintptr_t>(rows.in[0]) + begin * sizeof(T);
         const int64_t head = smaller(((16 - address % 16) % 16) / sizeof(T), end - begin);
@@ -118,6 +128,23 @@ __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const
         }
         for (int64_t r = first_vector + n_vectors * kVec + lane; r < end; r += lanes)
             acc[0] = R::add(acc[0], load_element(rows, space, r), r);
+    } else if (kWalk == Walk::kColumns && space.single) { // one reduced dimension: walk pointers
+        const int64_t step[2] = {space.stride[0] * lanes, space.stride[1] * lanes};
+        const char *at[2] = {rows.in[0] + (begin + lane) * space.stride[0],
+                             rows.in[1] + (begin + lane) * space.stride[1]};
+        for (int64_t r = begin + lane; r < end; r += kInFlight * lanes) {
+            typename R::Element x[kInFlight];
+#pragma unroll
+            for (int u = 0; u < kInFlight; ++u) {
+                if (r + u * lanes < end) x[u] = element_at<R>(at[0] + u * step[0], at[1] + u * step[1]);
+            }
+#pragma unroll
+            for (int u = 0; u < kInFlight; ++u) {
+                if (r + u * lanes < end) acc[u] = R::add(acc[u], x[u], r + u * lanes);
+            }
+            at[0] += kInFlight * step[0];
+            at[1] += kInFlight * step[1];
+        }
     } else {
         for (int64_t r = begin + lane; r < end; r += kInFlight * lanes) {
             typename R::Element x[kInFlight];
@@ -138,7 +165,7 @@ __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const
 
 // kGroup threads per output: four lanes, a warp or the whole block. The loop runs while any group
 // of the block has an output, so every lane reaches the shuffles.
-template <typename R, int kGroup>
+template <typename R, int kGroup, int kInFlight = kLanesInFlight>
 __global__ void __launch_bounds__(kReduceThreads) reduce_by_group(ReductionArgs a) {
     constexpr int kGroupsPerBlock = kReduceThreads / kGroup;
     const int lane = threadIdx.x % kGroup, group = threadIdx.x / kGroup;
@@ -149,7 +176,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_by_group(ReductionArgs 
         typename R::Acc acc = R::identity();
         if (o < a.n_outputs) {
             byte_offsets(a.kept, o, offsets);
-            acc = accumulate(rows_at<R>(a, offsets), a.reduced, 0, a.n_reduce, lane, kGroup);
+            acc = accumulate<R, kInFlight>(rows_at<R>(a, offsets), a.reduced, 0, a.n_reduce, lane, kGroup);
         }
         if constexpr (kGroup <= 32) {
             acc = warp_reduce<kGroup>(acc, CombineOf<R>{});
@@ -184,8 +211,8 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_columns(ReductionArgs a
         typename R::Acc acc = R::identity();
         if (o < a.n_outputs) {
             byte_offsets(a.kept, o, offsets);
-            acc = accumulate<R, kColumnLoadsInFlight>(rows_at<R>(a, offsets), a.reduced, begin, end,
-                                                      threadIdx.y, kColumnRows);
+            acc = accumulate<R, kLanesInFlight, Walk::kColumns>(rows_at<R>(a, offsets), a.reduced, begin, end,
+                                                                threadIdx.y, kColumnRows);
         }
         row_partials[threadIdx.y][threadIdx.x] = acc;
         __syncthreads();
@@ -195,6 +222,74 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_columns(ReductionArgs a
                 partials[o * a.slices + blockIdx.y] = acc;
             } else {
                 R::finish(a.out + offsets[1], a, acc);
+            }
+        }
+        __syncthreads(); // row_partials is rewritten by the next iteration
+    }
+}
+
+// Outputs side by side in memory that one column thread loads together: 16 bytes of float32 or
+// float64, 8 of halves, 4 of int8 - four (two for 8-byte types) accumulators per thread.
+template <typename T> constexpr int kColumnVector = sizeof(T) == 8 ? 2 : 4;
+template <typename T> struct alignas(kColumnVector<T> * sizeof(T)) ColumnLanes {
+    T v[kColumnVector<T>];
+};
+
+// reduce_columns with kColumnVector neighbouring outputs per thread, one load for all of them: a
+// column sum's loads are then 16 bytes, not 4, and the device keeps enough bytes in flight to
+// reach its bandwidth. The launcher uses it where make_args found the layout allows it.
+template <typename R>
+__global__ void __launch_bounds__(kReduceThreads)
+    reduce_column_vectors(ReductionArgs a, typename R::Acc *partials) {
+    using T = typename R::In;
+    using Acc = typename R::Acc;
+    constexpr int kV = kColumnVector<T>;
+    __shared__ Acc row_partials[kColumnRows][32 * kV];
+    int64_t begin, end;
+    slice_bounds(a, blockIdx.y, begin, end);
+    const int64_t step = a.reduced.stride[0] * kColumnRows;
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * 32; base * kV < a.n_outputs;
+         base += static_cast<int64_t>(gridDim.x) * 32) {
+        const int64_t first = (base + threadIdx.x) * kV; // this thread's outputs: first .. first + kV - 1
+        Acc acc[kV];
+#pragma unroll
+        for (int j = 0; j < kV; ++j) acc[j] = R::identity();
+        if (first < a.n_outputs) {
+            int64_t offsets[3];
+            byte_offsets(a.kept, first, offsets);
+            const char *at = a.in[0] + offsets[0] + (begin + threadIdx.y) * a.reduced.stride[0];
+            for (int64_t r = begin + threadIdx.y; r < end; r += kLanesInFlight * kColumnRows) {
+                ColumnLanes<T> x[kLanesInFlight];
+#pragma unroll
+                for (int u = 0; u < kLanesInFlight; ++u) {
+                    if (r + u * kColumnRows < end)
+                        x[u] = *reinterpret_cast<const ColumnLanes<T> *>(at + u * step);
+                }
+#pragma unroll
+                for (int u = 0; u < kLanesInFlight; ++u) {
+                    if (r + u * kColumnRows < end) {
+#pragma unroll
+                        for (int j = 0; j < kV; ++j) acc[j] = R::add(acc[j], x[u].v[j], r + u * kColumnRows);
+                    }
+                }
+                at += kLanesInFlight * step;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kV; ++j) row_partials[threadIdx.y][threadIdx.x * kV + j] = acc[j];
+        __syncthreads();
+        if (threadIdx.y == 0 && first < a.n_outputs) {
+#pragma unroll
+            for (int j = 0; j < kV; ++j) {
+                for (int y = 1; y < kColumnRows; ++y)
+                    acc[j] = R::combine(acc[j], row_partials[y][threadIdx.x * kV + j]);
+                if (partials) {
+                    partials[(first + j) * a.slices + blockIdx.y] = acc[j];
+                } else {
+                    int64_t offsets[3];
+                    byte_offsets(a.kept, first + j, offsets);
+                    R::finish(a.out + offsets[1], a, acc[j]);
+                }
             }
         }
         __syncthreads(); // row_partials is rewritten by the next iteration
@@ -304,14 +399,32 @@ template <typename R> ReductionArgs make_args(const lab_reduction_launch &l) {
     return a;
 }
 
-// Pass 1 (`first_pass(partials)`, which launches it) into a buffer from the stream-ordered pool,
+// Whether reduce_column_vectors can run: one input, at most one reduced dimension, the innermost
+// kept dimension contiguous in the input and a multiple of kColumnVector long, and every load
+// aligned to the kColumnVector elements it reads.
+template <typename R> bool columns_vectorize(const lab_reduction_launch &l) {
+    using T = typename R::In;
+    const int64_t width = kColumnVector<T> * static_cast<int64_t>(sizeof(T));
+    if (l.kept_ndim < 1 || l.reduced_ndim > 1) return false;
+    const int inner = l.kept_ndim - 1;
+    if (l.kept_strides[0][inner] != static_cast<int64_t>(sizeof(T)) ||
+        l.kept_shape[inner] % kColumnVector<T> != 0) {
+        return false;
+    }
+    bool aligned = reinterpret_cast<uintptr_t>(l.in[0]) % width == 0;
+    for (int d = 0; d < inner; ++d) aligned = aligned && l.kept_strides[0][d] % width == 0;
+    if (l.reduced_ndim == 1) aligned = aligned && l.reduced_strides[0][0] % width == 0;
+    return aligned;
+}
+
+// Pass 1 (`first_pass(partials)`, which launches it) into a buffer from lab's scratch pool,
 // then combine_partials, then the buffer back to the pool - all queued on `stream`.
 template <typename R, typename FirstPass>
 cudaError_t run_in_two_passes(const ReductionArgs &a, cudaStream_t stream, FirstPass first_pass) {
     using Acc = typename R::Acc;
     Acc *partials = nullptr;
     cudaError_t err =
-        cudaMallocAsync(reinterpret_cast<void **>(&partials), sizeof(Acc) * a.n_outputs * a.slices, stream);
+        lab_scratch_alloc(reinterpret_cast<void **>(&partials), sizeof(Acc) * a.n_outputs * a.slices, stream);
     if (err != cudaSuccess) return err;
     first_pass(partials);
     err = cudaGetLastError();
@@ -324,18 +437,34 @@ cudaError_t run_in_two_passes(const ReductionArgs &a, cudaStream_t stream, First
     return err != cudaSuccess ? err : freed;
 }
 
+// A column kernel (`kernel(grid, block, stream, args, partials)` launches it) over blocks of
+// `outputs_per_block` outputs: as many slices as fill the device in whole waves, none shorter than
+// 64 elements per row of threads (a partial last wave would leave most multiprocessors idle while
+// it runs); with more than one, the partials are combined in a second pass.
+template <typename R, typename Kernel>
+cudaError_t launch_columns(ReductionArgs &a, int64_t resident, int64_t outputs_per_block, cudaStream_t stream,
+                           Kernel kernel) {
+    const unsigned int columns = grid_for(a.n_outputs, outputs_per_block);
+    a.slices = static_cast<int>(
+        larger(1, smaller(65535, smaller(resident / columns, ceil_div(a.n_reduce, 64 * kColumnRows)))));
+    const dim3 grid(columns, a.slices), block(32, kColumnRows);
+    if (a.slices == 1) {
+        kernel(grid, block, stream, a, static_cast<typename R::Acc *>(nullptr));
+        return cudaGetLastError();
+    }
+    return run_in_two_passes<R>(a, stream,
+                                [&](typename R::Acc *partials) { kernel(grid, block, stream, a, partials); });
+}
+
 template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, cudaStream_t stream) {
     ReductionArgs a = make_args<R>(l);
     int64_t resident = 0;
-    static std::atomic<int> columns_per_sm{0}, slices_per_sm{0}; // per instantiation: asked once
+    static std::atomic<int> columns_per_sm{0}, vectors_per_sm{0}, slices_per_sm{0}; // asked once each
     cudaError_t err = cudaSuccess;
-    if (l.strategy == LAB_REDUCE_BY_COLUMN)
-        err = resident_blocks(reduce_columns<R>, columns_per_sm, &resident);
-    if (l.strategy == LAB_REDUCE_SPLIT) err = resident_blocks(reduce_slices<R>, slices_per_sm, &resident);
-    if (err != cudaSuccess) return err;
     switch (l.strategy) {
     case LAB_REDUCE_BY_QUAD:
-        reduce_by_group<R, 4><<<grid_for(l.n_outputs, kReduceThreads / 4), kReduceThreads, 0, stream>>>(a);
+        // rows of at most 64 elements: two 16-byte loads in flight cover a row of 32 floats
+        reduce_by_group<R, 4, 2><<<grid_for(l.n_outputs, kReduceThreads / 4), kReduceThreads, 0, stream>>>(a);
         return cudaGetLastError();
     case LAB_REDUCE_BY_WARP:
         reduce_by_group<R, 32><<<grid_for(l.n_outputs, kReduceThreads / 32), kReduceThreads, 0, stream>>>(a);
@@ -344,21 +473,28 @@ template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, 
         reduce_by_group<R, kReduceThreads><<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
         return cudaGetLastError();
     case LAB_REDUCE_BY_COLUMN: {
-        // As many slices as fill the device in whole waves, none shorter than 64 elements per row of
-        // threads (a partial last wave would leave most multiprocessors idle while it runs).
-        const unsigned int columns = grid_for(l.n_outputs, 32);
-        a.slices = static_cast<int>(
-            larger(1, smaller(65535, smaller(resident / columns, ceil_div(l.n_reduce, 64 * kColumnRows)))));
-        const dim3 grid(columns, a.slices), block(32, kColumnRows);
-        if (a.slices == 1) {
-            reduce_columns<R><<<grid, block, 0, stream>>>(a, nullptr);
-            return cudaGetLastError();
+        if constexpr (R::kInputs == 1) {
+            if (columns_vectorize<R>(l)) {
+                err = resident_blocks(reduce_column_vectors<R>, vectors_per_sm, &resident);
+                if (err != cudaSuccess) return err;
+                return launch_columns<R>(
+                    a, resident, kColumnVector<typename R::In> * 32, stream,
+                    [](dim3 grid, dim3 block, cudaStream_t s, ReductionArgs args, auto *partials) {
+                        reduce_column_vectors<R><<<grid, block, 0, s>>>(args, partials);
+                    });
+            }
         }
-        return run_in_two_passes<R>(a, stream, [&](typename R::Acc *partials) {
-            reduce_columns<R><<<grid, block, 0, stream>>>(a, partials);
-        });
+        err = resident_blocks(reduce_columns<R>, columns_per_sm, &resident);
+        if (err != cudaSuccess) return err;
+        return launch_columns<R>(
+            a, resident, 32, stream,
+            [](dim3 grid, dim3 block, cudaStream_t s, ReductionArgs args, auto *partials) {
+                reduce_columns<R><<<grid, block, 0, s>>>(args, partials);
+            });
     }
     case LAB_REDUCE_SPLIT: {
+        err = resident_blocks(reduce_slices<R>, slices_per_sm, &resident);
+        if (err != cudaSuccess) return err;
         // Enough blocks to fill the device once (whole waves), none with fewer than 8192 elements.
         a.slices = static_cast<int>(larger(1, smaller(resident / l.n_outputs, ceil_div(l.n_reduce, 8192))));
         if (a.slices == 1) {
