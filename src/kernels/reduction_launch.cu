@@ -1,6 +1,6 @@
 // reduction_launch.cu - the extern "C" launcher of every reduction: it hands the call to the unit
 // (reduction_<unit>.cu) that compiled the op's row of reduce_ops.def.
-#include "reduction.cuh"
+#include "reduction_launcher.cuh"
 
 namespace {
 

@@ -1,0 +1,224 @@
+// reduction_launcher.cuh - the host side of the reductions: how many blocks and slices each strategy
+// of reduction.cuh gets (from the kernel's own occupancy and the device's multiprocessors), the
+// arguments the kernels receive, the two-pass runs and, per unit of reduce_ops.def, the switch
+// from an op and a dtype to its reducer. Included by the reduction_<unit>.cu files.
+#pragma once
+
+#include <atomic>
+#include <stdint.h>
+
+#include "reduction.cuh"
+
+namespace lab {
+
+namespace {
+
+unsigned int grid_for(int64_t items, int64_t per_block) {
+    const int64_t blocks = (items + per_block - 1) / per_block;
+    return static_cast<unsigned int>(blocks<1 ? 1 : blocks>(1 << 20) ? (1 << 20) : blocks);
+}
+
+// How many blocks of `kernel` (kReduceThreads threads each) the current device runs at once: what
+// one full wave of a split is. Occupancy is asked once per kernel (it depends on its registers).
+template <typename Kernel>
+cudaError_t resident_blocks(Kernel kernel, std::atomic<int> &cached, int64_t *blocks) {
+    cudaError_t err = cudaSuccess;
+    int per_multiprocessor = cached.load(std::memory_order_relaxed);
+    if (per_multiprocessor == 0) {
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, kReduceThreads, 0);
+        cached.store(per_multiprocessor, std::memory_order_relaxed);
+    }
+    int device = 0, multiprocessors = 0;
+    if (err == cudaSuccess) err = cudaGetDevice(&device);
+    if (err == cudaSuccess) {
+        err = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
+    }
+    *blocks = static_cast<int64_t>(multiprocessors) * (per_multiprocessor > 0 ? per_multiprocessor : 1);
+    return err;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+constexpr lab_reduce_finish kFinishOf[LAB_NUM_REDUCE_OPS] = {
+#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit) finish,
+#include "reduce_ops.def"
+#undef LAB_REDUCE_OP
+};
+
+template <typename R> ReductionArgs make_args(const lab_reduction_launch &l) {
+    ReductionArgs a{};
+    a.in[0] = l.in[0];
+    a.in[1] = l.in[1];
+    a.out = l.out;
+    a.out_dtype = l.out_dtype;
+    a.finish = kFinishOf[l.op];
+    a.correction = l.correction;
+    a.n_outputs = l.n_outputs;
+    a.n_reduce = l.n_reduce;
+    a.slices = 1;
+    a.kept.ndim = l.kept_ndim;
+    a.kept.index32 = l.n_outputs < (int64_t(1) << 31);
+    const int kept_operands[3] = {0, 1, 2};
+    for (int d = 0; d < l.kept_ndim; ++d) { // innermost first for indexing.cuh
+        const int from = l.kept_ndim - 1 - d;
+        a.kept.sizes[d] = l.kept_shape[from];
+        if (a.kept.index32) a.kept.divisors[d] = FastDivmod(static_cast<uint32_t>(l.kept_shape[from]));
+        for (int k : kept_operands) a.kept.strides[k][d] = l.kept_strides[k][from];
+    }
+    StridedLayout<2> &r = a.reduced.layout;
+    r.ndim = l.reduced_ndim;
+    r.index32 = l.n_reduce < (int64_t(1) << 31);
+    for (int d = 0; d < l.reduced_ndim; ++d) {
+        const int from = l.reduced_ndim - 1 - d;
+        r.sizes[d] = l.reduced_shape[from];
+        if (r.index32) r.divisors[d] = FastDivmod(static_cast<uint32_t>(l.reduced_shape[from]));
+        r.strides[0][d] = l.reduced_strides[0][from];
+        r.strides[1][d] = l.reduced_strides[1][from];
+    }
+    a.reduced.single = l.reduced_ndim <= 1;
+    a.reduced.stride[0] = l.reduced_ndim == 1 ? l.reduced_strides[0][0] : 0;
+    a.reduced.stride[1] = l.reduced_ndim == 1 ? l.reduced_strides[1][0] : 0;
+    const int64_t unit = sizeof(typename R::In);
+    a.reduced.contiguous = l.reduced_ndim == 1 && a.reduced.stride[0] == unit &&
+                           (R::kInputs == 1 || a.reduced.stride[1] == unit);
+    return a;
+}
+
+// Whether reduce_column_vectors can run: one input, at most one reduced dimension, the innermost
+// kept dimension contiguous in the input and a multiple of kColumnVector long, and every load
+// aligned to the kColumnVector elements it reads.
+template <typename R> bool columns_vectorize(const lab_reduction_launch &l) {
+    using T = typename R::In;
+    const int64_t width = kColumnVector<T> * static_cast<int64_t>(sizeof(T));
+    if (l.kept_ndim < 1 || l.reduced_ndim > 1) return false;
+    const int inner = l.kept_ndim - 1;
+    if (l.kept_strides[0][inner] != static_cast<int64_t>(sizeof(T)) ||
+        l.kept_shape[inner] % kColumnVector<T> != 0) {
+        return false;
+    }
+    bool aligned = reinterpret_cast<uintptr_t>(l.in[0]) % width == 0;
+    for (int d = 0; d < inner; ++d) aligned = aligned && l.kept_strides[0][d] % width == 0;
+    if (l.reduced_ndim == 1) aligned = aligned && l.reduced_strides[0][0] % width == 0;
+    return aligned;
+}
+
+// Pass 1 (`first_pass(partials)`, which launches it) into a buffer from lab's scratch pool,
+// then combine_partials, then the buffer back to the pool - all queued on `stream`.
+template <typename R, typename FirstPass>
+cudaError_t run_in_two_passes(const ReductionArgs &a, cudaStream_t stream, FirstPass first_pass) {
+    using Acc = typename R::Acc;
+    Acc *partials = nullptr;
+    cudaError_t err =
+        lab_scratch_alloc(reinterpret_cast<void **>(&partials), sizeof(Acc) * a.n_outputs * a.slices, stream);
+    if (err != cudaSuccess) return err;
+    first_pass(partials);
+    err = cudaGetLastError();
+    if (err == cudaSuccess) {
+        combine_partials<R>
+            <<<grid_for(a.n_outputs, kOutputsPerCombineBlock), kReduceThreads, 0, stream>>>(a, partials);
+        err = cudaGetLastError();
+    }
+    const cudaError_t freed = cudaFreeAsync(partials, stream);
+    return err != cudaSuccess ? err : freed;
+}
+
+// A column kernel (`kernel(grid, block, stream, args, partials)` launches it) over blocks of
+// `outputs_per_block` outputs: as many slices as fill the device in whole waves, none shorter than
+// 64 elements per row of threads (a partial last wave would leave most multiprocessors idle while
+// it runs); with more than one, the partials are combined in a second pass.
+template <typename R, typename Kernel>
+cudaError_t launch_columns(ReductionArgs &a, int64_t resident, int64_t outputs_per_block, cudaStream_t stream,
+                           Kernel kernel) {
+    const unsigned int columns = grid_for(a.n_outputs, outputs_per_block);
+    a.slices = static_cast<int>(
+        larger(1, smaller(65535, smaller(resident / columns, ceil_div(a.n_reduce, 64 * kColumnRows)))));
+    const dim3 grid(columns, a.slices), block(32, kColumnRows);
+    if (a.slices == 1) {
+        kernel(grid, block, stream, a, static_cast<typename R::Acc *>(nullptr));
+        return cudaGetLastError();
+    }
+    return run_in_two_passes<R>(a, stream,
+                                [&](typename R::Acc *partials) { kernel(grid, block, stream, a, partials); });
+}
+
+template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, cudaStream_t stream) {
+    ReductionArgs a = make_args<R>(l);
+    int64_t resident = 0;
+    static std::atomic<int> columns_per_sm{0}, vectors_per_sm{0}, slices_per_sm{0}; // asked once each
+    cudaError_t err = cudaSuccess;
+    switch (l.strategy) {
+    case LAB_REDUCE_BY_QUAD:
+        // rows of at most 64 elements: two 16-byte loads in flight cover a row of 32 floats
+        reduce_by_group<R, 4, 2><<<grid_for(l.n_outputs, kReduceThreads / 4), kReduceThreads, 0, stream>>>(a);
+        return cudaGetLastError();
+    case LAB_REDUCE_BY_WARP:
+        reduce_by_group<R, 32><<<grid_for(l.n_outputs, kReduceThreads / 32), kReduceThreads, 0, stream>>>(a);
+        return cudaGetLastError();
+    case LAB_REDUCE_BY_BLOCK:
+        reduce_by_group<R, kReduceThreads><<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
+        return cudaGetLastError();
+    case LAB_REDUCE_BY_COLUMN: {
+        if constexpr (R::kInputs == 1) {
+            if (columns_vectorize<R>(l)) {
+                err = resident_blocks(reduce_column_vectors<R>, vectors_per_sm, &resident);
+                if (err != cudaSuccess) return err;
+                return launch_columns<R>(
+                    a, resident, kColumnVector<typename R::In> * 32, stream,
+                    [](dim3 grid, dim3 block, cudaStream_t s, ReductionArgs args, auto *partials) {
+                        reduce_column_vectors<R><<<grid, block, 0, s>>>(args, partials);
+                    });
+            }
+        }
+        err = resident_blocks(reduce_columns<R>, columns_per_sm, &resident);
+        if (err != cudaSuccess) return err;
+        return launch_columns<R>(
+            a, resident, 32, stream,
+            [](dim3 grid, dim3 block, cudaStream_t s, ReductionArgs args, auto *partials) {
+                reduce_columns<R><<<grid, block, 0, s>>>(args, partials);
+            });
+    }
+    case LAB_REDUCE_SPLIT: {
+        err = resident_blocks(reduce_slices<R>, slices_per_sm, &resident);
+        if (err != cudaSuccess) return err;
+        // Enough blocks to fill the device once (whole waves), none with fewer than 8192 elements.
+        a.slices = static_cast<int>(larger(1, smaller(resident / l.n_outputs, ceil_div(l.n_reduce, 8192))));
+        if (a.slices == 1) {
+            reduce_by_group<R, kReduceThreads><<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
+            return cudaGetLastError();
+        }
+        const unsigned int blocks = static_cast<unsigned int>(l.n_outputs * a.slices);
+        return run_in_two_passes<R>(a, stream, [&](typename R::Acc *partials) {
+            reduce_slices<R><<<blocks, kReduceThreads, 0, stream>>>(a, partials);
+        });
+    }
+    }
+    return cudaErrorInvalidValue;
+}
+
+} // namespace
+
+// The rows of reduce_ops.def in unit kUnit, each instantiated for every input dtype it takes;
+// reduction_<unit>.cu instantiates its kUnit, so each file compiles its own rows only.
+template <int kUnit> cudaError_t launch_unit(const lab_reduction_launch &launch, cudaStream_t stream) {
+    switch (launch.op) {
+#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit)                        \
+    case LAB_REDUCE_##id:                                                                                    \
+        if constexpr (unit == kUnit) {                                                                       \
+            return visit_storage_type<bool(integers)>(launch.in_dtype, [&](auto tag) {                       \
+                return launch_reducer<reducer<typename decltype(tag)::type>>(launch, stream);                \
+            });                                                                                              \
+        } else {                                                                                             \
+            return cudaErrorInvalidValue;                                                                    \
+        }
+#include "reduce_ops.def"
+#undef LAB_REDUCE_OP
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+extern template cudaError_t launch_unit<0>(const lab_reduction_launch &, cudaStream_t);
+extern template cudaError_t launch_unit<1>(const lab_reduction_launch &, cudaStream_t);
+extern template cudaError_t launch_unit<2>(const lab_reduction_launch &, cudaStream_t);
+extern template cudaError_t launch_unit<3>(const lab_reduction_launch &, cudaStream_t);
+
+} // namespace lab
