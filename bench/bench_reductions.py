@@ -65,6 +65,25 @@ def cases(torch, cupy, quick):
            lambda: torch.dot(x, y, out=scalar), (lambda: cupy.dot(cx, cy, out=c_scalar)) if cupy else None)
 
 
+def plot(rows, path):
+    """Bytes read per second of lab, torch and CuPy for each case, side by side."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    width = 0.27
+    for k, (who, color) in enumerate((("lab", "tab:blue"), ("torch", "tab:orange"), ("cupy", "tab:green"))):
+        xs = [i + (k - 1) * width for i, r in enumerate(rows) if r[f"{who}_ms"]]
+        tbs = [r["bytes"] / r[f"{who}_ms"] / 1e9 for r in rows if r[f"{who}_ms"]]
+        ax.bar(xs, tbs, width, label=who, color=color)
+    ax.set_xticks(range(len(rows)), [r["case"] for r in rows], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("TB/s read (higher is better)")
+    ax.set_title("Reductions on one GPU, one run (bench/bench_reductions.py)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out-dir")
@@ -114,6 +133,10 @@ def main():
         with open(os.path.join(args.out_dir, "reductions.json"), "w") as f:
             json.dump(dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), rows=rows,
                            per_call_us=dict(lab=lab_us, torch=torch_us)), f, indent=1)
+        try:
+            plot(rows, os.path.join(args.out_dir, "reductions.png"))
+        except ImportError:
+            print("(matplotlib is not installed: no plot)")
     return 0
 
 
