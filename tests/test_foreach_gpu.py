@@ -187,6 +187,24 @@ def test_foreach_norm_views_and_empty():
     assert torch.allclose(out, torch.stack([x.float().norm() for x in xs]), rtol=1e-5)
 
 
+def test_foreach_norm_mixed_dtypes_and_bitwise_repeats():
+    """Tensors of three dtypes (three launches into one output) and tensors of many chunks: every
+    norm right, and the same bits on every run (chunks meet in a fixed order, no atomics)."""
+    torch = torch_or_skip()
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    xs = [torch.randn(n, device="cuda", generator=gen).to(dtype) for n, dtype in
+          [(3_000_001, torch.float32), (70_000, torch.float16), (5, torch.bfloat16), (1_000_003, torch.float16),
+           (0, torch.float32), (2_500_000, torch.bfloat16)]]
+    first = torch.full((len(xs),), float("nan"), device="cuda")
+    lab.foreach_norm(xs, first)
+    for _ in range(5):
+        again = torch.full((len(xs),), float("nan"), device="cuda")
+        lab.foreach_norm(xs, again)
+        assert torch.equal(again, first)
+    want = torch.stack([x.double().norm() for x in xs]).float()
+    torch.testing.assert_close(first, want, rtol=1e-5, atol=0)
+
+
 # ---- optimizers against torch.optim ----
 
 def mlp(torch, dtype=None, seed=0):

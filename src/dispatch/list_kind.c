@@ -287,13 +287,13 @@ static void launch(lab_op_call *call, lab_launch_scope *scope) {
         }
         p->ptrs[st->slot] = st->temporary.data;
     }
+    if (lab_launch_scope_ok(scope) && c->norms) { /* empty tensors are not launched: their norm is 0 */
+        lab_launch_scope_step(scope, "zeroing the norms",
+                              cudaMemsetAsync(c->norms->data, 0, sizeof(float) * (size_t)c->n, stream));
+    }
     if (lab_launch_scope_ok(scope)) {
         lab_launch_scope_step(scope, "multi-tensor launch",
                               launch_fast(c, &lab_list_op_roles[c->op], stream));
-    }
-    if (lab_launch_scope_ok(scope) && c->norms && p->n_fast == 0) { /* no non-empty tensor: every norm is 0 */
-        lab_launch_scope_step(scope, "zeroing the norms",
-                              cudaMemsetAsync(c->norms->data, 0, sizeof(float) * (size_t)c->n, stream));
     }
     for (int s = 0; lab_launch_scope_ok(scope) && s < p->n_slow; s++) {
         lab_launch_scope_step(scope, "kernel launch", lab_launch_elementwise(&p->slow_plans[s], stream));

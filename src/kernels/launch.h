@@ -99,8 +99,9 @@ typedef struct {
 
 /* Tensor i of list k is at ptrs[k][i] with sizes[i] contiguous elements. Lists that hold optimizer
  * state (SGD's buf, Adam's exp_avg and exp_avg_sq) have dtype state_dtype, the others dtype; both
- * are float16, bfloat16 or float32. For LAB_MT_NORM, norms[norm_index[i]] receives tensor i's norm
- * (the launcher zeroes and finishes them). large_params: the driver takes 32 KB of kernel
+ * are float16, bfloat16 or float32. For LAB_MT_NORM, norms[norm_index[i]] receives tensor i's norm,
+ * the same bits on every run (chunks combined in order, no atomics); the caller zeroes `norms`
+ * first, since empty tensors are not launched. large_params: the driver takes 32 KB of kernel
  * parameters (CUDA 12.1+), so one launch covers more tensors. */
 typedef struct {
     lab_mt_op op;

@@ -173,9 +173,10 @@ __global__ void __launch_bounds__(kMtThreads) multi_tensor_kernel(Table table, l
     }
 }
 
-// Sum of squares of each chunk, added into norms[norm_index[t]] (zeroed beforehand).
+// Sum of squares of each chunk into partials[block]: no atomics, so finish_norms_kernel can add a
+// tensor's chunks in a fixed order and a norm is bitwise the same on every run.
 template <typename P, typename Table>
-__global__ void __launch_bounds__(kMtThreads) sum_of_squares_kernel(Table table, float *norms) {
+__global__ void __launch_bounds__(kMtThreads) sum_of_squares_kernel(Table table, float *partials) {
     const int t = tensor_of_block(table, blockIdx.x);
     const int64_t start = static_cast<int64_t>(blockIdx.x - table.first_block[t]) * kChunk;
     const int64_t remaining = table.sizes[t] - start;
@@ -185,14 +186,41 @@ __global__ void __launch_bounds__(kMtThreads) sum_of_squares_kernel(Table table,
     float sum = 0.f;
     for (int i = threadIdx.x; i < len; i += kMtThreads) sum += square(load_as_compute(x[i]));
     sum = block_reduce<kMtThreads>(sum, SumCombine(), 0.f);
-    // Chunks of one tensor meet here in whatever order their blocks finish: a tensor of more than
-    // kChunk elements gets a norm that may differ in the last bit between runs.
-    if (threadIdx.x == 0) atomicAdd(&norms[table.norm_index[t]], sum);
+    if (threadIdx.x == 0) partials[blockIdx.x] = sum;
 }
 
-__global__ void square_root_kernel(float *norms, int n) {
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) norms[i] = sqrtf(norms[i]);
+// A warp per tensor of the table: lane l adds the tensor's chunks l, l + 32, ... in order, the
+// shuffle tree adds the lanes, and the square root lands in norms[norm_index[t]].
+constexpr int kNormsPerBlock = 8;
+template <typename Table>
+__global__ void __launch_bounds__(32 * kNormsPerBlock)
+    finish_norms_kernel(Table table, const float *partials, float *norms) {
+    const int t = blockIdx.x * kNormsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (t >= table.n_tensors) return; // the whole warp leaves together
+    const int64_t chunks = (table.sizes[t] + kChunk - 1) / kChunk;
+    float sum = 0.f;
+    for (int64_t c = lane; c < chunks; c += 32) sum += partials[table.first_block[t] + c];
+    sum = warp_reduce(sum, SumCombine());
+    if (lane == 0) norms[table.norm_index[t]] = sqrtf(sum);
+}
+
+// One table's norms: its chunks' partial sums (into scratch memory), then each tensor's norm.
+template <typename P, typename Table>
+cudaError_t launch_norm_table(const Table &table, int64_t blocks, float *norms, cudaStream_t stream) {
+    float *partials = nullptr;
+    cudaError_t err = lab_scratch_alloc(reinterpret_cast<void **>(&partials), sizeof(float) * blocks, stream);
+    if (err != cudaSuccess) return err;
+    sum_of_squares_kernel<P, Table>
+        <<<static_cast<unsigned int>(blocks), kMtThreads, 0, stream>>>(table, partials);
+    err = cudaGetLastError();
+    if (err == cudaSuccess) {
+        const unsigned int grid =
+            static_cast<unsigned int>((table.n_tensors + kNormsPerBlock - 1) / kNormsPerBlock);
+        finish_norms_kernel<Table><<<grid, 32 * kNormsPerBlock, 0, stream>>>(table, partials, norms);
+        err = cudaGetLastError();
+    }
+    const cudaError_t freed = cudaFreeAsync(partials, stream);
+    return err != cudaSuccess ? err : freed;
 }
 
 template <typename Op, typename P, typename S, typename Table>
@@ -201,17 +229,19 @@ cudaError_t launch_tables(const lab_multi_tensor_launch &launch, int first, int 
     int64_t blocks = 0;
     table.n_tensors = 0;
     auto flush = [&]() -> cudaError_t {
+        cudaError_t err = cudaSuccess;
         if (table.n_tensors > 0) {
-            const unsigned int grid = static_cast<unsigned int>(blocks);
             if constexpr (IsReduction<typename Op::StepType>::value) {
-                sum_of_squares_kernel<P, Table><<<grid, kMtThreads, 0, stream>>>(table, launch.norms);
+                err = launch_norm_table<P, Table>(table, blocks, launch.norms, stream);
             } else {
+                const unsigned int grid = static_cast<unsigned int>(blocks);
                 multi_tensor_kernel<Op, P, S, Table><<<grid, kMtThreads, 0, stream>>>(table, launch.params);
+                err = cudaGetLastError();
             }
         }
         table.n_tensors = 0;
         blocks = 0;
-        return cudaGetLastError();
+        return err;
     };
     for (int i = first; i < last; ++i) {
         const int64_t n = launch.sizes[i];
@@ -274,16 +304,12 @@ cudaError_t launch_with_types(const lab_multi_tensor_launch &launch, cudaStream_
     });
 }
 
+// Norms of the launch's tensors (the caller zeroed `norms` first: an empty tensor's norm is 0).
 cudaError_t launch_norms(const lab_multi_tensor_launch &launch, cudaStream_t stream) {
-    cudaError_t err = cudaMemsetAsync(launch.norms, 0, sizeof(float) * launch.n_norms, stream);
-    if (err != cudaSuccess) return err;
-    err = visit_mt_type(launch.dtype, [&](auto tag) {
+    return visit_mt_type(launch.dtype, [&](auto tag) {
         using P = typename decltype(tag)::type;
         return launch_op<ListOp<SumOfSquares, 1, 0x1, 0x0, 0x0>, P, P>(launch, stream);
     });
-    if (err != cudaSuccess || launch.n_norms == 0) return err;
-    square_root_kernel<<<(launch.n_norms + 255) / 256, 256, 0, stream>>>(launch.norms, launch.n_norms);
-    return cudaGetLastError();
 }
 
 template <typename Op>
