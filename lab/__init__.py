@@ -22,6 +22,7 @@ except ImportError as error:  # the extension is not built
     ) from error
 
 from ._nvrtc import CompileError, Program, compile  # noqa: E402  (NVRTC itself loads at the first compile)
+from ._jit import RawKernel, RawModule  # noqa: E402
 from ._runtime import asarray, stream  # noqa: E402
 from .lab import (  # noqa: E402  (re-exported: the public API)
     Array,
@@ -89,6 +90,6 @@ __all__ = [
     "div", "dot", "empty", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
     "foreach_norm", "foreach_scale", "fused_add_mul", "gelu", "get_device_properties",
     "is_available", "logsumexp", "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved",
-    "minimum", "mul", "neg", "norm", "prod", "Program", "relu", "sgd_step", "sigmoid", "silu", "sqrt",
+    "minimum", "mul", "neg", "norm", "prod", "Program", "RawKernel", "RawModule", "relu", "sgd_step", "sigmoid", "silu", "sqrt",
     "std", "Stream", "stream", "sub", "sum", "synchronize", "var", "vector_add", "zeros",
 ]

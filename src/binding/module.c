@@ -7,6 +7,7 @@
 #include "binding/elementwise.h"
 #include "binding/foreach.h"
 #include "binding/module_state.h"
+#include "binding/raw_kernel.h"
 #include "binding/reduction.h"
 #include "binding/runtime.h"
 #include "binding/runtime_types.h"
@@ -54,6 +55,7 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_elementwise_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_foreach_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_reduction_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_raw_kernel_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_launch_floor_methods) < 0) return -1;
     if (PyModule_AddStringConstant(module, "__version__", LAB_VERSION) < 0) return -1;
