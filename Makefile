@@ -80,6 +80,7 @@ gpu-check:
 	$(if $(EXTRA),$(MAKE) --no-print-directory $(EXTRA))
 	$(PYTHON) bench/bench_elementwise.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_reductions.py --out-dir $(OUT)/bench
+	$(PYTHON) bench/bench_jit.py --out-dir $(OUT)/bench
 	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1
 	find $(LOGS) -type f -size +4M -printf "left out of logs.tgz (over 4 MiB): %p\n" -delete
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
@@ -130,7 +131,7 @@ sanitize:
 	  --error-exitcode 9 \
 	  --log-file $(LOGS)/memcheck.log $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py \
 	  tests/test_layouts_gpu.py tests/test_streams_gpu.py tests/test_foreach_gpu.py tests/test_reductions_gpu.py \
-	  -k "not cupy and not jax and not 16777221 and not 16777219 and not two_to_the_31 and not memory_is_given_back and not 300 \
+	  tests/test_jit_gpu.py -k "not cupy and not jax and not 16777221 and not 16777219 and not two_to_the_31 and not memory_is_given_back and not 300 \
 	  and not matches_torch and not training and not deterministic and not 600" \
 	  > $(LOGS)/memcheck-pytest.txt 2>&1; \
 	  echo "memcheck exit code: $$?"; tail -1 $(LOGS)/memcheck-pytest.txt
@@ -151,6 +152,7 @@ fuzz: $(VENV_PY)
 bench: build
 	$(PYTHON) bench/bench_elementwise.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_reductions.py --out-dir bench/results/latest
+	$(PYTHON) bench/bench_jit.py --out-dir bench/results/latest
 
 clean:
 	rm -rf build lab/*.so $(VENV) .pytest_cache

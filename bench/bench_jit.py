@@ -1,0 +1,130 @@
+"""Runtime-compiled kernels (issue 17's table): per-call cost of lab.RawKernel on torch tensors
+against CuPy's RawKernel on CuPy arrays and the bare launch floor, a cached kernel's start-up in a
+new process, and a fresh compile against cuda.core's where it is installed.
+    python3 bench/bench_jit.py [--out-dir DIR]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import lab  # noqa: E402
+from bench_elementwise import per_call_us  # noqa: E402
+
+ADD = r'''extern "C" __global__ void add3(const float* a, const float* b, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}'''
+
+# A new process: the CUDA context first (its start-up is not the kernel's), then the clock runs
+# from constructing the RawKernel to its first launch finishing - the on-disk cache's case.
+CHILD = r'''
+import time, numpy as np, lab
+x = lab.empty(1024); lab.synchronize()
+start = time.perf_counter()
+kernel = lab.RawKernel(SOURCE, "add3")
+kernel(4, 256, (x, x, x, np.int32(1024)))
+lab.synchronize()
+print((time.perf_counter() - start) * 1e3)
+'''
+
+
+def fresh_compile_ms(source, repeats=5):
+    times = []
+    for k in range(repeats):
+        start = time.perf_counter()
+        lab.compile(source + f"\n// {k} {time.time()}", cache=False)
+        times.append((time.perf_counter() - start) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def cuda_core_compile_ms(source, repeats=5):
+    try:
+        from cuda.core.experimental import Device, Program, ProgramOptions
+    except ImportError:
+        return None
+    Device(0).set_current()
+    arch = "sm_" + "".join(map(str, Device(0).compute_capability))
+    times = []
+    for k in range(repeats):
+        start = time.perf_counter()
+        Program(source + f"\n// {k} {time.time()}", "c++", ProgramOptions(arch=arch)).compile("cubin")
+        times.append((time.perf_counter() - start) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out-dir")
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if not lab.is_available() or torch is None:
+        print("bench_jit: needs a CUDA GPU and PyTorch")
+        return 1
+    sync_torch = torch.cuda.synchronize
+    rows = {}
+    la, lb, lout = lab.empty(1024), lab.empty(1024), lab.empty(1024)
+    pointers = (lout.__cuda_array_interface__["data"][0], la.__cuda_array_interface__["data"][0],
+                lb.__cuda_array_interface__["data"][0], 1024)
+    rows["floor: _bare_add(raw pointers)"] = per_call_us(lambda: lab.lab._bare_add(*pointers), lab.synchronize)
+    kernel, typed = lab.RawKernel(ADD, "add3"), lab.RawKernel(ADD, "add3", signature="const float*, const float*, float*, int")
+    a, b, out = (torch.rand(1024, device="cuda") for _ in range(3))
+    n32 = np.int32(1024)
+    rows["lab.RawKernel on torch"] = per_call_us(lambda: kernel(4, 256, (a, b, out, n32)), sync_torch)
+    rows["lab.RawKernel on torch, signature"] = per_call_us(lambda: typed(4, 256, (a, b, out, 1024)), sync_torch)
+    rows["lab.RawKernel on lab.Array"] = per_call_us(lambda: kernel(4, 256, (la, lb, lout, n32)), lab.synchronize)
+    torch.testing.assert_close(out, a + b)
+    if cupy is not None:
+        ca, cb, cout = (cupy.random.rand(1024, dtype=cupy.float32) for _ in range(3))
+        raw = cupy.RawKernel(ADD, "add3")
+        sync = cupy.cuda.runtime.deviceSynchronize
+        rows["cupy.RawKernel on CuPy"] = per_call_us(lambda: raw((4,), (256,), (ca, cb, cout, n32)), sync)
+        rows["lab.RawKernel on CuPy"] = per_call_us(lambda: kernel(4, 256, (ca, cb, cout, n32)), sync)
+    child = subprocess.run([sys.executable, "-c", CHILD.replace("SOURCE", repr(ADD))], capture_output=True, text=True,
+                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cached_ms = float(child.stdout.strip().splitlines()[-1]) if child.returncode == 0 else None
+    if cached_ms is None:
+        print("cached start-up: the child process failed:", child.stderr[-2000:])
+    compile_ms, core_ms = fresh_compile_ms(ADD), cuda_core_compile_ms(ADD)
+
+    print(f"\n{'runtime-compiled kernel, 1024 float32':40s} {'us':>8s}")
+    for what, us in rows.items():
+        print(f"{what:40s} {us:8.2f}")
+    print(f"\ncached kernel ready in a new process: {cached_ms if cached_ms is None else f'{cached_ms:.2f} ms'}")
+    print(f"fresh compile of the kernel: lab {compile_ms:.1f} ms, cuda.core "
+          f"{'not installed' if core_ms is None else f'{core_ms:.1f} ms'}")
+    floor, ours = rows["floor: _bare_add(raw pointers)"], rows["lab.RawKernel on torch"]
+    goals = [("RawKernel on torch <= floor + 0.7 us", ours - floor, ours - floor <= 0.7)]
+    if "cupy.RawKernel on CuPy" in rows:
+        ratio = ours / rows["cupy.RawKernel on CuPy"]
+        goals.append(("RawKernel on torch <= 0.8x CuPy RawKernel on CuPy", ratio, ratio <= 0.8))
+    if cached_ms is not None:
+        goals.append(("cached kernel ready in a new process <= 5 ms", cached_ms, cached_ms <= 5))
+    if core_ms is not None:
+        goals.append(("fresh compile <= cuda.core's (ratio)", compile_ms / core_ms, compile_ms <= core_ms))
+    print(f"\n{'goal':55s} {'measured':>9s}  met")
+    for goal, measured, met in goals:
+        print(f"{goal:55s} {measured:9.2f}  {'yes' if met else 'NO'}")
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
+        with open(os.path.join(args.out_dir, "jit.json"), "w") as f:
+            json.dump(dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), per_call_us=rows,
+                           cached_start_ms=cached_ms, fresh_compile_ms=compile_ms, cuda_core_compile_ms=core_ms),
+                      f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
