@@ -136,20 +136,30 @@ def kernel_include_dirs():
     return dirs
 
 
+_device_arch: "str | None" = None
+
+
 def _default_arch():
-    """The architecture of device 0, where lab puts arrays unless told otherwise."""
-    from . import lab as core
-    if not core.is_available():
-        raise ValueError("lab.compile(): no GPU here to compile for; pass arch, e.g. arch='sm_90'")
-    major, minor = core.get_device_properties(0)["capability"]
-    return f"sm_{major}{minor}"
+    """The architecture of device 0, where lab puts arrays unless told otherwise (asked once)."""
+    global _device_arch
+    if _device_arch is None:
+        from . import lab as core
+        if not core.is_available():
+            raise ValueError("lab.compile(): no GPU here to compile for; pass arch, e.g. arch='sm_90'")
+        major, minor = core.get_device_properties(0)["capability"]
+        _device_arch = f"sm_{major}{minor}"
+    return _device_arch
+
+
+def _check_arch(arch):
+    if not isinstance(arch, str) or not arch.startswith(("sm_", "compute_")) or not arch.split("_", 1)[1].isdigit():
+        raise ValueError(f"lab.compile(): arch must look like 'sm_90' or 'compute_90', got {arch!r}")
 
 
 def _target(arch):
     """(the option NVRTC gets, 'cubin' or 'ptx', the arch string): SASS when this NVRTC knows the
     architecture, else PTX for the newest virtual one it knows (the driver compiles it at load)."""
-    if not isinstance(arch, str) or not arch.startswith(("sm_", "compute_")) or not arch.split("_", 1)[1].isdigit():
-        raise ValueError(f"lab.compile(): arch must look like 'sm_90' or 'compute_90', got {arch!r}")
+    _check_arch(arch)
     number = int(arch.split("_", 1)[1])
     known = supported_architectures()
     if arch.startswith("compute_"):
@@ -164,8 +174,25 @@ def _cache_dir():
     return os.environ.get("LAB_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "lab", "kernels")
 
 
+def _nvrtc_identity():
+    """Which NVRTC a compile would use, without loading it: the library file nvrtc() loads first -
+    its path, size and modification time. Loading NVRTC (a 100 MB library) just to read its version
+    took most of a cached kernel's start-up in a new process (bench_jit.py, 2026-11-30). Where only
+    the loader's path names it, its version (which loads it)."""
+    if _library is not None:
+        path = _library._name
+    else:
+        path = next((p for p in _candidates() if os.path.isfile(p) and "builtins" not in os.path.basename(p)), None)
+    if path and os.path.isfile(path):
+        info = os.stat(path)
+        return [os.path.realpath(path), info.st_size, info.st_mtime_ns]
+    return list(version())
+
+
 def _key(source, options, name_expressions, arch):
-    text = json.dumps([source, list(options), list(name_expressions), arch, version(), __version__])
+    """The cache key: the source, options, name expressions, the requested architecture (with the
+    NVRTC it fixes the compiled target), NVRTC and lab's version."""
+    text = json.dumps([source, list(options), list(name_expressions), arch, _nvrtc_identity(), __version__])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -248,17 +275,18 @@ def compile(source, *, options=(), name_expressions=(), arch=None, cache=True): 
     for what, values in (("options", options), ("name_expressions", name_expressions)):
         if not all(isinstance(v, str) for v in values):
             raise TypeError(f"lab.compile(): {what} must be strings")
-    arch_option, kind, target = _target(arch if arch is not None else _default_arch())
-    key = _key(source, options, name_expressions, target)
-    if cache:
-        program = _memory_cache.get(key)
-        if program is not None:
-            return program
-        path = os.path.join(_cache_dir(), key[:2], key + ".bin")
-        program = _read_cache(path)
-        if program is None:
-            program = _compile(source, options, name_expressions, arch_option, kind, target)
-            _write_cache(path, program)
-        _memory_cache[key] = program
+    requested = arch if arch is not None else _default_arch()
+    _check_arch(requested)
+    if not cache:
+        return _compile(source, options, name_expressions, *_target(requested))
+    key = _key(source, options, name_expressions, requested)
+    program = _memory_cache.get(key)
+    if program is not None:
         return program
-    return _compile(source, options, name_expressions, arch_option, kind, target)
+    path = os.path.join(_cache_dir(), key[:2], key + ".bin")
+    program = _read_cache(path)
+    if program is None:  # only a miss loads NVRTC
+        program = _compile(source, options, name_expressions, *_target(requested))
+        _write_cache(path, program)
+    _memory_cache[key] = program
+    return program

@@ -91,6 +91,7 @@ def test_without_a_gpu_the_architecture_must_be_given():
 def test_without_arch_the_gpus_architecture_is_used(monkeypatch):
     from lab import lab as core
     monkeypatch.setattr(core, "is_available", lambda: True)
+    monkeypatch.setattr(nvrtc, "_device_arch", None)  # asked once per process: ask again, and forget after
     monkeypatch.setattr(core, "get_device_properties", lambda device: {"capability": (8, 0)})
     assert lab.compile(KERNEL).arch == "sm_80"
 

@@ -71,6 +71,7 @@ static int lab_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(state->ArrayType);
     Py_VISIT(state->numpy);
     for (int i = 0; i < state->exchange_cache_len; i++) Py_VISIT(state->exchange_cache[i].type);
+    for (int i = 0; i < state->scalar_types_len; i++) Py_VISIT(state->scalar_types[i].type);
     return 0;
 }
 
@@ -85,6 +86,8 @@ static int lab_clear(PyObject *module) {
     for (int i = 0; i < LAB_NUM_NAMES; i++) Py_CLEAR(state->names[i]);
     for (int i = 0; i < state->exchange_cache_len; i++) Py_CLEAR(state->exchange_cache[i].type);
     state->exchange_cache_len = 0;
+    for (int i = 0; i < state->scalar_types_len; i++) Py_CLEAR(state->scalar_types[i].type);
+    state->scalar_types_len = 0;
     return 0;
 }
 

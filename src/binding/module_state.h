@@ -24,6 +24,15 @@ typedef struct {
     const DLPackExchangeAPI *api; /* NULL: the type offers none */
 } lab_exchange_cache_entry;
 
+/* NumPy scalar types met as RawKernel arguments, with their C type (a struct-module letter): the
+ * buffer protocol that tells a scalar's type costs ~1 us a call; its value through __index__ or
+ * __float__ a tenth of that once the type is known. Strong references, as above. */
+#define LAB_SCALAR_TYPE_CACHE_SIZE 16
+typedef struct {
+    PyTypeObject *type;
+    char letter;
+} lab_scalar_type_entry;
+
 typedef struct {
     lab_dispatch_state dispatch; /* level 3's caches and lab.CudaError (dispatch/dispatch_state.h) */
     PyTypeObject *StreamType;    /* lab.Stream, lab.Event, lab.Array: heap types made in the exec slot */
@@ -33,6 +42,8 @@ typedef struct {
     PyObject *names[LAB_NUM_NAMES];
     lab_exchange_cache_entry exchange_cache[LAB_EXCHANGE_CACHE_SIZE];
     int exchange_cache_len;
+    lab_scalar_type_entry scalar_types[LAB_SCALAR_TYPE_CACHE_SIZE];
+    int scalar_types_len;
 } lab_state;
 
 static inline lab_state *lab_get_state(PyObject *module) { return (lab_state *)PyModule_GetState(module); }

@@ -268,9 +268,16 @@ static int marshal_by_type(marshalling *m, int i, const char *where) {
         memcpy(p->bytes, &v, 8);
         return 8;
     }
-    if (lab_has_array_protocol(m->state, obj)) {
+    lab_state *state = m->state;
+    for (int k = 0; k < state->scalar_types_len; k++) { /* a NumPy scalar of a type seen before */
+        if (state->scalar_types[k].type == Py_TYPE(obj)) {
+            const char letter = state->scalar_types[k].letter;
+            return convert_number(obj, letter, m->kernel_name, where, p) < 0 ? -1 : type_size(letter);
+        }
+    }
+    if (lab_has_array_protocol(state, obj)) {
         lab_array *a = &m->arrays[m->n_arrays];
-        if (lab_read_array(m->state, obj, m->kernel_name, where, a) < 0) return -1;
+        if (lab_read_array(state, obj, m->kernel_name, where, a) < 0) return -1;
         m->argv[i] = &a->data;
         m->n_arrays++;
         return 8;
@@ -285,6 +292,12 @@ static int marshal_by_type(marshalling *m, int i, const char *where) {
             if (ok) memcpy(p->bytes, view.buf, (size_t)view.itemsize);
             const int size = (int)view.itemsize;
             PyBuffer_Release(&view);
+            /* remember scalar types (not 0-d arrays: a sequence type, whose dtype varies) */
+            if (ok && PyNumber_Check(obj) && !PyObject_HasAttrString(obj, "__len__") &&
+                state->scalar_types_len < LAB_SCALAR_TYPE_CACHE_SIZE) {
+                state->scalar_types[state->scalar_types_len].type = (PyTypeObject *)Py_NewRef(Py_TYPE(obj));
+                state->scalar_types[state->scalar_types_len++].letter = letter;
+            }
             if (ok) return size;
         }
         PyErr_Clear();
