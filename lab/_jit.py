@@ -98,13 +98,14 @@ class RawModule:
         return RawKernel._of_module(self, name, signature)
 
 
-class RawKernel:
+class RawKernel(_core._KernelLauncher):
     """One kernel from CUDA C++ source, compiled at the first call. Call it as CuPy's RawKernel:
     `kernel(grid, block, args, *, shared_mem=0, stream=None)` - grid and block an int or a tuple of
     1 to 3 ints, args a tuple. Arrays from any producer become device pointers; see the module's
     docstring for scalars and `signature` ('const float*, float*, int'), which checks each array's
     dtype and converts each number to its parameter's type before launch. `stream`: as every lab op
-    (the argument, `with lab.stream(...)`, else the producer's current stream)."""
+    (the argument, `with lab.stream(...)`, else the producer's current stream). The call itself is
+    lab.lab._KernelLauncher's, in C; the first one asks _prepare() for the compiled kernel."""
 
     def __init__(self, code, name, *, options=(), signature=None):
         if not isinstance(name, str):
@@ -114,7 +115,6 @@ class RawKernel:
     def _init(self, module, name, signature):
         self.module, self.name = module, name
         self._signature = parse_signature(signature) if signature is not None else None
-        self._handle = None
 
     @classmethod
     def _of_module(cls, module, name, signature):
@@ -122,11 +122,9 @@ class RawKernel:
         kernel._init(module, name, signature)
         return kernel
 
-    def __call__(self, grid, block, args, *, shared_mem=0, stream=None):
-        handle = self._handle
-        if handle is None:
-            handle = self._handle = self.module._kernel_handle(self.name, self._signature)
-        _core._launch_kernel(handle, grid, block, args, shared_mem, stream)
+    def _prepare(self):
+        """Compile (or find in the cache), load, and look up the kernel: its launch handle."""
+        return self.module._kernel_handle(self.name, self._signature)
 
     def __repr__(self):
-        return f"<lab.RawKernel {self.name!r}{' (compiled)' if self._handle else ''}>"
+        return f"<lab.RawKernel {self.name!r}{' (compiled)' if self._handle is not None else ''}>"

@@ -147,3 +147,41 @@ def test_no_gpu_means_no_default_architecture(monkeypatch):
     kernel = lab.RawKernel('extern "C" __global__ void k(float* x) { x[0] = 1; }', "k")
     with pytest.raises(ValueError, match="no GPU here to compile for"):
         kernel((1,), (1,), (fake_array(),))
+
+
+class StandInKernel(lab.RawKernel):
+    """A RawKernel whose compiled kernel is the stand-in handle: the C call path without a GPU."""
+
+    def _prepare(self):
+        return handle(sizes=[8, 4], name=self.name)
+
+
+def test_calls_go_through_the_c_launcher():
+    kernel = StandInKernel("", "scale")
+    assert isinstance(kernel, lab.lab._KernelLauncher) and kernel._handle is None
+    with pytest.raises(TypeError, match=r"scale\(\) missing required argument 'args' \(pos 3\)"):
+        kernel(1, 32)
+    assert kernel._handle is not None and repr(kernel) == "<lab.RawKernel 'scale' (compiled)>"
+    with pytest.raises(TypeError, match=r"scale\(\) got an unexpected keyword argument 'shared'"):
+        kernel(1, 32, (fake_array(), np.int32(1)), shared=4)
+    with pytest.raises(TypeError, match=r"scale\(\): argument 'args\[1\]' passes 8 bytes"):
+        kernel(1, 32, (fake_array(), 1))
+    with pytest.raises(ValueError, match=r"scale\(\): argument 'shared_mem' must be >= 0 bytes"):
+        kernel(1, 32, (fake_array(), np.int32(1)), shared_mem=-4)
+    if not lab.is_available():
+        with pytest.raises(lab.CudaError):
+            kernel(grid=(1,), block=(32,), args=(fake_array(), np.int32(1)), stream=None)
+
+
+def test_a_failing_prepare_is_raised_and_retried():
+    class Broken(lab.RawKernel):
+        calls = 0
+
+        def _prepare(self):
+            Broken.calls += 1
+            raise lab.CompileError("no")
+    kernel = Broken("", "k")
+    for _ in range(2):
+        with pytest.raises(lab.CompileError):
+            kernel(1, 1, ())
+    assert Broken.calls == 2 and kernel._handle is None

@@ -162,3 +162,17 @@ def test_concurrent_writers_leave_one_whole_entry(private_cache):
     assert len(files) == 2 and not list(private_cache.rglob(".tmp-*"))
     for path in files:
         assert nvrtc._read_cache(str(path)) is not None
+
+
+def test_a_cache_hit_never_loads_nvrtc(monkeypatch):
+    """A new process with the program on disk: lab.compile returns it without loading NVRTC (loading
+    it was most of a cached kernel's start-up)."""
+    first = lab.compile(KERNEL, arch="sm_90")
+    monkeypatch.setattr(nvrtc, "_memory_cache", {})
+    monkeypatch.setattr(nvrtc, "_library", None)
+
+    def no_nvrtc():
+        raise AssertionError("NVRTC was loaded for a cached program")
+    monkeypatch.setattr(nvrtc, "nvrtc", no_nvrtc)
+    again = lab.compile(KERNEL, arch="sm_90")
+    assert again.binary == first.binary and again.arch == "sm_90"

@@ -50,6 +50,10 @@ static int lab_exec(PyObject *module) {
         PyModule_AddType(module, state->ArrayType) < 0) {
         return -1;
     }
+    PyObject *launcher = PyType_FromModuleAndSpec(module, &lab_kernel_launcher_spec, NULL);
+    const int added = launcher ? PyModule_AddType(module, (PyTypeObject *)launcher) : -1;
+    Py_XDECREF(launcher);
+    if (added < 0) return -1;
     if (PyModule_AddFunctions(module, lab_stream_functions) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_array_functions) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_elementwise_methods) < 0) return -1;

@@ -5,5 +5,6 @@
 #include "binding/module_state.h"
 
 extern PyMethodDef lab_raw_kernel_methods[];
+extern PyType_Spec lab_kernel_launcher_spec; /* lab.lab._KernelLauncher, RawKernel's C base */
 
 #endif

@@ -1,0 +1,329 @@
+/* kernel_arguments.c - turning a RawKernel call's Python arguments into kernel parameters (level 2,
+ * for raw_kernel.c): each argument becomes the bytes of one parameter - an array from any producer
+ * its device pointer, a number the C type the signature or its own type says - checked against the
+ * kernel's parameter sizes where the runtime reported them, so a mismatch is a TypeError before
+ * launch, never a kernel reading the wrong bytes. */
+#include "binding/kernel_arguments.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "binding/array_reader.h"
+#include "dispatch/dtype.h"
+
+/* A signature's code for one parameter: '*' or 's', then the type letter (struct module's letters,
+ * 'E' for bfloat16, 'v' for void). */
+static int type_size(char letter) {
+    switch (letter) {
+    case 'b':
+    case 'B':
+    case '?': return 1;
+    case 'h':
+    case 'H':
+    case 'e':
+    case 'E': return 2;
+    case 'i':
+    case 'I':
+    case 'f': return 4;
+    case 'q':
+    case 'Q':
+    case 'd': return 8;
+    default: return 0;
+    }
+}
+
+static int letter_dtype(char letter) {
+    switch (letter) {
+    case 'e': return LAB_FLOAT16;
+    case 'E': return LAB_BFLOAT16;
+    case 'f': return LAB_FLOAT32;
+    case 'd': return LAB_FLOAT64;
+    case 'b': return LAB_INT8;
+    case 'h': return LAB_INT16;
+    case 'i': return LAB_INT32;
+    case 'q': return LAB_INT64;
+    case 'B': return LAB_UINT8;
+    default: return -1; /* void*: any dtype */
+    }
+}
+
+/* IEEE binary16 and bfloat16 bits of a float, rounding to nearest even (as the hardware does). */
+static uint16_t half_bits(float value) {
+    uint32_t f;
+    memcpy(&f, &value, 4);
+    const uint32_t sign = (f >> 16) & 0x8000u;
+    const uint32_t magnitude = f & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+    if (magnitude >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow: inf */
+    if (magnitude < 0x38800000u) {                                   /* subnormal or zero */
+        const float scaled = fabsf(value) * 16777216.0f;             /* units of 2^-24 */
+        return (uint16_t)(sign | (uint32_t)nearbyintf(scaled));
+    }
+    const uint32_t rounded = magnitude + 0x0fffu + ((magnitude >> 13) & 1u);
+    return (uint16_t)(sign | ((rounded - 0x38000000u) >> 13));
+}
+static uint16_t bfloat16_bits(float value) {
+    uint32_t f;
+    memcpy(&f, &value, 4);
+    if ((f & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((f >> 16) | 0x40u); /* NaN stays NaN */
+    return (uint16_t)((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
+}
+
+/* A Python number as the scalar type `letter` (the signature's). */
+static int convert_number(PyObject *obj, char letter, const char *func, const char *where,
+                          lab_parameter_bytes *out) {
+    if (!PyNumber_Check(obj) || PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument '%s' must be a number for this scalar parameter, got %s", func, where,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (letter == 'f' || letter == 'd' || letter == 'e' || letter == 'E') {
+        const double v = PyFloat_AsDouble(obj);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        const float f = (float)v;
+        const uint16_t bits = letter == 'e' ? half_bits(f) : bfloat16_bits(f);
+        if (letter == 'd') memcpy(out->bytes, &v, 8);
+        if (letter == 'f') memcpy(out->bytes, &f, 4);
+        if (letter == 'e' || letter == 'E') memcpy(out->bytes, &bits, 2);
+        return 0;
+    }
+    if (letter == '?') {
+        const int truth = PyObject_IsTrue(obj);
+        if (truth < 0) return -1;
+        out->bytes[0] = (unsigned char)truth;
+        return 0;
+    }
+    if (PyFloat_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' is a float; this parameter is an integer", func,
+                     where);
+        return -1;
+    }
+    PyObject *index = PyNumber_Index(obj);
+    if (!index) return -1;
+    const int size = type_size(letter), bits = 8 * size;
+    const int is_unsigned = letter == 'B' || letter == 'H' || letter == 'I' || letter == 'Q';
+    int fits = 1;
+    if (is_unsigned && size == 8) {
+        const unsigned long long u = PyLong_AsUnsignedLongLong(index);
+        fits = !(u == (unsigned long long)-1 && PyErr_Occurred());
+        memcpy(out->bytes, &u, 8);
+    } else {
+        int overflow = 0;
+        const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+        fits = overflow == 0 && !(v == -1 && PyErr_Occurred());
+        if (fits && size < 8) {
+            fits = is_unsigned ? v >= 0 && v < (1LL << bits)
+                               : v >= -(1LL << (bits - 1)) && v < (1LL << (bits - 1));
+        }
+        if (fits && is_unsigned) fits = v >= 0;
+        memcpy(out->bytes, &v, 8); /* little-endian: the low `size` bytes are the value */
+    }
+    Py_DECREF(index);
+    if (!fits) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError,
+                     "%s(): argument '%s' = %R does not fit the parameter's %d-bit %s integer", func, where,
+                     obj, bits, is_unsigned ? "unsigned" : "signed");
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    lab_state *state;
+    const char *kernel_name;
+    PyObject *const *items;
+    int n;
+    const unsigned char *sizes; /* the runtime's, or NULL */
+    const char *signature;      /* 2 letters a parameter, or NULL */
+    lab_parameter_bytes *scalars;
+    void **argv;
+    lab_array *arrays;
+    int n_arrays;
+} marshalling;
+
+/* Argument i without a signature: its own type decides - bool as bool, int as long long, float as
+ * double, a NumPy scalar as its exact C type, an array as its device pointer. Returns its size. */
+static int marshal_by_type(marshalling *m, int i, const char *where) {
+    PyObject *obj = m->items[i];
+    lab_parameter_bytes *p = &m->scalars[i];
+    m->argv[i] = p->bytes;
+    if (PyBool_Check(obj)) {
+        p->bytes[0] = obj == Py_True;
+        return 1;
+    }
+    if (PyLong_Check(obj)) {
+        const long long v = PyLong_AsLongLong(obj);
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Format(PyExc_OverflowError,
+                         "%s(): argument '%s' = %R does not fit a long long (the C type of a Python int)",
+                         m->kernel_name, where, obj);
+            return -1;
+        }
+        memcpy(p->bytes, &v, 8);
+        return 8;
+    }
+    if (PyFloat_Check(obj)) {
+        const double v = PyFloat_AS_DOUBLE(obj);
+        memcpy(p->bytes, &v, 8);
+        return 8;
+    }
+    lab_state *state = m->state;
+    for (int k = 0; k < state->scalar_types_len; k++) { /* a NumPy scalar of a type seen before */
+        if (state->scalar_types[k].type == Py_TYPE(obj)) {
+            const char letter = state->scalar_types[k].letter;
+            return convert_number(obj, letter, m->kernel_name, where, p) < 0 ? -1 : type_size(letter);
+        }
+    }
+    if (lab_has_array_protocol(state, obj)) {
+        lab_array *a = &m->arrays[m->n_arrays];
+        if (lab_read_array(state, obj, m->kernel_name, where, a) < 0) return -1;
+        m->argv[i] = &a->data;
+        m->n_arrays++;
+        return 8;
+    }
+    if (PyObject_CheckBuffer(obj)) { /* a NumPy scalar (or 0-d array): its bytes are its C value */
+        Py_buffer view;
+        if (PyObject_GetBuffer(obj, &view, PyBUF_FORMAT | PyBUF_ND) == 0) {
+            const char *format = view.format ? view.format : "";
+            if (*format && strchr("<=@!>", *format)) format++;
+            const char letter = *format == 'l' ? 'q' : *format == 'L' ? 'Q' : *format;
+            const int ok = view.ndim == 0 && format[0] && !format[1] && type_size(letter) == view.itemsize;
+            if (ok) memcpy(p->bytes, view.buf, (size_t)view.itemsize);
+            const int size = (int)view.itemsize;
+            PyBuffer_Release(&view);
+            /* remember scalar types (not 0-d arrays: a sequence type, whose dtype varies) */
+            if (ok && PyNumber_Check(obj) && !PyObject_HasAttrString(obj, "__len__") &&
+                state->scalar_types_len < LAB_SCALAR_TYPE_CACHE_SIZE) {
+                state->scalar_types[state->scalar_types_len].type = (PyTypeObject *)Py_NewRef(Py_TYPE(obj));
+                state->scalar_types[state->scalar_types_len++].letter = letter;
+            }
+            if (ok) return size;
+        }
+        PyErr_Clear();
+    }
+    PyErr_Format(
+        PyExc_TypeError,
+        "%s(): argument '%s' is a %s, which cannot be a kernel argument (CUDA arrays from any producer, "
+        "NumPy scalars, int, float and bool can)",
+        m->kernel_name, where, Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+/* Argument i with the signature's parameter type. Returns its size. */
+static int marshal_by_signature(marshalling *m, int i, const char *where) {
+    PyObject *obj = m->items[i];
+    const char kind = m->signature[2 * i], letter = m->signature[2 * i + 1];
+    m->argv[i] = m->scalars[i].bytes;
+    if (kind == 's') {
+        const int converted = convert_number(obj, letter, m->kernel_name, where, &m->scalars[i]);
+        return converted < 0 ? -1 : type_size(letter);
+    }
+    lab_array *a = &m->arrays[m->n_arrays];
+    if (lab_read_array(m->state, obj, m->kernel_name, where, a) < 0) return -1;
+    const int want = letter_dtype(letter);
+    if (want >= 0 && (int)a->dtype != want) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument '%s' has dtype %s; the signature's parameter %d points to %s",
+                     m->kernel_name, where, lab_dtype_names[a->dtype], i, lab_dtype_names[want]);
+        return -1;
+    }
+    m->argv[i] = &a->data;
+    m->n_arrays++;
+    return 8;
+}
+
+int lab_read_launch_dimensions(PyObject *obj, const char *kernel_name, const char *what,
+                               unsigned int dims[3]) {
+    dims[0] = dims[1] = dims[2] = 1;
+    PyObject *items[3] = {obj, NULL, NULL};
+    Py_ssize_t n = 1;
+    if (PyTuple_Check(obj) || PyList_Check(obj)) {
+        n = PySequence_Size(obj);
+        if (n < 1 || n > 3) {
+            PyErr_Format(PyExc_ValueError, "%s(): argument '%s' must have 1 to 3 dimensions, got %zd",
+                         kernel_name, what, n);
+            return -1;
+        }
+        for (Py_ssize_t d = 0; d < n; d++) items[d] = PySequence_Fast_GET_ITEM(obj, d);
+    }
+    for (Py_ssize_t d = 0; d < n; d++) {
+        if (PyBool_Check(items[d]) || !PyIndex_Check(items[d])) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): argument '%s' must be an int or a tuple of 1 to 3 ints, got %s", kernel_name,
+                         what, Py_TYPE(items[d])->tp_name);
+            return -1;
+        }
+        const Py_ssize_t v = PyNumber_AsSsize_t(items[d], NULL);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        if (v < 1 || v > 0x7fffffff) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s(): argument '%s' sizes must be between 1 and 2^31 - 1, got %zd", kernel_name,
+                         what, v);
+            return -1;
+        }
+        dims[d] = (unsigned int)v;
+    }
+    return 0;
+}
+
+int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, const unsigned char *sizes,
+                            Py_ssize_t n_params, const char *signature, lab_kernel_args *out) {
+    out->n = 0;
+    out->n_arrays = 0;
+    out->arrays = out->arrays_inline;
+    out->scalars = out->scalars_inline;
+    out->argv = out->argv_inline;
+    if (!PyTuple_Check(args) && !PyList_Check(args)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument 'args' must be a tuple or list of the kernel's arguments, got %s", name,
+                     Py_TYPE(args)->tp_name);
+        return -1;
+    }
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(args);
+    if (n_params < 0) n_params = n; /* neither the runtime nor a signature said */
+    if (n != n_params || n > LAB_MAX_KERNEL_ARGS) {
+        PyErr_Format(PyExc_TypeError, "%s(): the kernel takes %zd arguments, got %zd", name, n_params, n);
+        return -1;
+    }
+    if (n > LAB_KERNEL_ARGS_INLINE) {
+        out->arrays = PyMem_Malloc(sizeof(lab_array) * (size_t)n);
+        out->scalars = PyMem_Malloc(sizeof(lab_parameter_bytes) * (size_t)n);
+        out->argv = PyMem_Malloc(sizeof(void *) * (size_t)n);
+        out->n = (int)n; /* lab_kernel_args_release frees them from here on */
+        if (!out->arrays || !out->scalars || !out->argv) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    out->n = (int)n;
+    marshalling m = {
+        state,       name, PySequence_Fast_ITEMS(args), (int)n, sizes, signature, out->scalars, out->argv,
+        out->arrays, 0};
+    for (int i = 0; i < (int)n; i++) {
+        char where[32];
+        lab_indexed_name(where, sizeof where, "args", i);
+        const int size = m.signature ? marshal_by_signature(&m, i, where) : marshal_by_type(&m, i, where);
+        out->n_arrays = m.n_arrays;
+        if (size < 0) return -1;
+        if (m.sizes && m.sizes[i] != size) {
+            PyErr_Format(
+                PyExc_TypeError,
+                "%s(): argument '%s' passes %d bytes (a %s) but the kernel's parameter %d is %d bytes - "
+                "pass a NumPy scalar of the parameter's type (numpy.int32(n)), or give RawKernel a "
+                "signature=",
+                name, where, size, Py_TYPE(m.items[i])->tp_name, i, (int)m.sizes[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void lab_kernel_args_release(lab_kernel_args *args) {
+    if (args->n > LAB_KERNEL_ARGS_INLINE) {
+        PyMem_Free(args->arrays);
+        PyMem_Free(args->scalars);
+        PyMem_Free(args->argv);
+    }
+}

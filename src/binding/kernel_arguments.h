@@ -1,0 +1,41 @@
+/* kernel_arguments.h - a RawKernel call's arguments as kernel parameters (see kernel_arguments.c). */
+#ifndef LAB_KERNEL_ARGUMENTS_H
+#define LAB_KERNEL_ARGUMENTS_H
+
+#include "binding/module_state.h"
+#include "dispatch/operand.h"
+
+#define LAB_MAX_KERNEL_ARGS 256
+#define LAB_KERNEL_ARGS_INLINE 16 /* arguments marshalled without an allocation */
+
+/* The bytes of one scalar parameter: every C scalar type fits, aligned for its own loads. */
+typedef union {
+    unsigned char bytes[8];
+    double align;
+} lab_parameter_bytes;
+
+/* argv[i] points to parameter i's bytes: a scalar's in scalars[i], an array's device pointer in its
+ * lab_array. The arrays (n_arrays of them) go to the op driver for devices and streams. */
+typedef struct {
+    int n, n_arrays;
+    lab_array *arrays;
+    lab_parameter_bytes *scalars;
+    void **argv;
+    lab_array arrays_inline[LAB_KERNEL_ARGS_INLINE];
+    lab_parameter_bytes scalars_inline[LAB_KERNEL_ARGS_INLINE];
+    void *argv_inline[LAB_KERNEL_ARGS_INLINE];
+} lab_kernel_args;
+
+/* Marshals `args` (a tuple or list) for kernel `name`. sizes: the runtime's parameter sizes (one
+ * byte each) or NULL; n_params: how many parameters the kernel has (-1: unknown); signature: two
+ * letters a parameter (lab/_jit.py's parse_signature) or NULL. Returns 0, or -1 with TypeError,
+ * ValueError or OverflowError naming the argument; call lab_kernel_args_release either way. */
+int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, const unsigned char *sizes,
+                            Py_ssize_t n_params, const char *signature, lab_kernel_args *out);
+void lab_kernel_args_release(lab_kernel_args *args);
+
+/* grid / block: an int or a tuple or list of 1 to 3 ints, each in 1 .. 2^31 - 1. */
+int lab_read_launch_dimensions(PyObject *obj, const char *kernel_name, const char *what,
+                               unsigned int dims[3]);
+
+#endif
