@@ -58,7 +58,7 @@ class RawModule:
     `name_expressions` name template instantiations ('axpy<float>') that get_function can then find
     by that name. lab's kernel headers (functors.cuh, dtype_traits.cuh) are on the include path."""
 
-    def __init__(self, code, *, options=(), name_expressions=()):
+    def __init__(self, code, *, options=(), name_expressions=()) -> None:
         if not isinstance(code, str):
             raise TypeError(f"RawModule: code must be a str of CUDA C++, got {type(code).__name__}")
         self.code, self.options, self.name_expressions = code, tuple(options), tuple(name_expressions)

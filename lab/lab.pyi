@@ -2,6 +2,8 @@
 # module with mypy's stubtest, so a function, method or keyword added in C without a stub fails CI.
 from typing import Any, Literal, Protocol, Sequence, SupportsFloat, SupportsIndex, TypeAlias, final, overload
 
+from typing_extensions import disjoint_base
+
 __version__: str
 
 class _CudaArrayInterface(Protocol):
@@ -201,6 +203,7 @@ def _iterate(out: _CudaArray, *inputs: _CudaArray, reduced: tuple[int, ...] = ()
 def _bare_add(out: int, a: int, b: int, n: int, /) -> None: ...
 def _swap_current_stream(stream: _StreamLike, /) -> _StreamLike: ...
 def _library_load(code: bytes, /) -> Any: ...
+@disjoint_base
 class _KernelLauncher:
     @property
     def _handle(self) -> tuple[Any, str, bytes | None, bytes | None] | None: ...

@@ -261,13 +261,13 @@ PyType_Spec lab_kernel_launcher_spec = {"lab.lab._KernelLauncher", sizeof(kernel
 
 PyMethodDef lab_raw_kernel_methods[] = {
     {"_library_load", (PyCFunction)py_library_load, METH_O,
-     "_library_load(code: bytes) -> library\n--\n\nLoads a cubin or PTX with cudaLibraryLoadData "
+     "_library_load(code, /)\n--\n\nLoads a cubin or PTX with cudaLibraryLoadData "
      "(RawModule's)."},
     {"_library_kernel", (PyCFunction)(void (*)(void))py_library_kernel, METH_FASTCALL,
-     "_library_kernel(library, name) -> (kernel, parameter sizes)\n--\n\nFinds a kernel in a loaded "
+     "_library_kernel(library, name, /)\n--\n\nFinds a kernel in a loaded "
      "library."},
     {"_launch_kernel", (PyCFunction)(void (*)(void))py_launch_kernel, METH_FASTCALL,
-     "_launch_kernel(handle, grid, block, args, shared_mem, stream)\n--\n\nLaunches a RawKernel (its "
+     "_launch_kernel(handle, grid, block, args, shared_mem, stream, /)\n--\n\nLaunches a RawKernel (its "
      "__call__)."},
     {NULL, NULL, 0, NULL},
 };
