@@ -185,3 +185,19 @@ def test_a_failing_prepare_is_raised_and_retried():
         with pytest.raises(lab.CompileError):
             kernel(1, 1, ())
     assert Broken.calls == 2 and kernel._handle is None
+
+
+def test_launches_hold_no_references():
+    """Failed and (on a GPU-less machine) refused launches keep no reference to any argument."""
+    import sys
+    x, h, scalar = fake_array(), handle(sizes=[8, 4]), np.int32(3)
+    kernel = StandInKernel("", "scale")
+    before = [sys.getrefcount(o) for o in (x, h, scalar, kernel)]
+    for _ in range(2000):
+        for call in (lambda: launch(h, (x, 1)), lambda: kernel(1, 32, (x, 1)), lambda: kernel(1, 32, (x, scalar)),
+                     lambda: launch(h, (x, scalar), grid=0)):
+            try:
+                call()
+            except (TypeError, ValueError, lab.CudaError):
+                pass
+    assert [sys.getrefcount(o) for o in (x, h, scalar, kernel)] == before

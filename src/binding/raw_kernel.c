@@ -52,13 +52,16 @@ static void release_kernel(PyObject *capsule) { Py_XDECREF((PyObject *)PyCapsule
 static PyObject *parameter_sizes(cudaKernel_t kernel) {
     unsigned char sizes[LAB_MAX_KERNEL_ARGS + 1];
     int count = 0;
+    cudaError_t err = cudaSuccess;
     for (; count <= LAB_MAX_KERNEL_ARGS; count++) {
         size_t offset = 0, size = 0;
-        if (cudaFuncGetParamInfo((const void *)kernel, (size_t)count, &offset, &size) != cudaSuccess) break;
+        err = cudaFuncGetParamInfo((const void *)kernel, (size_t)count, &offset, &size);
+        if (err != cudaSuccess) break;
         sizes[count] = (unsigned char)(size > 255 ? 255 : size);
     }
     cudaGetLastError();
-    if (count > LAB_MAX_KERNEL_ARGS) Py_RETURN_NONE;
+    /* past the last parameter is cudaErrorInvalidValue; anything else means the runtime cannot say */
+    if (count > LAB_MAX_KERNEL_ARGS || err != cudaErrorInvalidValue) Py_RETURN_NONE;
     return PyBytes_FromStringAndSize((const char *)sizes, count);
 }
 
@@ -193,7 +196,11 @@ static PyObject *launcher_vectorcall(PyObject *self_obj, PyObject *const *args, 
     if (!self->handle) {
         PyObject *handle = PyObject_CallMethod(self_obj, "_prepare", NULL);
         if (!handle) return NULL;
-        self->handle = handle;
+        if (self->handle) {
+            Py_DECREF(handle); /* another thread prepared it while this one compiled */
+        } else {
+            self->handle = handle;
+        }
     }
     const char *func = PyUnicode_AsUTF8(PyTuple_Check(self->handle) && PyTuple_GET_SIZE(self->handle) == 4
                                             ? PyTuple_GET_ITEM(self->handle, 1)
