@@ -14,6 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
+from _peers import peers  # noqa: E402
 from bench_elementwise import per_call_us  # noqa: E402
 
 ADD = r'''extern "C" __global__ void add3(const float* a, const float* b, float* out, int n) {
@@ -62,17 +63,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out-dir")
     args = parser.parse_args()
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    try:
-        import cupy
-    except ImportError:
-        cupy = None
-    if not lab.is_available() or torch is None:
-        print("bench_jit: needs a CUDA GPU and PyTorch")
+    found = peers("bench_jit")
+    if found is None:
         return 1
+    torch, cupy = found
     sync_torch = torch.cuda.synchronize
     rows = {}
     la, lb, lout = lab.empty(1024), lab.empty(1024), lab.empty(1024)

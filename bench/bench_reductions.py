@@ -15,6 +15,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 from lab._timing import median_ms, torch_timer  # noqa: E402
+from _peers import peers  # noqa: E402
 from bench_elementwise import per_call_us  # noqa: E402
 
 # Issue 14's goals: (case prefix, peer, at least this ratio of the peer's time over lab's).
@@ -89,17 +90,10 @@ def main():
     parser.add_argument("--out-dir")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    try:
-        import cupy
-    except ImportError:
-        cupy = None
-    if not lab.is_available() or torch is None:
-        print("bench_reductions: needs a CUDA GPU and PyTorch")
+    found = peers("bench_reductions")
+    if found is None:
         return 1
+    torch, cupy = found
     timer = torch_timer(torch)
     rows = []
     for name, nbytes, lab_fn, torch_fn, cupy_fn in cases(torch, cupy, args.quick):
