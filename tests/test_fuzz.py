@@ -4,7 +4,8 @@ that raise or return non-dicts, shapes of non-ints. Whatever comes in, lab answe
 TypeError, ValueError or OverflowError (or, with no GPU, lab.CudaError) - never a crash, a hang or
 a SystemError. LAB_FUZZ_EXAMPLES sets the number of examples (CI: 300 per test; `make fuzz`:
 100000). Only lab.lab._array_info and _plan run where there is a GPU: they never call CUDA, while a
-valid-looking dict with an absurd pointer must never reach a real kernel."""
+valid-looking dict with an absurd pointer must never reach a real kernel. RawKernel's argument
+marshalling is fuzzed the same way, through a stand-in kernel handle (CPU only)."""
 import os
 
 import pytest
@@ -112,3 +113,29 @@ def test_empty_and_zeros_arguments_never_crash(shape, dtype):
 def test_raising_property_propagates_its_own_error():
     with pytest.raises(ValueError, match="the producer's property failed"):
         core._array_info(Raising())
+
+
+# ---- RawKernel's argument marshalling (no launch reaches a GPU: the kernel is a stand-in) ----
+
+numpy_scalars = st.sampled_from(["int8", "uint8", "int16", "int32", "int64", "uint64", "float16", "float32",
+                                 "float64", "bool"]).flatmap(
+    lambda dtype: st.integers(0, 100).map(lambda v: __import__("numpy").dtype(dtype).type(v)))
+kernel_arguments = st.one_of(anything, numpy_scalars, st.floats(allow_nan=True), integers,
+                             interfaces().map(Producer))
+signature_types = st.sampled_from(["float*", "const double*", "void*", "int", "unsigned char", "long long",
+                                   "__half", "__nv_bfloat16", "bool", "float", "size_t", "short*", "matrix", "int**"])
+
+
+@pytest.mark.skipif(HAVE_GPU, reason="stand-in kernel handles must not reach a real GPU")
+@FUZZ
+@given(args=st.lists(kernel_arguments, max_size=6), sizes=st.one_of(st.none(), st.lists(st.integers(0, 255),
+                                                                                          max_size=6)),
+       signature=st.one_of(st.none(), st.lists(signature_types, max_size=6)),
+       grid=st.one_of(integers, st.tuples(integers), anything), shared=st.one_of(integers, anything))
+def test_kernel_arguments_never_crash(args, sizes, signature, grid, shared):
+    from test_jit import handle
+    try:
+        h = handle(sizes=sizes, signature=", ".join(signature) if signature is not None else None)
+    except ValueError:  # a type lab cannot check: refused when the kernel is made
+        return
+    call_safely(core._launch_kernel, h, grid, 32, tuple(args), shared, None)
