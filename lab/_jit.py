@@ -18,7 +18,7 @@ import re
 import threading
 
 from . import lab as _core
-from ._nvrtc import Program
+from ._nvrtc import Program, check_program
 from ._nvrtc import compile as _compile
 
 # C parameter types -> the binding's letters (struct module's, plus 'E' for bfloat16, 'v' for void).
@@ -59,12 +59,8 @@ class RawModule:
     by that name. lab's kernel headers (functors.cuh, dtype_traits.cuh) are on the include path."""
 
     def __init__(self, code, *, options=(), name_expressions=()) -> None:
-        if not isinstance(code, str):
-            raise TypeError(f"RawModule: code must be a str of CUDA C++, got {type(code).__name__}")
-        self.code, self.options, self.name_expressions = code, tuple(options), tuple(name_expressions)
-        for what, values in (("options", self.options), ("name_expressions", self.name_expressions)):
-            if not all(isinstance(v, str) for v in values):
-                raise TypeError(f"RawModule: {what} must be strings")
+        self.options, self.name_expressions = check_program("RawModule", code, options, name_expressions, "code")
+        self.code = code
         self._program: "Program | None" = None
         self._library: object = None
         self._lock = threading.Lock()
@@ -72,21 +68,20 @@ class RawModule:
     @property
     def program(self) -> "Program":
         """The compiled lab.Program (compiles on first access)."""
-        self._load()
-        assert self._program is not None
-        return self._program
+        return self._load()[0]
 
     def _load(self):
+        """(the compiled program, its loaded library), compiling and loading on first use."""
         with self._lock:
-            if self._library is None:
-                self._program = _compile(self.code, options=self.options, name_expressions=self.name_expressions)
-                self._library = _core._library_load(self._program.binary)
-        return self._library
+            if self._program is None:
+                program = _compile(self.code, options=self.options, name_expressions=self.name_expressions)
+                self._library = _core._library_load(program.binary)
+                self._program = program
+            return self._program, self._library
 
     def _kernel_handle(self, name, signature):
-        library = self._load()
-        symbol = self.program.lowered_names.get(name, name)
-        kernel, sizes = _core._library_kernel(library, symbol)
+        program, library = self._load()
+        kernel, sizes = _core._library_kernel(library, program.lowered_names.get(name, name))
         if sizes is not None and signature is not None and len(sizes) != len(signature) // 2:
             raise ValueError(f"RawKernel {name!r}: the signature has {len(signature) // 2} parameters, "
                              f"the compiled kernel {len(sizes)}")

@@ -174,19 +174,27 @@ def _cache_dir():
     return os.environ.get("LAB_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "lab", "kernels")
 
 
+_identity: "list | None" = None
+
+
 def _nvrtc_identity():
     """Which NVRTC a compile would use, without loading it: the library file nvrtc() loads first -
     its path, size and modification time. Loading NVRTC (a 100 MB library) just to read its version
     took most of a cached kernel's start-up in a new process (bench_jit.py, 2026-11-30). Where only
     the loader's path names it, its version (which loads it)."""
-    if _library is not None:
-        path = _library._name
-    else:
-        path = next((p for p in _candidates() if os.path.isfile(p) and "builtins" not in os.path.basename(p)), None)
-    if path and os.path.isfile(path):
-        info = os.stat(path)
-        return [os.path.realpath(path), info.st_size, info.st_mtime_ns]
-    return list(version())
+    global _identity
+    if _identity is None:  # once a process: every compile() call, cache hits too, computes a key
+        if _library is not None:
+            path = _library._name
+        else:
+            path = next((p for p in _candidates() if os.path.isfile(p) and "builtins" not in os.path.basename(p)),
+                        None)
+        if path and os.path.isfile(path):
+            info = os.stat(path)
+            _identity = [os.path.realpath(path), info.st_size, info.st_mtime_ns]
+        else:
+            _identity = list(version())
+    return _identity
 
 
 def _key(source, options, name_expressions, arch):
@@ -261,6 +269,19 @@ def _compile(source, options, name_expressions, arch_option, kind, arch):
         library.nvrtcDestroyProgram(ctypes.byref(program))
 
 
+def check_program(who, source, options, name_expressions, source_name="source"):
+    """The arguments of a program (lab.compile's, RawModule's): the source (called `source_name`) a
+    str, options and name expressions sequences of str, returned as tuples. TypeError naming `who`
+    otherwise."""
+    if not isinstance(source, str):
+        raise TypeError(f"{who}: {source_name} must be a str of CUDA C++, got {type(source).__name__}")
+    options, name_expressions = tuple(options), tuple(name_expressions)
+    for what, values in (("options", options), ("name_expressions", name_expressions)):
+        if not all(isinstance(v, str) for v in values):
+            raise TypeError(f"{who}: {what} must be strings")
+    return options, name_expressions
+
+
 def compile(source, *, options=(), name_expressions=(), arch=None, cache=True):  # noqa: A001 (lab.compile)
     """Compile CUDA C++ `source` with NVRTC into a Program (cubin bytes, or PTX where this NVRTC does
     not know the architecture). No GPU is needed when `arch` is given ('sm_90', 'compute_90');
@@ -269,12 +290,7 @@ def compile(source, *, options=(), name_expressions=(), arch=None, cache=True): 
     C++ names to instantiate and look up ('add<float>'), their mangled names in .lowered_names.
     A compile error raises lab.CompileError with NVRTC's log. Cached in memory and on disk
     (LAB_CACHE_DIR) unless cache=False."""
-    if not isinstance(source, str):
-        raise TypeError(f"lab.compile(): source must be a str of CUDA C++, got {type(source).__name__}")
-    options, name_expressions = tuple(options), tuple(name_expressions)
-    for what, values in (("options", options), ("name_expressions", name_expressions)):
-        if not all(isinstance(v, str) for v in values):
-            raise TypeError(f"lab.compile(): {what} must be strings")
+    options, name_expressions = check_program("lab.compile()", source, options, name_expressions)
     requested = arch if arch is not None else _default_arch()
     _check_arch(requested)
     if not cache:
