@@ -81,11 +81,15 @@ static int convert_number(PyObject *obj, char letter, const char *func, const ch
     if (letter == 'f' || letter == 'd' || letter == 'e' || letter == 'E') {
         const double v = PyFloat_AsDouble(obj);
         if (v == -1.0 && PyErr_Occurred()) return -1;
-        const float f = (float)v;
-        const uint16_t bits = letter == 'e' ? half_bits(f) : bfloat16_bits(f);
-        if (letter == 'd') memcpy(out->bytes, &v, 8);
-        if (letter == 'f') memcpy(out->bytes, &f, 4);
-        if (letter == 'e' || letter == 'E') memcpy(out->bytes, &bits, 2);
+        if (letter == 'd') {
+            memcpy(out->bytes, &v, 8);
+        } else if (letter == 'f') {
+            const float f = (float)v;
+            memcpy(out->bytes, &f, 4);
+        } else {
+            const uint16_t bits = letter == 'e' ? half_bits((float)v) : bfloat16_bits((float)v);
+            memcpy(out->bytes, &bits, 2);
+        }
         return 0;
     }
     if (letter == '?') {

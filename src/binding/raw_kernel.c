@@ -196,15 +196,20 @@ static PyObject *launcher_vectorcall(PyObject *self_obj, PyObject *const *args, 
     if (!self->handle) {
         PyObject *handle = PyObject_CallMethod(self_obj, "_prepare", NULL);
         if (!handle) return NULL;
+        if (!PyTuple_Check(handle) || PyTuple_GET_SIZE(handle) != 4 ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(handle, 1))) {
+            Py_DECREF(handle);
+            PyErr_SetString(PyExc_TypeError,
+                            "_prepare() must return (kernel, name, parameter sizes, signature)");
+            return NULL;
+        }
         if (self->handle) {
             Py_DECREF(handle); /* another thread prepared it while this one compiled */
         } else {
             self->handle = handle;
         }
     }
-    const char *func = PyUnicode_AsUTF8(PyTuple_Check(self->handle) && PyTuple_GET_SIZE(self->handle) == 4
-                                            ? PyTuple_GET_ITEM(self->handle, 1)
-                                            : self->handle);
+    const char *func = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self->handle, 1));
     if (!func) return NULL;
     PyObject *slots[5];
     if (lab_parse_args(self->state, func, &signature, args, PyVectorcall_NARGS(nargsf), kwnames, slots) < 0) {

@@ -88,13 +88,11 @@ static int read_ord(PyObject *obj, const char *func, lab_reduce_op *op) {
 static int read_correction(PyObject *obj, const char *func, double *correction) {
     *correction = 1.0;
     if (!obj) return 0;
-    if (PyBool_Check(obj) || lab_read_real(obj, func, "correction", correction) < 0) {
-        if (!PyErr_Occurred()) {
-            PyErr_Format(PyExc_TypeError, "%s(): argument 'correction' must be a real number, got bool",
-                         func);
-        }
+    if (PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'correction' must be a real number, got bool", func);
         return -1;
     }
+    if (lab_read_real(obj, func, "correction", correction) < 0) return -1;
     if (!(*correction >= 0.0) || *correction == Py_HUGE_VAL) {
         PyErr_Format(PyExc_ValueError, "%s(): argument 'correction' must be finite and >= 0, got %R", func,
                      obj);

@@ -4,19 +4,15 @@
 #include "dispatch/dtype.h"
 #include "dispatch/iterator.h"
 
-/* reduce_ops.def's columns, by op. */
-static const int REDUCE_INTEGERS[LAB_NUM_REDUCE_OPS] = {
-#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit) integers,
-#include "kernels/reduce_ops.def"
-#undef LAB_REDUCE_OP
-};
-static const int REDUCE_INDEX_OUTPUT[LAB_NUM_REDUCE_OPS] = {
-#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit) index_output,
-#include "kernels/reduce_ops.def"
-#undef LAB_REDUCE_OP
-};
-static const int REDUCE_EMPTY_VALUE[LAB_NUM_REDUCE_OPS] = {
-#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit) empty_value,
+/* reduce_ops.def's columns the plan checks, by op. */
+typedef struct {
+    int integers;     /* integer input allowed */
+    int index_output; /* writes an index (argmax, argmin) */
+    int empty_value;  /* an empty reduction has a value (sum 0, prod 1, ...) */
+} reduce_op_rules;
+static const reduce_op_rules RULES[LAB_NUM_REDUCE_OPS] = {
+#define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit)                        \
+    {integers, index_output, empty_value},
 #include "kernels/reduce_ops.def"
 #undef LAB_REDUCE_OP
 };
@@ -68,7 +64,7 @@ static int keepdim_view(const lab_reduction_call *c, const char *func, lab_array
 
 static int check_dtypes(const lab_reduction_call *c, const char *func) {
     const lab_dtype in = c->in->dtype, out = c->out->dtype;
-    if (!REDUCE_INTEGERS[c->op] && lab_dtype_is_integer(in)) {
+    if (!RULES[c->op].integers && lab_dtype_is_integer(in)) {
         PyErr_Format(PyExc_TypeError,
                      "%s(): argument '%s' has integer dtype %s; %s takes floating-point input only (%s) - "
                      "convert first, e.g. lab.copy into a float array",
@@ -81,7 +77,7 @@ static int check_dtypes(const lab_reduction_call *c, const char *func) {
                      lab_dtype_names[c->in2->dtype]);
         return -1;
     }
-    if (REDUCE_INDEX_OUTPUT[c->op] && out != LAB_INT64 && out != LAB_INT32) {
+    if (RULES[c->op].index_output && out != LAB_INT64 && out != LAB_INT32) {
         PyErr_Format(PyExc_TypeError,
                      "%s(): argument 'out' has dtype %s; %s writes indices, into int64 or int32", func,
                      lab_dtype_names[out], func);
@@ -133,7 +129,7 @@ static int plan(lab_op_call *call) {
     ops.arrays[1] = *c->in;
     if (c->in2) ops.arrays[2] = *c->in2;
     /* argmax reports a flat position along the reduced dimensions: keep their logical order */
-    const uint32_t flags = REDUCE_INDEX_OUTPUT[c->op] ? LAB_ITERATE_KEEP_REDUCED_ORDER : 0;
+    const uint32_t flags = RULES[c->op].index_output ? LAB_ITERATE_KEEP_REDUCED_ORDER : 0;
     lab_iteration it;
     if (lab_iterate_with(&ops, c->reduced, flags, func, &it) < 0) return -1;
 
@@ -146,12 +142,12 @@ static int plan(lab_op_call *call) {
     for (int d = 0; d < c->in->ndim; d++)
         *(((c->reduced >> d) & 1) ? &l->n_reduce : &l->n_outputs) *= c->in->shape[d];
     if (l->n_outputs == 0) return 0; /* nothing to write */
-    if (l->n_reduce == 0 && !REDUCE_EMPTY_VALUE[c->op]) {
+    if (l->n_reduce == 0 && !RULES[c->op].empty_value) {
         PyErr_Format(
             PyExc_ValueError,
             "%s(): the reduction is over zero elements, which has no %s (sum, prod and mean of nothing "
             "are 0, 1 and NaN; this op has no such value)",
-            func, REDUCE_INDEX_OUTPUT[c->op] ? "index" : "value");
+            func, RULES[c->op].index_output ? "index" : "value");
         return -1;
     }
     /* With no elements to reduce the iterator made no space: every output gets the identity. */
