@@ -112,9 +112,10 @@ struct Squared {
     template <typename C> __device__ __forceinline__ C operator()(C v) const { return v * v; }
 };
 
-// The defaults every reducer shares: one input, and an element enters as combine(acc, lift(x)).
-// The kernels call add(acc, x, index) for the elements of one accumulator in increasing index
-// order; a reducer may rely on it (argmax does).
+// The defaults every reducer shares: one input, an element enters as combine(acc, lift(x)), and
+// the result is finished (reduce_ops.def's column) and stored in out's dtype. The kernels call
+// add(acc, x, index) for the elements of one accumulator in increasing index order; a reducer may
+// rely on it (argmax does).
 template <typename Derived, typename T, typename AccType> struct Reducer {
     using In = T;      // the input's storage type
     using Element = T; // what one position of the reduced space holds
@@ -123,6 +124,9 @@ template <typename Derived, typename T, typename AccType> struct Reducer {
     static __device__ __forceinline__ Acc add(Acc a, Element x, int64_t index) {
         return Derived::combine(a, Derived::lift(x, index));
     }
+    static __device__ void finish(char *out, const ReductionArgs &args, Acc a) {
+        store_finished(out, args, a);
+    }
 };
 
 template <typename T, typename Pre = AsIs> struct SumReducer : Reducer<SumReducer<T, Pre>, T, sum_t<T>> {
@@ -130,9 +134,6 @@ template <typename T, typename Pre = AsIs> struct SumReducer : Reducer<SumReduce
     static __device__ Acc identity() { return Acc(0); }
     static __device__ Acc lift(T v, int64_t) { return static_cast<Acc>(Pre()(load_as_compute(v))); }
     static __device__ Acc combine(Acc a, Acc b) { return wrapping_add(a, b); }
-    static __device__ void finish(char *out, const ReductionArgs &args, Acc a) {
-        store_finished(out, args, a);
-    }
 };
 template <typename T> using AbsSumReducer = SumReducer<T, Absolute>;
 template <typename T> using SquareSumReducer = SumReducer<T, Squared>;
@@ -142,9 +143,6 @@ template <typename T> struct ProdReducer : Reducer<ProdReducer<T>, T, sum_t<T>> 
     static __device__ Acc identity() { return Acc(1); }
     static __device__ Acc lift(T v, int64_t) { return static_cast<Acc>(load_as_compute(v)); }
     static __device__ Acc combine(Acc a, Acc b) { return wrapping_mul(a, b); }
-    static __device__ void finish(char *out, const ReductionArgs &args, Acc a) {
-        store_finished(out, args, a);
-    }
 };
 
 // amax / amin (and the inf-norm, the amax of |x|) propagate NaN, as torch and NumPy.
@@ -156,9 +154,6 @@ struct ExtremeReducer : Reducer<ExtremeReducer<T, kMax, Pre>, T, compute_t<T>> {
     static __device__ Acc combine(Acc a, Acc b) {
         if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
         return (kMax ? a > b : a < b) ? a : b;
-    }
-    static __device__ void finish(char *out, const ReductionArgs &args, Acc a) {
-        store_finished(out, args, a);
     }
 };
 template <typename T> using MaxReducer = ExtremeReducer<T, true>;
@@ -256,9 +251,6 @@ template <typename T> struct DotReducer : Reducer<DotReducer<T>, T, compute_t<T>
         return fma(load_as_compute(x.first), load_as_compute(x.second), a);
     }
     static __device__ Acc combine(Acc a, Acc b) { return a + b; }
-    static __device__ void finish(char *out, const ReductionArgs &args, Acc a) {
-        store_finished(out, args, a);
-    }
 };
 
 } // namespace
