@@ -70,12 +70,12 @@ static uint16_t bfloat16_bits(float value) {
 }
 
 /* A Python number as the scalar type `letter` (the signature's). */
-static int convert_number(PyObject *obj, char letter, const char *func, const char *where,
+static int convert_number(PyObject *obj, char letter, const char *func, int position,
                           lab_parameter_bytes *out) {
     if (!PyNumber_Check(obj) || PyUnicode_Check(obj)) {
         PyErr_Format(PyExc_TypeError,
-                     "%s(): argument '%s' must be a number for this scalar parameter, got %s", func, where,
-                     Py_TYPE(obj)->tp_name);
+                     "%s(): argument 'args[%d]' must be a number for this scalar parameter, got %s", func,
+                     position, Py_TYPE(obj)->tp_name);
         return -1;
     }
     if (letter == 'f' || letter == 'd' || letter == 'e' || letter == 'E') {
@@ -99,22 +99,22 @@ static int convert_number(PyObject *obj, char letter, const char *func, const ch
         return 0;
     }
     if (PyFloat_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' is a float; this parameter is an integer", func,
-                     where);
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'args[%d]' is a float; this parameter is an integer",
+                     func, position);
         return -1;
     }
-    PyObject *index = PyNumber_Index(obj);
-    if (!index) return -1;
+    PyObject *as_int = PyNumber_Index(obj);
+    if (!as_int) return -1;
     const int size = type_size(letter), bits = 8 * size;
     const int is_unsigned = letter == 'B' || letter == 'H' || letter == 'I' || letter == 'Q';
     int fits = 1;
     if (is_unsigned && size == 8) {
-        const unsigned long long u = PyLong_AsUnsignedLongLong(index);
+        const unsigned long long u = PyLong_AsUnsignedLongLong(as_int);
         fits = !(u == (unsigned long long)-1 && PyErr_Occurred());
         memcpy(out->bytes, &u, 8);
     } else {
         int overflow = 0;
-        const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+        const long long v = PyLong_AsLongLongAndOverflow(as_int, &overflow);
         fits = overflow == 0 && !(v == -1 && PyErr_Occurred());
         if (fits && size < 8) {
             fits = is_unsigned ? v >= 0 && v < (1LL << bits)
@@ -123,12 +123,12 @@ static int convert_number(PyObject *obj, char letter, const char *func, const ch
         if (fits && is_unsigned) fits = v >= 0;
         memcpy(out->bytes, &v, 8); /* little-endian: the low `size` bytes are the value */
     }
-    Py_DECREF(index);
+    Py_DECREF(as_int);
     if (!fits) {
         PyErr_Clear();
         PyErr_Format(PyExc_OverflowError,
-                     "%s(): argument '%s' = %R does not fit the parameter's %d-bit %s integer", func, where,
-                     obj, bits, is_unsigned ? "unsigned" : "signed");
+                     "%s(): argument 'args[%d]' = %R does not fit the parameter's %d-bit %s integer", func,
+                     position, obj, bits, is_unsigned ? "unsigned" : "signed");
         return -1;
     }
     return 0;
@@ -147,9 +147,19 @@ typedef struct {
     int n_arrays;
 } marshalling;
 
+/* Argument i as an array. Its name ("args[3]") is formatted only when reading fails, to say which
+ * argument: formatting it for every argument of every launch would cost more than errors ever do. */
+static int read_array_argument(marshalling *m, PyObject *obj, int i, lab_array *a) {
+    if (lab_read_array(m->state, obj, m->kernel_name, "args", a) == 0) return 0;
+    char name[32];
+    PyErr_Clear();
+    lab_indexed_name(name, sizeof name, "args", i);
+    return lab_read_array(m->state, obj, m->kernel_name, name, a);
+}
+
 /* Argument i without a signature: its own type decides - bool as bool, int as long long, float as
  * double, a NumPy scalar as its exact C type, an array as its device pointer. Returns its size. */
-static int marshal_by_type(marshalling *m, int i, const char *where) {
+static int marshal_by_type(marshalling *m, int i) {
     PyObject *obj = m->items[i];
     lab_parameter_bytes *p = &m->scalars[i];
     m->argv[i] = p->bytes;
@@ -160,9 +170,10 @@ static int marshal_by_type(marshalling *m, int i, const char *where) {
     if (PyLong_Check(obj)) {
         const long long v = PyLong_AsLongLong(obj);
         if (v == -1 && PyErr_Occurred()) {
-            PyErr_Format(PyExc_OverflowError,
-                         "%s(): argument '%s' = %R does not fit a long long (the C type of a Python int)",
-                         m->kernel_name, where, obj);
+            PyErr_Format(
+                PyExc_OverflowError,
+                "%s(): argument 'args[%d]' = %R does not fit a long long (the C type of a Python int)",
+                m->kernel_name, i, obj);
             return -1;
         }
         memcpy(p->bytes, &v, 8);
@@ -177,12 +188,12 @@ static int marshal_by_type(marshalling *m, int i, const char *where) {
     for (int k = 0; k < state->scalar_types_len; k++) { /* a NumPy scalar of a type seen before */
         if (state->scalar_types[k].type == Py_TYPE(obj)) {
             const char letter = state->scalar_types[k].letter;
-            return convert_number(obj, letter, m->kernel_name, where, p) < 0 ? -1 : type_size(letter);
+            return convert_number(obj, letter, m->kernel_name, i, p) < 0 ? -1 : type_size(letter);
         }
     }
     if (lab_has_array_protocol(state, obj)) {
         lab_array *a = &m->arrays[m->n_arrays];
-        if (lab_read_array(state, obj, m->kernel_name, where, a) < 0) return -1;
+        if (read_array_argument(m, obj, i, a) < 0) return -1;
         m->argv[i] = &a->data;
         m->n_arrays++;
         return 8;
@@ -207,30 +218,30 @@ static int marshal_by_type(marshalling *m, int i, const char *where) {
         }
         PyErr_Clear();
     }
-    PyErr_Format(
-        PyExc_TypeError,
-        "%s(): argument '%s' is a %s, which cannot be a kernel argument (CUDA arrays from any producer, "
-        "NumPy scalars, int, float and bool can)",
-        m->kernel_name, where, Py_TYPE(obj)->tp_name);
+    PyErr_Format(PyExc_TypeError,
+                 "%s(): argument 'args[%d]' is a %s, which cannot be a kernel argument (CUDA arrays from any "
+                 "producer, "
+                 "NumPy scalars, int, float and bool can)",
+                 m->kernel_name, i, Py_TYPE(obj)->tp_name);
     return -1;
 }
 
 /* Argument i with the signature's parameter type. Returns its size. */
-static int marshal_by_signature(marshalling *m, int i, const char *where) {
+static int marshal_by_signature(marshalling *m, int i) {
     PyObject *obj = m->items[i];
     const char kind = m->signature[2 * i], letter = m->signature[2 * i + 1];
     m->argv[i] = m->scalars[i].bytes;
     if (kind == 's') {
-        const int converted = convert_number(obj, letter, m->kernel_name, where, &m->scalars[i]);
+        const int converted = convert_number(obj, letter, m->kernel_name, i, &m->scalars[i]);
         return converted < 0 ? -1 : type_size(letter);
     }
     lab_array *a = &m->arrays[m->n_arrays];
-    if (lab_read_array(m->state, obj, m->kernel_name, where, a) < 0) return -1;
+    if (read_array_argument(m, obj, i, a) < 0) return -1;
     const int want = letter_dtype(letter);
     if (want >= 0 && (int)a->dtype != want) {
         PyErr_Format(PyExc_TypeError,
-                     "%s(): argument '%s' has dtype %s; the signature's parameter %d points to %s",
-                     m->kernel_name, where, lab_dtype_names[a->dtype], i, lab_dtype_names[want]);
+                     "%s(): argument 'args[%d]' has dtype %s; the signature's parameter %d points to %s",
+                     m->kernel_name, i, lab_dtype_names[a->dtype], i, lab_dtype_names[want]);
         return -1;
     }
     m->argv[i] = &a->data;
@@ -306,18 +317,16 @@ int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, 
         state,       name, PySequence_Fast_ITEMS(args), (int)n, sizes, signature, out->scalars, out->argv,
         out->arrays, 0};
     for (int i = 0; i < (int)n; i++) {
-        char where[32];
-        lab_indexed_name(where, sizeof where, "args", i);
-        const int size = m.signature ? marshal_by_signature(&m, i, where) : marshal_by_type(&m, i, where);
+        const int size = m.signature ? marshal_by_signature(&m, i) : marshal_by_type(&m, i);
         out->n_arrays = m.n_arrays;
         if (size < 0) return -1;
         if (m.sizes && m.sizes[i] != size) {
-            PyErr_Format(
-                PyExc_TypeError,
-                "%s(): argument '%s' passes %d bytes (a %s) but the kernel's parameter %d is %d bytes - "
-                "pass a NumPy scalar of the parameter's type (numpy.int32(n)), or give RawKernel a "
-                "signature=",
-                name, where, size, Py_TYPE(m.items[i])->tp_name, i, (int)m.sizes[i]);
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): argument 'args[%d]' passes %d bytes (a %s) but the kernel's parameter %d is "
+                         "%d bytes - "
+                         "pass a NumPy scalar of the parameter's type (numpy.int32(n)), or give RawKernel a "
+                         "signature=",
+                         name, i, size, Py_TYPE(m.items[i])->tp_name, i, (int)m.sizes[i]);
             return -1;
         }
     }
