@@ -171,6 +171,71 @@ typedef struct {
  * same output on every run - fixed combination trees, no atomics. */
 cudaError_t lab_launch_reduction(const lab_reduction_launch *launch, cudaStream_t stream);
 
+/* ---- row-wise ops: softmax and the norms, one row (the last dimension) at a time ---- */
+
+typedef enum {
+    LAB_ROW_SOFTMAX = 0,
+    LAB_ROW_LOG_SOFTMAX,
+    LAB_ROW_SOFTMAX_BACKWARD,     /* grad_x = y * (grad_out - sum(grad_out * y)) */
+    LAB_ROW_LOG_SOFTMAX_BACKWARD, /* grad_x = grad_out - exp(y) * sum(grad_out) */
+    LAB_ROW_LAYER_NORM,
+    LAB_ROW_RMS_NORM,
+    LAB_ROW_LAYER_NORM_BACKWARD,
+    LAB_ROW_RMS_NORM_BACKWARD,
+    LAB_NUM_ROW_OPS
+} lab_row_op;
+
+/* Operands with one row each (the statistics: one value per row). Which ones an op uses: softmax
+ * OUT, X; the softmax backwards OUT (grad_x), X (y), GRAD (grad_out); the norms OUT, X and
+ * optionally RESIDUAL + RESIDUAL_OUT (rms_norm), MEAN, RSTD; their backwards OUT (grad_x), X,
+ * GRAD, MEAN (layer_norm), RSTD. */
+typedef enum {
+    LAB_ROW_OUT = 0,
+    LAB_ROW_X,
+    LAB_ROW_GRAD,
+    LAB_ROW_RESIDUAL,
+    LAB_ROW_RESIDUAL_OUT,
+    LAB_ROW_MEAN,
+    LAB_ROW_RSTD,
+    LAB_ROW_OPERANDS
+} lab_row_operand;
+
+/* Operands with one element per column: the norms' weight and bias, their gradients. */
+typedef enum {
+    LAB_COL_WEIGHT = 0,
+    LAB_COL_BIAS,
+    LAB_COL_GRAD_WEIGHT,
+    LAB_COL_GRAD_BIAS,
+    LAB_COL_OPERANDS
+} lab_col_operand;
+
+/* One row-wise op, decided on the host. Rows are the positions of the leading dimensions (merged
+ * where every operand allows; outermost first, byte strides per operand, 0 for an operand the op
+ * does not use); a row's elements are `n` apart by col_strides bytes. A NULL pointer is an unused
+ * operand. The statistics (MEAN, RSTD) have stats_dtype (float32, or float64); everything else
+ * dtype. The launcher picks how many threads share a row and whether the row stays in registers. */
+typedef struct {
+    lab_row_op op;
+    lab_dtype dtype, stats_dtype;
+    int64_t rows, n;
+    double eps;
+    char *row_data[LAB_ROW_OPERANDS];
+    int64_t col_strides[LAB_ROW_OPERANDS];
+    int lead_ndim;
+    int64_t lead_shape[LAB_MAX_DIMS];
+    int64_t lead_strides[LAB_ROW_OPERANDS][LAB_MAX_DIMS];
+    char *col_data[LAB_COL_OPERANDS];
+    int64_t col_data_strides[LAB_COL_OPERANDS];
+} lab_rowwise_launch;
+
+/* Launches one planned row-wise op on `stream`. Weight and bias gradients are summed over rows
+ * through per-block partials (lab's scratch pool) combined in a fixed order: deterministic. */
+cudaError_t lab_launch_rowwise(const lab_rowwise_launch *launch, cudaStream_t stream);
+
+/* Test-only tuning (src/testing): the most 16-byte chunks a row-wise lane holds, 1, 2 or 4 (the
+ * default). Returns the previous value. */
+int lab_rowwise_set_max_chunks(int chunks);
+
 /* Scratch memory for a kernel's own use on `stream`, from lab's per-device pool (kernels/scratch.cu),
  * which keeps its memory between calls; give it back with cudaFreeAsync on the same stream. */
 cudaError_t lab_scratch_alloc(void **ptr, size_t bytes, cudaStream_t stream);

@@ -1,0 +1,212 @@
+// rowwise.cuh - what every row-wise kernel (softmax, the norms, their backwards) shares: the
+// arguments, where a row of each operand starts, how a group of threads holds a row in registers,
+// and the reductions across that group.
+//
+// A row of n elements is cut into 16-byte chunks; a group of `group` threads (a power of two, from
+// one thread to the whole block) shares the row, lane l holding chunks l, l + group, l + 2 * group,
+// ... so neighbouring lanes read neighbouring 16 bytes (coalesced). Short rows: several groups per
+// block, the group's reductions are warp shuffles. Long rows: one group per block, the reductions go
+// through shared memory. Rows too long for registers are streamed: read once for the statistics and
+// again for the output (rowwise_ops.cuh).
+#pragma once
+
+#include <stdint.h>
+
+#include "dtype_traits.cuh"
+#include "indexing.cuh"
+#include "launch.h"
+#include "reduce.cuh"
+
+namespace lab {
+
+struct RowArgs {
+    int64_t rows, n;
+    int group;       // threads sharing one row: a power of two, 1 .. blockDim.x
+    bool vectorized; // every row and column operand contiguous and 16-byte aligned
+    bool log;        // softmax ops: the log_softmax variant
+    bool centered;   // norms: layer_norm (subtract the mean), else rms_norm
+    bool stats_double;
+    double eps;
+    char *row[LAB_ROW_OPERANDS]; // NULL: unused operand
+    int64_t col_stride[LAB_ROW_OPERANDS];
+    StridedLayout<LAB_ROW_OPERANDS> lead; // row index -> each operand's byte offset
+    char *col[LAB_COL_OPERANDS];
+    int64_t col_data_stride[LAB_COL_OPERANDS];
+    void *partials; // weight/bias gradient partial sums: [2][gridDim.x][n] accumulators
+};
+
+// Where operand k's row `row` starts. One leading dimension (any contiguous input) is one multiply;
+// more go through indexing.cuh's divisions. Computed where used, not kept for every operand: seven
+// live pointers cost the registers that decide how many rows an SM keeps in flight.
+__device__ __forceinline__ char *row_at(const RowArgs &a, int64_t row, int k) {
+    if (a.lead.ndim <= 1) return a.row[k] + row * a.lead.strides[k][0];
+    int64_t offsets[LAB_ROW_OPERANDS];
+    byte_offsets(a.lead, row, offsets);
+    return a.row[k] + offsets[k];
+}
+
+template <typename T> constexpr int kRowVec = Packed16<T>::kCount;
+
+// The column of element i of chunk `chunk` held by `lane`. Rows in registers are under 2^31
+// elements and count in 32 bits (Index = int: a third of the instructions of 64-bit index math, and
+// these run for every element); streamed rows may be longer and count in 64.
+template <typename T, typename Index = int>
+__device__ __forceinline__ Index tile_column(Index chunk, int i, int lane, int group) {
+    return (chunk * group + lane) * kRowVec<T> + i;
+}
+
+// Loads this lane's kChunks chunks of a row (chunk indices chunk0, chunk0 + 1, ... in units of the
+// group) into v, converted to the compute type; positions past the row's end, or of an invalid row
+// (a group with no row left), get `fill`.
+template <typename T, int kChunks, typename Index = int>
+__device__ __forceinline__ void load_row(compute_t<T> (&v)[kChunks * kRowVec<T>], const char *row,
+                                         int64_t stride, const RowArgs &a, int lane, Index chunk0, bool valid,
+                                         compute_t<T> fill) {
+    constexpr int kVec = kRowVec<T>;
+    const Index n = Index(a.n);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+        const Index first = tile_column<T, Index>(chunk0 + c, 0, lane, a.group);
+        if (valid && a.vectorized && first + kVec <= n) {
+            const Packed16<T> packet =
+                *reinterpret_cast<const Packed16<T> *>(row + int64_t(first) * int64_t(sizeof(T)));
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) v[c * kVec + i] = load_as_compute(packet.v[i]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) {
+                const Index column = first + i;
+                v[c * kVec + i] =
+                    valid && column < n
+                        ? load_as_compute(*reinterpret_cast<const T *>(row + int64_t(column) * stride))
+                        : fill;
+            }
+        }
+    }
+}
+
+// A column operand (weight, bias) as a row, or `fill` everywhere when it is absent.
+template <typename T, int kChunks, typename Index = int>
+__device__ __forceinline__ void load_columns(compute_t<T> (&v)[kChunks * kRowVec<T>], const RowArgs &a,
+                                             lab_col_operand which, int lane, Index chunk0,
+                                             compute_t<T> fill) {
+    load_row<T, kChunks, Index>(v, a.col[which], a.col_data_stride[which], a, lane, chunk0,
+                                a.col[which] != nullptr, fill);
+}
+
+template <typename T, int kChunks, typename Index = int>
+__device__ __forceinline__ void store_row(const compute_t<T> (&v)[kChunks * kRowVec<T>], char *row,
+                                          int64_t stride, const RowArgs &a, int lane, Index chunk0,
+                                          bool valid) {
+    constexpr int kVec = kRowVec<T>;
+    if (!valid) return;
+    const Index n = Index(a.n);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+        const Index first = tile_column<T, Index>(chunk0 + c, 0, lane, a.group);
+        if (a.vectorized && first + kVec <= n) {
+            Packed16<T> packet;
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) packet.v[i] = store_from_compute<T>(v[c * kVec + i]);
+            *reinterpret_cast<Packed16<T> *>(row + int64_t(first) * int64_t(sizeof(T))) = packet;
+        } else {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) {
+                const Index column = first + i;
+                if (column < n) {
+                    *reinterpret_cast<T *>(row + int64_t(column) * stride) =
+                        store_from_compute<T>(v[c * kVec + i]);
+                }
+            }
+        }
+    }
+}
+
+// A value rounded through the storage type, as the framework computing x + residual in T would.
+template <typename T> __device__ __forceinline__ compute_t<T> round_to(compute_t<T> v) {
+    return load_as_compute(store_from_compute<T>(v));
+}
+
+struct MaxCombine {
+    template <typename A> __device__ __forceinline__ A operator()(A a, A b) const { return a > b ? a : b; }
+};
+
+// Two values reduced together (one pass through shared memory for both), e.g. a sum and a sum of
+// squares; shuffled member by member (reduce.cuh's warp_reduce finds this overload).
+template <typename A> struct Pair {
+    A first, second;
+};
+template <typename A> __device__ __forceinline__ Pair<A> shuffle_xor(Pair<A> v, int lane_mask) {
+    return {__shfl_xor_sync(0xffffffffu, v.first, lane_mask),
+            __shfl_xor_sync(0xffffffffu, v.second, lane_mask)};
+}
+struct PairSum {
+    template <typename A> __device__ __forceinline__ Pair<A> operator()(Pair<A> a, Pair<A> b) const {
+        return {a.first + b.first, a.second + b.second};
+    }
+};
+
+// Combines v across the lanes of a row's group; every lane receives the result, combined in a fixed
+// order (deterministic). Groups of up to 32 lanes are aligned parts of a warp and combine by
+// shuffles. Larger groups (whole warps, one or several groups per block) put one partial per warp
+// in shared memory, and each lane adds its group's partials in warp order; every thread of the
+// block must call it then.
+template <typename A, typename Combine>
+__device__ __forceinline__ A group_reduce(A v, Combine combine, int group) {
+    if (group <= 32) {
+        for (int offset = group / 2; offset > 0; offset >>= 1) v = combine(v, shuffle_xor(v, offset));
+        return v;
+    }
+    __shared__ A partials[32];
+    v = warp_reduce(v, combine);
+    if ((threadIdx.x & 31) == 0) partials[threadIdx.x >> 5] = v;
+    __syncthreads();
+    const int first = (threadIdx.x & ~(group - 1)) >> 5;
+    A total = partials[first];
+    for (int w = 1; w < (group >> 5); ++w) total = combine(total, partials[first + w]);
+    __syncthreads(); // the next call may overwrite `partials` only after everyone read
+    return total;
+}
+
+template <typename A> __device__ __forceinline__ A group_sum(A v, int group) {
+    return group_reduce(v, SumCombine{}, group);
+}
+template <typename A> __device__ __forceinline__ A group_max(A v, int group) {
+    return group_reduce(v, MaxCombine{}, group);
+}
+template <typename A> __device__ __forceinline__ Pair<A> group_sums(A first, A second, int group) {
+    return group_reduce(Pair<A>{first, second}, PairSum{}, group);
+}
+
+// The statistics (mean, rstd) are float32 or float64, one per row.
+__device__ __forceinline__ void store_statistic(const RowArgs &a, char *at, double value) {
+    if (!at) return;
+    if (a.stats_double) {
+        *reinterpret_cast<double *>(at) = value;
+    } else {
+        *reinterpret_cast<float *>(at) = static_cast<float>(value);
+    }
+}
+__device__ __forceinline__ double load_statistic(const RowArgs &a, const char *at) {
+    return a.stats_double ? *reinterpret_cast<const double *>(at)
+                          : double(*reinterpret_cast<const float *>(at));
+}
+
+// float: ex2.approx after a multiply (__expf), two instructions instead of expf's ten - the kernels
+// were issue-bound (ncu: softmax issuing 76% of cycles at 46% of DRAM). Relative error ~2^-21 for
+// the arguments a softmax sees (<= 0 after the max is subtracted, and the max is a few dozen at most).
+__device__ __forceinline__ float row_exp(float v) { return __expf(v); }
+__device__ __forceinline__ double row_exp(double v) { return exp(v); }
+__device__ __forceinline__ float row_log(float v) { return logf(v); }
+__device__ __forceinline__ double row_log(double v) { return log(v); }
+__device__ __forceinline__ float row_rsqrt(float v) { return rsqrtf(v); }
+__device__ __forceinline__ double row_rsqrt(double v) { return 1.0 / sqrt(v); }
+
+// Per-column sums a group carries across its rows (the weight and bias gradients); only the norm
+// backward uses them, the other ops leave them untouched and the compiler drops them.
+template <typename T, int kChunks> struct ColumnSums {
+    compute_t<T> weight[kChunks * kRowVec<T>];
+    compute_t<T> bias[kChunks * kRowVec<T>];
+};
+
+} // namespace lab

@@ -1,0 +1,128 @@
+// rowwise_kernels.cuh - the kernels that run rowwise_ops.cuh's ops over every row: rows in
+// registers (several groups per block, grid-stride) and streamed rows (a block per row), both on a
+// fixed grid so that the weight gradients' partial sums (one set per block) are the same on every
+// run, and the kernel that adds those partials up in order.
+#pragma once
+
+#include "rowwise_ops.cuh"
+
+namespace lab {
+
+// Writes a block's column sums as its partial rows: [0][block][n] the weight's, [1][block][n] the
+// bias's. Several groups per block add theirs in group order through shared memory first.
+template <typename T, int kChunks>
+__device__ void write_partials(const RowArgs &a, int lane, int slot, const ColumnSums<T, kChunks> &sums) {
+    using A = compute_t<T>;
+    constexpr int kSize = kChunks * kRowVec<T>;
+    A *partials = static_cast<A *>(a.partials);
+    if (!partials) return;
+    const int groups = blockDim.x / a.group;
+    extern __shared__ unsigned char shared_bytes[];
+    A *staged = reinterpret_cast<A *>(shared_bytes); // [groups][group * kSize]
+    const int width = a.group * kSize;
+    for (int which = 0; which < 2; ++which) {
+        const A *mine = which == 0 ? sums.weight : sums.bias;
+        A *out = partials + (int64_t(which) * gridDim.x + blockIdx.x) * a.n;
+        if (groups == 1) {
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) {
+                const int column = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, lane, a.group);
+                if (column < a.n) out[column] = mine[i];
+            }
+            continue;
+        }
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) staged[slot * width + lane * kSize + i] = mine[i];
+        __syncthreads();
+        for (int position = threadIdx.x; position < width; position += blockDim.x) {
+            const int owner = position / kSize, i = position % kSize;
+            const int column = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, owner, a.group);
+            if (column >= a.n) continue;
+            A total = 0;
+            for (int g = 0; g < groups; ++g) total += staged[g * width + position];
+            out[column] = total;
+        }
+        __syncthreads();
+    }
+}
+
+// Rows in registers: kChunks chunks per lane, `a.group` lanes per row, blockDim.x / a.group rows
+// per block at a time, grid-stride over the rows.
+// Four chunks a lane are launched with groups of at most 256 lanes, four blocks per SM: 64 registers,
+// as the 1024-lane kernels. Occupancy decides the bytes in flight: letting four chunks take 128
+// registers (two blocks per SM) halved softmax's speed (bench/sweep_rowwise.py, 2026-11-30).
+template <int kChunks> constexpr int kRowBlockLimit = kChunks >= 4 ? 256 : 1024;
+
+template <class Op, typename T, int kChunks>
+__global__ void __launch_bounds__(kRowBlockLimit<kChunks>, kChunks >= 4 ? 4 : 1)
+    rows_in_registers(RowArgs a) {
+    const int lane = threadIdx.x & (a.group - 1), slot = threadIdx.x / a.group;
+    const int rows_per_block = blockDim.x / a.group;
+    ColumnSums<T, kChunks> sums;
+    if constexpr (Op::kColumnSums) {
+#pragma unroll
+        for (int i = 0; i < kChunks * kRowVec<T>; ++i) sums.weight[i] = sums.bias[i] = 0;
+    }
+    // every thread runs the same number of iterations (the group reductions need the whole warp or
+    // block); a group past the last row computes on fills and stores nothing
+    for (int64_t first = int64_t(blockIdx.x) * rows_per_block; first < a.rows;
+         first += int64_t(gridDim.x) * rows_per_block) {
+        const int64_t row = first + slot;
+        const bool valid = row < a.rows;
+        Op::template row<T, kChunks>(a, valid ? row : 0, lane, valid, sums);
+    }
+    if constexpr (Op::kColumnSums) write_partials<T, kChunks>(a, lane, slot, sums);
+}
+
+// Streamed rows: a block per row, grid-stride.
+template <class Op, typename T> __global__ void __launch_bounds__(1024) rows_streamed(RowArgs a) {
+    const int64_t steps = (a.n + int64_t(a.group) * kRowVec<T> - 1) / (int64_t(a.group) * kRowVec<T>);
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        if constexpr (Op::kColumnSums) {
+            Op::template streamed_row<T>(a, row, steps, row == blockIdx.x);
+        } else {
+            Op::template streamed_row<T>(a, row, steps);
+        }
+    }
+    if constexpr (Op::kColumnSums) { // a block with no row still owns partial rows: zero them
+        using A = compute_t<T>;
+        A *partials = static_cast<A *>(a.partials);
+        if (partials && blockIdx.x >= a.rows) {
+            for (int64_t column = threadIdx.x; column < a.n; column += blockDim.x) {
+                partials[int64_t(blockIdx.x) * a.n + column] = 0;
+                partials[(int64_t(gridDim.x) + blockIdx.x) * a.n + column] = 0;
+            }
+        }
+    }
+}
+
+// out[column] = the sum over the partial rows, in order: blockDim (32, kSlices); each thread adds
+// every kSlices-th partial row of its column, then the slices add up in slice order.
+constexpr int kPartialSlices = 16;
+template <typename T>
+__global__ void __launch_bounds__(32 * kPartialSlices)
+    sum_partial_columns(const compute_t<T> *partials, int64_t partial_rows, int64_t n, char *weight_out,
+                        int64_t weight_stride, char *bias_out, int64_t bias_stride) {
+    using A = compute_t<T>;
+    const int which = blockIdx.y;
+    char *out = which == 0 ? weight_out : bias_out;
+    if (!out) return;
+    const int64_t column = int64_t(blockIdx.x) * 32 + threadIdx.x;
+    A total = 0;
+    if (column < n) {
+        const A *from = partials + int64_t(which) * partial_rows * n + column;
+        for (int64_t p = threadIdx.y; p < partial_rows; p += kPartialSlices) total += from[p * n];
+    }
+    __shared__ A slices[kPartialSlices][33];
+    slices[threadIdx.y][threadIdx.x] = total;
+    __syncthreads();
+    if (threadIdx.y == 0 && column < n) {
+        A sum = 0;
+#pragma unroll
+        for (int s = 0; s < kPartialSlices; ++s) sum += slices[s][threadIdx.x];
+        *reinterpret_cast<T *>(out + column * (which == 0 ? weight_stride : bias_stride)) =
+            store_from_compute<T>(sum);
+    }
+}
+
+} // namespace lab

@@ -1,0 +1,26 @@
+// rowwise_launch.cu - lab_launch_rowwise (kernels/launch.h): from the planned op to its unit.
+#include "rowwise_launcher.cuh"
+
+namespace lab {
+int rowwise_max_chunks = 4;
+}
+
+extern "C" int lab_rowwise_set_max_chunks(int chunks) {
+    const int previous = lab::rowwise_max_chunks;
+    lab::rowwise_max_chunks = chunks;
+    return previous;
+}
+
+extern "C" cudaError_t lab_launch_rowwise(const lab_rowwise_launch *launch, cudaStream_t stream) {
+    switch (launch->op) {
+    case LAB_ROW_SOFTMAX:
+    case LAB_ROW_LOG_SOFTMAX:
+    case LAB_ROW_SOFTMAX_BACKWARD:
+    case LAB_ROW_LOG_SOFTMAX_BACKWARD: return lab::launch_softmax_rows(*launch, stream);
+    case LAB_ROW_LAYER_NORM:
+    case LAB_ROW_RMS_NORM:
+    case LAB_ROW_LAYER_NORM_BACKWARD:
+    case LAB_ROW_RMS_NORM_BACKWARD: return lab::launch_norm_rows(*launch, stream);
+    default: return cudaErrorInvalidValue; // the plan only makes the ops above
+    }
+}

@@ -1,0 +1,169 @@
+// rowwise_launcher.cuh - the host side of the row-wise ops: how many threads share a row (so the
+// row fits this op's registers, else it is streamed), the fixed grid, the weight-gradient partials
+// and their combination. Included by the rowwise_<unit>.cu files, one per pair of ops.
+#pragma once
+
+#include <stdint.h>
+
+#include "dispatch.cuh"
+#include "rowwise_kernels.cuh"
+
+namespace lab {
+
+// The cap lab_rowwise_set_max_chunks sets (rowwise_launch.cu); 4 unless a tuning sweep lowers it.
+extern int rowwise_max_chunks;
+
+// Per unit: the launch of one op family (softmax forward and backward; the norms'), by dtype.
+cudaError_t launch_softmax_rows(const lab_rowwise_launch &l, cudaStream_t stream);
+cudaError_t launch_norm_rows(const lab_rowwise_launch &l, cudaStream_t stream);
+
+namespace {
+
+int64_t rows_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+RowArgs make_row_args(const lab_rowwise_launch &l, int group, bool vectorized) {
+    RowArgs a{};
+    a.rows = l.rows;
+    a.n = l.n;
+    a.group = group;
+    a.vectorized = vectorized;
+    a.log = l.op == LAB_ROW_LOG_SOFTMAX || l.op == LAB_ROW_LOG_SOFTMAX_BACKWARD;
+    a.centered = l.op == LAB_ROW_LAYER_NORM || l.op == LAB_ROW_LAYER_NORM_BACKWARD;
+    a.stats_double = l.stats_dtype == LAB_FLOAT64;
+    a.eps = l.eps;
+    for (int k = 0; k < LAB_ROW_OPERANDS; ++k) {
+        a.row[k] = l.row_data[k];
+        a.col_stride[k] = l.col_strides[k];
+    }
+    a.lead.ndim = l.lead_ndim;
+    a.lead.index32 = l.rows < (int64_t(1) << 31);
+    for (int d = 0; d < l.lead_ndim; ++d) { // innermost first for indexing.cuh
+        const int from = l.lead_ndim - 1 - d;
+        a.lead.sizes[d] = l.lead_shape[from];
+        if (a.lead.index32) a.lead.divisors[d] = FastDivmod(static_cast<uint32_t>(l.lead_shape[from]));
+        for (int k = 0; k < LAB_ROW_OPERANDS; ++k) a.lead.strides[k][d] = l.lead_strides[k][from];
+    }
+    for (int k = 0; k < LAB_COL_OPERANDS; ++k) {
+        a.col[k] = l.col_data[k];
+        a.col_data_stride[k] = l.col_data_strides[k];
+    }
+    return a;
+}
+
+// 16-byte packets work when every row and column operand walks its elements contiguously and every
+// row (and the column operands) starts 16-byte aligned.
+template <typename T> bool rows_vectorizable(const lab_rowwise_launch &l) {
+    auto aligned = [](const void *p, int64_t stride) {
+        return reinterpret_cast<uintptr_t>(p) % 16 == 0 && stride == int64_t(sizeof(T));
+    };
+    for (int k = 0; k < LAB_ROW_OPERANDS; ++k) {
+        if (!l.row_data[k] || k == LAB_ROW_MEAN || k == LAB_ROW_RSTD) continue;
+        if (!aligned(l.row_data[k], l.col_strides[k])) return false;
+        for (int d = 0; d < l.lead_ndim; ++d) {
+            if (l.lead_strides[k][d] % 16 != 0) return false;
+        }
+    }
+    for (int k = 0; k < LAB_COL_OPERANDS; ++k) {
+        if (l.col_data[k] && !aligned(l.col_data[k], l.col_data_strides[k])) return false;
+    }
+    return true;
+}
+
+// Blocks of `threads` the device keeps resident at once if registers allow (the kernels are built
+// for up to 64 registers a thread at 1024 threads a block, so a full SM is the usual case).
+cudaError_t resident_row_blocks(int threads, int64_t *blocks) {
+    int device = 0, multiprocessors = 0, threads_per_multiprocessor = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess) {
+        err = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
+    }
+    if (err == cudaSuccess) {
+        err = cudaDeviceGetAttribute(&threads_per_multiprocessor, cudaDevAttrMaxThreadsPerMultiProcessor,
+                                     device);
+    }
+    const int per_multiprocessor = threads_per_multiprocessor / threads;
+    *blocks = int64_t(multiprocessors) * (per_multiprocessor > 0 ? per_multiprocessor : 1);
+    return err;
+}
+
+// Launches Op for storage type T: rows in registers when they fit kMaxChunks chunks a lane with at
+// most 1024 lanes a row, else streamed. Ops with column sums get partials from the scratch pool,
+// combined by sum_partial_columns in a fixed order, and freed on the stream.
+template <class Op, typename T> cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream) {
+    using A = compute_t<T>;
+    constexpr int kVec = kRowVec<T>;
+    const int64_t vectors = rows_ceil_div(l.n, kVec) > 0 ? rows_ceil_div(l.n, kVec) : 1;
+    // The most chunks a lane that fit: more 16-byte loads in flight per lane and smaller groups
+    // (cheaper reductions), within the lanes each chunk count is built for.
+    int group = 1;
+    int64_t chunks = 0;
+    for (int k = 4; k >= 1 && chunks == 0; k /= 2) {
+        const int most_lanes = k == 4 ? kRowBlockLimit<4> : kRowBlockLimit<1>;
+        if (k > Op::kMaxChunks || k > rowwise_max_chunks || vectors > int64_t(most_lanes) * k) continue;
+        while (int64_t(group) * k < vectors) group *= 2;
+        chunks = rows_ceil_div(vectors, group);
+        chunks = chunks == 3 ? 4 : chunks;
+    }
+    const bool streamed = chunks == 0;
+    if (streamed) group = 1024;
+    const int threads = group > 256 ? group : 256;
+    const int64_t rows_per_block = threads / group;
+    int64_t resident = 0;
+    cudaError_t err = resident_row_blocks(threads, &resident);
+    if (err != cudaSuccess) return err;
+    // With column sums every block is a set of partial rows: give each group several rows (fewer
+    // partials to combine), at most one wave. Without, a few waves of a fixed grid.
+    const int64_t rows_per_group = Op::kColumnSums ? 4 : 1;
+    int64_t grid = rows_ceil_div(l.rows, rows_per_block * rows_per_group);
+    const int64_t most = Op::kColumnSums ? resident : resident * 8;
+    grid = grid < 1 ? 1 : grid > most ? most : grid;
+    const bool want_sums =
+        Op::kColumnSums && (l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS]);
+
+    RowArgs a = make_row_args(l, group, rows_vectorizable<T>(l));
+    if (want_sums && l.rows > 0 && l.n > 0) {
+        err = lab_scratch_alloc(&a.partials, sizeof(A) * 2 * size_t(grid) * size_t(l.n), stream);
+        if (err != cudaSuccess) return err;
+    }
+    if (l.rows > 0) {
+        if (streamed) {
+            rows_streamed<Op, T><<<unsigned(grid), threads, 0, stream>>>(a);
+        } else {
+            const size_t staged =
+                Op::kColumnSums && rows_per_block > 1 ? sizeof(A) * threads * chunks * kVec : 0;
+            auto launch = [&](auto kernel) { kernel<<<unsigned(grid), threads, staged, stream>>>(a); };
+            if (chunks == 1) {
+                launch(rows_in_registers<Op, T, 1>);
+            } else if constexpr (Op::kMaxChunks >= 2) {
+                if (chunks == 2) {
+                    launch(rows_in_registers<Op, T, 2>);
+                } else if constexpr (Op::kMaxChunks >= 4) {
+                    launch(rows_in_registers<Op, T, 4>);
+                }
+            }
+        }
+        err = cudaGetLastError();
+    }
+    if (err == cudaSuccess && want_sums && l.n > 0) {
+        const dim3 blocks(unsigned(rows_ceil_div(l.n, 32)), 2), threads_per_block(32, kPartialSlices);
+        sum_partial_columns<T><<<blocks, threads_per_block, 0, stream>>>(
+            static_cast<const A *>(a.partials), l.rows > 0 ? grid : 0, l.n, l.col_data[LAB_COL_GRAD_WEIGHT],
+            l.col_data_strides[LAB_COL_GRAD_WEIGHT], l.col_data[LAB_COL_GRAD_BIAS],
+            l.col_data_strides[LAB_COL_GRAD_BIAS]);
+        err = cudaGetLastError();
+    }
+    if (a.partials) {
+        const cudaError_t freed = cudaFreeAsync(a.partials, stream);
+        if (err == cudaSuccess) err = freed;
+    }
+    return err;
+}
+
+// fn(TypeTag<T>) for the float dtypes the row-wise ops take.
+template <typename Fn> cudaError_t visit_row_type(lab_dtype dtype, Fn &&fn) {
+    return visit_storage_type<false>(dtype, fn);
+}
+
+} // namespace
+
+} // namespace lab

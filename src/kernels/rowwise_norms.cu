@@ -1,0 +1,15 @@
+// rowwise_norms.cu - layer_norm and rms_norm, forward and backward (with the deterministic weight
+// and bias gradients), for each float dtype: the norms' compile unit of the row-wise ops.
+#include "rowwise_launcher.cuh"
+
+namespace lab {
+
+cudaError_t launch_norm_rows(const lab_rowwise_launch &l, cudaStream_t stream) {
+    const bool forward = l.op == LAB_ROW_LAYER_NORM || l.op == LAB_ROW_RMS_NORM;
+    return visit_row_type(l.dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return forward ? launch_rows<NormForward, T>(l, stream) : launch_rows<NormBackward, T>(l, stream);
+    });
+}
+
+} // namespace lab

@@ -1,0 +1,385 @@
+// rowwise_ops.cuh - softmax, the norms and their backwards, each written twice over one row: with
+// the row in registers (read once, written once) and streamed for rows longer than the registers
+// hold (read for the statistics, read again for the output; the second read mostly hits L2).
+// rowwise_kernels.cuh runs them over the rows.
+#pragma once
+
+#include "rowwise.cuh"
+
+namespace lab {
+
+// softmax: y = exp(x - max) / sum(exp(x - max)); log_softmax: y = x - max - log(sum(...)).
+// (max, sum of exp(x - max)) pairs combined into one: the larger maximum, each sum rescaled to it
+// (Milakov & Gimelshein's online softmax). An all -inf side contributes nothing.
+struct OnlineSoftmaxCombine {
+    template <typename A> __device__ __forceinline__ Pair<A> operator()(Pair<A> a, Pair<A> b) const {
+        const A max = a.first > b.first ? a.first : b.first;
+        if (max == A(-INFINITY)) return {max, A(0)};
+        return {max, a.second * row_exp(a.first - max) + b.second * row_exp(b.first - max)};
+    }
+};
+
+struct SoftmaxForward {
+    static constexpr int kMaxChunks = 4;
+    static constexpr bool kColumnSums = false;
+
+    // Each lane's own (max, sum) over its elements, then one group reduction of the pairs: one pass
+    // through shared memory per row instead of two (max, then sum).
+    template <typename T, int kChunks>
+    __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
+                               ColumnSums<T, kChunks> &) {
+        using A = compute_t<T>;
+        constexpr int kSize = kChunks * kRowVec<T>;
+        A x[kSize];
+        load_row<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
+                             A(-INFINITY));
+        A max = A(-INFINITY), sum = 0;
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) max = x[i] > max ? x[i] : max;
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) {
+            const A e = max == A(-INFINITY) ? A(0) : row_exp(x[i] - max);
+            sum += e;
+            if (!a.log) x[i] = e;
+        }
+        const Pair<A> total = group_reduce(Pair<A>{max, sum}, OnlineSoftmaxCombine{}, a.group);
+        if (a.log) {
+            const A shift = total.first + row_log(total.second);
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) x[i] -= shift;
+        } else { // a lane with no finite element holds zeros; an all -inf row gives NaN, as torch
+            const A scale = max == A(-INFINITY) && total.first != A(-INFINITY)
+                                ? A(0)
+                                : row_exp(max - total.first) / total.second;
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) x[i] *= scale;
+        }
+        store_row<T, kChunks>(x, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
+    }
+
+    // Online along the row too: a running maximum, the sum rescaled whenever the maximum grows.
+    template <typename T> __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps) {
+        using A = compute_t<T>;
+        constexpr int kSize = kRowVec<T>;
+        const int lane = threadIdx.x;
+        const char *in = row_at(a, row, LAB_ROW_X);
+        A max = A(-INFINITY), sum = 0;
+        for (int64_t step = 0; step < steps; ++step) {
+            A x[kSize];
+            load_row<T, 1, int64_t>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(-INFINITY));
+            A tile_max = A(-INFINITY);
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) tile_max = x[i] > tile_max ? x[i] : tile_max;
+            if (tile_max > max) {
+                sum = max == A(-INFINITY) ? A(0) : sum * row_exp(max - tile_max);
+                max = tile_max;
+            }
+            if (max != A(-INFINITY)) {
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) sum += row_exp(x[i] - max);
+            }
+        }
+        const Pair<A> total = group_reduce(Pair<A>{max, sum}, OnlineSoftmaxCombine{}, a.group);
+        const A shift = total.first + row_log(total.second), scale = A(1) / total.second;
+        char *out = row_at(a, row, LAB_ROW_OUT);
+        for (int64_t step = 0; step < steps; ++step) {
+            A x[kSize];
+            load_row<T, 1, int64_t>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) x[i] = a.log ? x[i] - shift : row_exp(x[i] - total.first) * scale;
+            store_row<T, 1, int64_t>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+        }
+    }
+};
+
+// softmax: grad_x = y * (grad_out - sum(grad_out * y)); log_softmax: grad_x = grad_out - exp(y) *
+// sum(grad_out). y (the forward's output) is the X operand, grad_out GRAD.
+struct SoftmaxBackward {
+    static constexpr int kMaxChunks = 2;
+    static constexpr bool kColumnSums = false;
+
+    template <typename T, int K>
+    __device__ static void finish(const RowArgs &a, compute_t<T> (&y)[K], const compute_t<T> (&dy)[K],
+                                  compute_t<T> total) {
+#pragma unroll
+        for (int i = 0; i < K; ++i) y[i] = a.log ? dy[i] - row_exp(y[i]) * total : y[i] * (dy[i] - total);
+    }
+
+    template <typename T, int K>
+    __device__ static compute_t<T> partial(const RowArgs &a, const compute_t<T> (&y)[K],
+                                           const compute_t<T> (&dy)[K]) {
+        compute_t<T> s = 0;
+#pragma unroll
+        for (int i = 0; i < K; ++i) s += a.log ? dy[i] : dy[i] * y[i];
+        return s;
+    }
+
+    template <typename T, int kChunks>
+    __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
+                               ColumnSums<T, kChunks> &) {
+        using A = compute_t<T>;
+        constexpr int kSize = kChunks * kRowVec<T>;
+        A y[kSize], dy[kSize];
+        load_row<T, kChunks>(y, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid, A(0));
+        load_row<T, kChunks>(dy, row_at(a, row, LAB_ROW_GRAD), a.col_stride[LAB_ROW_GRAD], a, lane, 0, valid,
+                             A(0));
+        const A total = group_sum(partial<T>(a, y, dy), a.group);
+        finish<T>(a, y, dy, total);
+        store_row<T, kChunks>(y, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
+    }
+
+    template <typename T> __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps) {
+        using A = compute_t<T>;
+        constexpr int kSize = kRowVec<T>;
+        const int lane = threadIdx.x;
+        const char *y_row = row_at(a, row, LAB_ROW_X), *dy_row = row_at(a, row, LAB_ROW_GRAD);
+        A y[kSize], dy[kSize], s = 0;
+        for (int64_t step = 0; step < steps; ++step) {
+            load_row<T, 1, int64_t>(y, y_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+            load_row<T, 1, int64_t>(dy, dy_row, a.col_stride[LAB_ROW_GRAD], a, lane, step, true, A(0));
+            s += partial<T>(a, y, dy);
+        }
+        const A total = group_sum(s, a.group);
+        char *out = row_at(a, row, LAB_ROW_OUT);
+        for (int64_t step = 0; step < steps; ++step) {
+            load_row<T, 1, int64_t>(y, y_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+            load_row<T, 1, int64_t>(dy, dy_row, a.col_stride[LAB_ROW_GRAD], a, lane, step, true, A(0));
+            finish<T>(a, y, dy, total);
+            store_row<T, 1, int64_t>(y, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+        }
+    }
+};
+
+// layer_norm: y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps) (the population
+// variance); rms_norm: y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps). With a residual
+// (rms_norm), h = x + residual rounded to T is written to RESIDUAL_OUT and normalized.
+//
+// The statistics come from one group reduction of two sums - of d = x - shift and of d^2 - with the
+// row's first element as the shift (layer_norm; 0 for rms_norm): var = mean(d^2) - mean(d)^2 loses
+// nothing to cancellation when the shift is near the mean, as one of the row's own values is.
+struct NormForward {
+    static constexpr int kMaxChunks = 2; // 4: 600 bytes of spills a thread for half types (ptxas)
+    static constexpr bool kColumnSums = false;
+
+    // x (+ residual, rounded to T) at column 0 of the row: the shift.
+    template <typename T> __device__ static compute_t<T> shift_of(const RowArgs &a, int64_t row, bool valid) {
+        using A = compute_t<T>;
+        if (!a.centered || !valid || a.n == 0) return A(0);
+        return load_as_compute(*reinterpret_cast<const T *>(row_at(a, row, LAB_ROW_X)));
+    }
+
+    template <typename A>
+    __device__ static void statistics(const RowArgs &a, Pair<A> sums, A shift, A &mean, A &rstd) {
+        const A n = A(a.n), mean_shifted = sums.first / n;
+        A var = sums.second / n - (a.centered ? mean_shifted * mean_shifted : A(0));
+        var = var > A(0) || var != var ? var : A(0); // rounding may dip below 0; NaN (no elements) stays
+        mean = a.centered ? shift + mean_shifted : A(0);
+        rstd = row_rsqrt(var + A(a.eps));
+    }
+
+    template <typename T, int kChunks>
+    __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
+                               ColumnSums<T, kChunks> &) {
+        using A = compute_t<T>;
+        constexpr int kSize = kChunks * kRowVec<T>;
+        A x[kSize];
+        load_row<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid, A(0));
+        if (a.row[LAB_ROW_RESIDUAL]) { // rms_norm only: never centered, so the shift stays 0
+            A r[kSize];
+            load_row<T, kChunks>(r, row_at(a, row, LAB_ROW_RESIDUAL), a.col_stride[LAB_ROW_RESIDUAL], a, lane,
+                                 0, valid, A(0));
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) x[i] = round_to<T>(x[i] + r[i]);
+            store_row<T, kChunks>(x, row_at(a, row, LAB_ROW_RESIDUAL_OUT), a.col_stride[LAB_ROW_RESIDUAL_OUT],
+                                  a, lane, 0, valid);
+        }
+        const A shift = shift_of<T>(a, row, valid);
+        A s1 = 0, s2 = 0;
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) {
+            const bool inside = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, lane, a.group) < int(a.n);
+            const A d = inside ? x[i] - shift : A(0);
+            s1 += d;
+            s2 += d * d;
+        }
+        A mean, rstd;
+        statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
+        A w[kSize];
+        load_columns<T, kChunks>(w, a, LAB_COL_WEIGHT, lane, 0, A(1));
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) x[i] = (x[i] - mean) * rstd * w[i];
+        if (a.col[LAB_COL_BIAS]) {
+            load_columns<T, kChunks>(w, a, LAB_COL_BIAS, lane, 0, A(0));
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) x[i] += w[i];
+        }
+        store_row<T, kChunks>(x, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
+        if (valid && lane == 0) {
+            if (a.row[LAB_ROW_MEAN]) store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
+            if (a.row[LAB_ROW_RSTD]) store_statistic(a, row_at(a, row, LAB_ROW_RSTD), double(rstd));
+        }
+    }
+
+    // Pass one: the sums (and h, where there is a residual); pass two: the output, reading the
+    // normalized value back from where pass one left it (x, or h in RESIDUAL_OUT).
+    template <typename T> __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps) {
+        using A = compute_t<T>;
+        constexpr int kSize = kRowVec<T>;
+        const int lane = threadIdx.x;
+        const bool residual = a.row[LAB_ROW_RESIDUAL] != nullptr;
+        const A shift = shift_of<T>(a, row, true);
+        A s1 = 0, s2 = 0;
+        for (int64_t step = 0; step < steps; ++step) {
+            A x[kSize];
+            load_row<T, 1, int64_t>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, step,
+                                    true, A(0));
+            if (residual) {
+                A r[kSize];
+                load_row<T, 1, int64_t>(r, row_at(a, row, LAB_ROW_RESIDUAL), a.col_stride[LAB_ROW_RESIDUAL],
+                                        a, lane, step, true, A(0));
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) x[i] = round_to<T>(x[i] + r[i]);
+                store_row<T, 1, int64_t>(x, row_at(a, row, LAB_ROW_RESIDUAL_OUT),
+                                         a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, step, true);
+            }
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) {
+                const A d = tile_column<T, int64_t>(step, i, lane, a.group) < a.n ? x[i] - shift : A(0);
+                s1 += d;
+                s2 += d * d;
+            }
+        }
+        A mean, rstd;
+        statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
+        const lab_row_operand source = residual ? LAB_ROW_RESIDUAL_OUT : LAB_ROW_X;
+        for (int64_t step = 0; step < steps; ++step) {
+            A x[kSize], w[kSize];
+            load_row<T, 1, int64_t>(x, row_at(a, row, source), a.col_stride[source], a, lane, step, true,
+                                    A(0));
+            load_columns<T, 1, int64_t>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) x[i] = (x[i] - mean) * rstd * w[i];
+            if (a.col[LAB_COL_BIAS]) {
+                load_columns<T, 1, int64_t>(w, a, LAB_COL_BIAS, lane, step, A(0));
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) x[i] += w[i];
+            }
+            store_row<T, 1, int64_t>(x, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, step,
+                                     true);
+        }
+        if (lane == 0) {
+            if (a.row[LAB_ROW_MEAN]) store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
+            if (a.row[LAB_ROW_RSTD]) store_statistic(a, row_at(a, row, LAB_ROW_RSTD), double(rstd));
+        }
+    }
+};
+
+// grad_x = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = grad_out * weight, xhat = (x - mean)
+// * rstd (layer_norm; rms_norm: mean 0 and no mean(g) term), the two means from one group
+// reduction. grad_weight = sum over rows of grad_out * xhat, grad_bias = sum of grad_out: per-column
+// sums each group carries across its rows.
+struct NormBackward {
+    static constexpr int kMaxChunks = 1;
+    static constexpr bool kColumnSums = true;
+
+    // The row's mean (0 for rms_norm) and rstd, from the forward's statistics.
+    template <typename A>
+    __device__ static void statistics(const RowArgs &a, int64_t row, bool valid, A &mean, A &rstd) {
+        mean = valid && a.centered ? A(load_statistic(a, row_at(a, row, LAB_ROW_MEAN))) : A(0);
+        rstd = valid ? A(load_statistic(a, row_at(a, row, LAB_ROW_RSTD))) : A(0);
+    }
+
+    template <typename A> __device__ static void means(const RowArgs &a, A s1, A s2, A &mean_g, A &mean_gx) {
+        const Pair<A> sums = group_sums(s1, s2, a.group);
+        mean_g = a.centered ? sums.first / A(a.n) : A(0);
+        mean_gx = sums.second / A(a.n);
+    }
+
+    template <typename T, int kChunks>
+    __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
+                               ColumnSums<T, kChunks> &sums) {
+        using A = compute_t<T>;
+        constexpr int kSize = kChunks * kRowVec<T>;
+        A mean, rstd;
+        statistics(a, row, valid, mean, rstd);
+        A xhat[kSize], g[kSize];
+        load_row<T, kChunks>(xhat, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
+                             A(0));
+        load_row<T, kChunks>(g, row_at(a, row, LAB_ROW_GRAD), a.col_stride[LAB_ROW_GRAD], a, lane, 0, valid,
+                             A(0));
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) {
+            const bool inside = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, lane, a.group) < int(a.n);
+            xhat[i] = inside ? (xhat[i] - mean) * rstd : A(0);
+            sums.weight[i] += g[i] * xhat[i];
+            sums.bias[i] += g[i];
+        }
+        A w[kSize];
+        load_columns<T, kChunks>(w, a, LAB_COL_WEIGHT, lane, 0, A(1));
+        A s1 = 0, s2 = 0;
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) {
+            g[i] *= w[i];
+            s1 += g[i];
+            s2 += g[i] * xhat[i];
+        }
+        A mean_g, mean_gx;
+        means(a, s1, s2, mean_g, mean_gx);
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) g[i] = rstd * (g[i] - mean_g - xhat[i] * mean_gx);
+        store_row<T, kChunks>(g, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
+    }
+
+    // Streamed rows add their column sums straight into the block's partial row (this block's own
+    // memory: no other block touches it, so no atomics); `first` says whether to start it.
+    template <typename T>
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, bool first) {
+        using A = compute_t<T>;
+        constexpr int kSize = kRowVec<T>;
+        const int lane = threadIdx.x;
+        const char *x_row = row_at(a, row, LAB_ROW_X), *g_row = row_at(a, row, LAB_ROW_GRAD);
+        A mean, rstd;
+        statistics(a, row, true, mean, rstd);
+        // x, grad_out and weight at one step along the row: both passes read the same three
+        auto load_step = [&](int64_t step, A(&x)[kSize], A(&g)[kSize], A(&w)[kSize]) {
+            load_row<T, 1, int64_t>(x, x_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+            load_row<T, 1, int64_t>(g, g_row, a.col_stride[LAB_ROW_GRAD], a, lane, step, true, A(0));
+            load_columns<T, 1, int64_t>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
+        };
+        A s1 = 0, s2 = 0;
+        for (int64_t step = 0; step < steps; ++step) {
+            A x[kSize], g[kSize], w[kSize];
+            load_step(step, x, g, w);
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) {
+                const A xhat =
+                    tile_column<T, int64_t>(step, i, lane, a.group) < a.n ? (x[i] - mean) * rstd : A(0);
+                s1 += g[i] * w[i];
+                s2 += g[i] * w[i] * xhat;
+            }
+        }
+        A mean_g, mean_gx;
+        means(a, s1, s2, mean_g, mean_gx);
+        A *partials = static_cast<A *>(a.partials);
+        char *out = row_at(a, row, LAB_ROW_OUT);
+        for (int64_t step = 0; step < steps; ++step) {
+            A x[kSize], g[kSize], w[kSize];
+            load_step(step, x, g, w);
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) {
+                const int64_t column = tile_column<T, int64_t>(step, i, lane, a.group);
+                const A xhat = column < a.n ? (x[i] - mean) * rstd : A(0);
+                if (partials && column < a.n) {
+                    A *weight_sum = partials + int64_t(blockIdx.x) * a.n + column;
+                    A *bias_sum = partials + (int64_t(gridDim.x) + blockIdx.x) * a.n + column;
+                    *weight_sum = (first ? A(0) : *weight_sum) + g[i] * xhat;
+                    *bias_sum = (first ? A(0) : *bias_sum) + g[i];
+                }
+                x[i] = rstd * (g[i] * w[i] - mean_g - xhat * mean_gx);
+            }
+            store_row<T, 1, int64_t>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+        }
+    }
+};
+
+} // namespace lab
