@@ -96,7 +96,7 @@ static int by_stride_magnitude(const void *x, const void *y) {
 /* The output may not write one element twice: no zero strides on dimensions longer than 1, and,
  * taking dimensions from the smallest stride up, each stride must clear the extent of the ones
  * below it (a sufficient test; it refuses only exotic layouts that interleave). */
-static int check_output_does_not_self_overlap(const lab_array *out, const char *name, const char *func) {
+int lab_check_no_self_overlap(const lab_array *out, const char *name, const char *func) {
     dim_stride dims[LAB_MAX_DIMS];
     int n = 0;
     for (int d = 0; d < out->ndim; d++) {
@@ -164,6 +164,14 @@ int lab_partially_overlap(const lab_array *in, const lab_array *out) {
     return !(hi <= out_lo || lo >= out_hi || is_same_view(in, out));
 }
 
+int lab_share_memory(const lab_array *a, const lab_array *b) {
+    if (a->numel == 0 || b->numel == 0) return 0;
+    uintptr_t a_lo, a_hi, b_lo, b_hi;
+    byte_extent(a, &a_lo, &a_hi);
+    byte_extent(b, &b_lo, &b_hi);
+    return !(a_hi <= b_lo || b_hi <= a_lo);
+}
+
 int lab_raise_partial_overlap(const char *in_name, const char *out_name, const char *func) {
     PyErr_Format(
         PyExc_ValueError,
@@ -218,7 +226,7 @@ int lab_iterate_with(const lab_operands *ops, uint32_t reduced, unsigned flags, 
     it->ndim = 0;
     it->reduced = 0;
     if (it->numel == 0) return 0;
-    if (check_output_does_not_self_overlap(out, ops->names[0], func) < 0) return -1;
+    if (lab_check_no_self_overlap(out, ops->names[0], func) < 0) return -1;
     for (int i = 1; i < n; i++) {
         if (lab_partially_overlap(&ops->arrays[i], out)) {
             return lab_raise_partial_overlap(ops->names[i], ops->names[0], func);

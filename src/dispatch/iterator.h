@@ -49,6 +49,14 @@ int lab_iterate_with(const lab_operands *ops, uint32_t reduced, unsigned flags, 
  * that case, else 0. No Python call, so a list op checks hundreds of pairs cheaply. */
 int lab_partially_overlap(const lab_array *in, const lab_array *out);
 
+/* 1 when the byte ranges two arrays span intersect (a conservative test: interleaved views of one
+ * buffer count as sharing), else 0. */
+int lab_share_memory(const lab_array *a, const lab_array *b);
+
+/* An output may not write one element twice: no zero strides on dimensions longer than 1, no
+ * strides that map two positions to one element. Returns 0, or -1 with ValueError naming it. */
+int lab_check_no_self_overlap(const lab_array *out, const char *name, const char *func);
+
 /* The ValueError for a partial overlap, naming both arguments. Returns -1. */
 int lab_raise_partial_overlap(const char *in_name, const char *out_name, const char *func);
 
