@@ -57,6 +57,10 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     gelu,
     get_device_properties,
     is_available,
+    layer_norm,
+    layer_norm_backward,
+    log_softmax,
+    log_softmax_backward,
     logsumexp,
     maximum,
     mean,
@@ -69,10 +73,14 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     norm,
     prod,
     relu,
+    rms_norm,
+    rms_norm_backward,
     adam_step,
     sgd_step,
     sigmoid,
     silu,
+    softmax,
+    softmax_backward,
     sqrt,
     std,
     sub,
@@ -89,7 +97,16 @@ __all__ = [
     "cuda_driver_version", "cuda_runtime_version", "CudaError", "current_stream", "device_count",
     "div", "dot", "empty", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
     "foreach_norm", "foreach_scale", "fused_add_mul", "gelu", "get_device_properties",
-    "is_available", "logsumexp", "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved",
-    "minimum", "mul", "neg", "norm", "prod", "Program", "RawKernel", "RawModule", "relu", "sgd_step", "sigmoid", "silu", "sqrt",
+    "is_available", "layer_norm", "layer_norm_backward", "log_softmax", "log_softmax_backward", "logsumexp", "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved",
+    "minimum", "mul", "neg", "norm", "prod", "Program", "RawKernel", "RawModule", "relu", "rms_norm", "rms_norm_backward", "sgd_step", "sigmoid", "silu", "softmax", "softmax_backward", "sqrt",
     "std", "Stream", "stream", "sub", "sum", "synchronize", "var", "vector_add", "zeros",
 ]
+
+
+def __getattr__(name):
+    # lab.nn is the torch face: imported on first use, so `import lab` never imports torch.
+    if name == "nn":
+        import importlib
+
+        return importlib.import_module(".nn", __name__)
+    raise AttributeError(f"module 'lab' has no attribute {name!r}")

@@ -165,3 +165,23 @@ int lab_read_real(PyObject *obj, const char *func, const char *name, double *val
     }
     return 0;
 }
+
+/* One axis: an int (not bool), negative counting from the end, within the input's rank. */
+int lab_read_axis(PyObject *obj, int ndim, const char *accepted, const char *func, int *axis) {
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'axis' must be %s, got %s", func, accepted,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    const Py_ssize_t value = PyNumber_AsSsize_t(obj, NULL);
+    if (value == -1 && PyErr_Occurred()) return -1;
+    if (value < -ndim || value >= ndim) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): argument 'axis' = %zd is out of range for a %d-dimensional input "
+                     "(valid: %d .. %d)",
+                     func, value, ndim, -ndim, ndim - 1);
+        return -1;
+    }
+    *axis = (int)(value < 0 ? value + ndim : value);
+    return 0;
+}

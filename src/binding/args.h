@@ -39,4 +39,9 @@ int lab_read_scalar(PyObject *obj, const char *func, const char *name, lab_scala
 /* The same, as a float: for ops whose scalars are float32 math (list ops, optimizer steps). */
 int lab_read_real(PyObject *obj, const char *func, const char *name, double *value);
 
+/* One axis of an ndim-dimensional array: an int (not bool), negative counting from the end.
+ * Returns 0 with *axis in 0 .. ndim - 1, or -1 with TypeError/ValueError naming 'axis' (`accepted`
+ * says what the function takes, "an int" or more). */
+int lab_read_axis(PyObject *obj, int ndim, const char *accepted, const char *func, int *axis);
+
 #endif

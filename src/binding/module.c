@@ -9,6 +9,7 @@
 #include "binding/module_state.h"
 #include "binding/raw_kernel.h"
 #include "binding/reduction.h"
+#include "binding/rowwise.h"
 #include "binding/runtime.h"
 #include "binding/runtime_types.h"
 #include "dispatch/cuda_error.h"
@@ -59,6 +60,7 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_elementwise_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_foreach_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_reduction_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_rowwise_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_raw_kernel_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_launch_floor_methods) < 0) return -1;

@@ -12,25 +12,7 @@
 #include "binding/array_reader.h"
 #include "dispatch/reduction_kind.h"
 
-/* One axis: an int (not bool), negative counting from the end, within the input's rank. */
-static int read_axis(PyObject *obj, int ndim, const char *func, int *axis) {
-    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument 'axis' must be None, an int or a tuple of ints, got %s",
-                     func, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    const Py_ssize_t value = PyNumber_AsSsize_t(obj, NULL);
-    if (value == -1 && PyErr_Occurred()) return -1;
-    if (value < -ndim || value >= ndim) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): argument 'axis' = %zd is out of range for a %d-dimensional input "
-                     "(valid: %d .. %d)",
-                     func, value, ndim, -ndim, ndim - 1);
-        return -1;
-    }
-    *axis = (int)(value < 0 ? value + ndim : value);
-    return 0;
-}
+#define AXIS_ACCEPTED "None, an int or a tuple of ints"
 
 /* `axis` -> bit d set for each reduced dimension d. None: every dimension. */
 static int read_axes(PyObject *obj, int ndim, int single_only, const char *func, uint32_t *mask) {
@@ -49,7 +31,9 @@ static int read_axes(PyObject *obj, int ndim, int single_only, const char *func,
         const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
         for (Py_ssize_t i = 0; i < n; i++) {
             int axis;
-            if (read_axis(PySequence_Fast_GET_ITEM(obj, i), ndim, func, &axis) < 0) return -1;
+            if (lab_read_axis(PySequence_Fast_GET_ITEM(obj, i), ndim, AXIS_ACCEPTED, func, &axis) < 0) {
+                return -1;
+            }
             if ((*mask >> axis) & 1) {
                 PyErr_Format(PyExc_ValueError, "%s(): argument 'axis' names dimension %d twice", func, axis);
                 return -1;
@@ -59,7 +43,7 @@ static int read_axes(PyObject *obj, int ndim, int single_only, const char *func,
         return 0;
     }
     int axis;
-    if (read_axis(obj, ndim, func, &axis) < 0) return -1;
+    if (lab_read_axis(obj, ndim, AXIS_ACCEPTED, func, &axis) < 0) return -1;
     *mask = 1u << axis;
     return 0;
 }

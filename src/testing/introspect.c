@@ -143,7 +143,23 @@ static PyObject *py_iterate(PyObject *module, PyObject *args, PyObject *kwargs) 
     return result;
 }
 
+/* _rowwise_max_chunks(n): the most 16-byte chunks a lane of a row-wise kernel may hold (1, 2 or 4;
+ * 4 is lab's default), for bench/sweep_rowwise.py. Returns the previous setting. */
+static PyObject *py_rowwise_max_chunks(PyObject *module, PyObject *arg) {
+    const long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n != 1 && n != 2 && n != 4) {
+        PyErr_SetString(PyExc_ValueError, "_rowwise_max_chunks(): 1, 2 or 4");
+        return NULL;
+    }
+    return PyLong_FromLong(lab_rowwise_set_max_chunks((int)n));
+}
+
 PyMethodDef lab_introspect_methods[] = {
+    {"_rowwise_max_chunks", py_rowwise_max_chunks, METH_O,
+     "_rowwise_max_chunks(n, /)\n--\n\nPrivate: caps the 16-byte chunks a lane of the row-wise kernels holds "
+     "(1, 2 or 4, the default); rows that then do not fit are streamed. Returns the previous cap. For tuning "
+     "sweeps."},
     {"_plan", (PyCFunction)(void (*)(void))py_plan, METH_VARARGS | METH_KEYWORDS,
      "_plan(out, *inputs, integers=True)\n--\n\nPrivate: the launch plan lab makes for these operands (path, "
      "compute_dtype, merged shape, byte_strides per operand, data pointers after flipping, numel). No CUDA "

@@ -1,0 +1,270 @@
+/* rowwise.c - lab.softmax / log_softmax / layer_norm / rms_norm and their backwards (level 2 for
+ * dispatch/rowwise_kind.c).
+ *
+ * Eight functions, one runner: each function is a row of FUNCTIONS - its signature and, per
+ * parameter, the operand slot it fills (a row operand, a column operand, or axis / eps / stream).
+ * The runner parses, reads each array given (None leaves an optional operand out), and hands the
+ * call to the op driver as the row-wise kind, which checks shapes and dtypes and plans the launch. */
+#include "binding/rowwise.h"
+
+#include "binding/args.h"
+#include "binding/array_reader.h"
+#include "dispatch/rowwise_kind.h"
+
+typedef enum { ROLE_ROW, ROLE_COL, ROLE_AXIS, ROLE_EPS, ROLE_STREAM } param_role;
+
+typedef struct {
+    param_role role;
+    int slot;     /* ROLE_ROW: a lab_row_operand, ROLE_COL: a lab_col_operand */
+    int optional; /* an array that may be None (or left out) */
+} row_param;
+
+typedef struct {
+    const char *name;
+    lab_row_op op;
+    lab_signature signature;
+    row_param params[LAB_MAX_PARAMS];
+    double default_eps; /* < 0: the dtype's machine epsilon */
+} row_function;
+
+#define N(id) LAB_NAME_##id
+#define ROW(k) {ROLE_ROW, LAB_ROW_##k, 0}
+#define ROW_OPTIONAL(k) {ROLE_ROW, LAB_ROW_##k, 1}
+#define COL_OPTIONAL(k) {ROLE_COL, LAB_COL_##k, 1}
+#define AXIS {ROLE_AXIS, 0, 0}
+#define EPS {ROLE_EPS, 0, 0}
+#define STREAM {ROLE_STREAM, 0, 0}
+enum {
+    SOFTMAX,
+    LOG_SOFTMAX,
+    SOFTMAX_BACKWARD,
+    LOG_SOFTMAX_BACKWARD,
+    LAYER_NORM,
+    LAYER_NORM_BACKWARD,
+    RMS_NORM,
+    RMS_NORM_BACKWARD
+};
+static const row_function FUNCTIONS[] = {
+    [SOFTMAX] = {"softmax",
+                 LAB_ROW_SOFTMAX,
+                 {2, 2, 4, {N(x), N(out), N(axis), N(stream)}},
+                 {ROW(X), ROW(OUT), AXIS, STREAM},
+                 0},
+    [LOG_SOFTMAX] = {"log_softmax",
+                     LAB_ROW_LOG_SOFTMAX,
+                     {2, 2, 4, {N(x), N(out), N(axis), N(stream)}},
+                     {ROW(X), ROW(OUT), AXIS, STREAM},
+                     0},
+    [SOFTMAX_BACKWARD] = {"softmax_backward",
+                          LAB_ROW_SOFTMAX_BACKWARD,
+                          {3, 3, 5, {N(grad_out), N(y), N(grad_x), N(axis), N(stream)}},
+                          {ROW(GRAD), ROW(X), ROW(OUT), AXIS, STREAM},
+                          0},
+    [LOG_SOFTMAX_BACKWARD] = {"log_softmax_backward",
+                              LAB_ROW_LOG_SOFTMAX_BACKWARD,
+                              {3, 3, 5, {N(grad_out), N(y), N(grad_x), N(axis), N(stream)}},
+                              {ROW(GRAD), ROW(X), ROW(OUT), AXIS, STREAM},
+                              0},
+    [LAYER_NORM] = {"layer_norm",
+                    LAB_ROW_LAYER_NORM,
+                    {4, 4, 8, {N(x), N(weight), N(bias), N(out), N(eps), N(mean), N(rstd), N(stream)}},
+                    {ROW(X), COL_OPTIONAL(WEIGHT), COL_OPTIONAL(BIAS), ROW(OUT), EPS, ROW_OPTIONAL(MEAN),
+                     ROW_OPTIONAL(RSTD), STREAM},
+                    1e-5},
+    [LAYER_NORM_BACKWARD] = {"layer_norm_backward",
+                             LAB_ROW_LAYER_NORM_BACKWARD,
+                             {6,
+                              8,
+                              9,
+                              {N(grad_out), N(x), N(weight), N(mean), N(rstd), N(grad_x), N(grad_weight),
+                               N(grad_bias), N(stream)}},
+                             {ROW(GRAD), ROW(X), COL_OPTIONAL(WEIGHT), ROW(MEAN), ROW(RSTD), ROW(OUT),
+                              COL_OPTIONAL(GRAD_WEIGHT), COL_OPTIONAL(GRAD_BIAS), STREAM},
+                             0},
+    [RMS_NORM] =
+        {"rms_norm",
+         LAB_ROW_RMS_NORM,
+         {3, 3, 8, {N(x), N(weight), N(out), N(eps), N(rstd), N(residual), N(residual_out), N(stream)}},
+         {ROW(X), COL_OPTIONAL(WEIGHT), ROW(OUT), EPS, ROW_OPTIONAL(RSTD), ROW_OPTIONAL(RESIDUAL),
+          ROW_OPTIONAL(RESIDUAL_OUT), STREAM},
+         -1.0},
+    [RMS_NORM_BACKWARD] =
+        {"rms_norm_backward",
+         LAB_ROW_RMS_NORM_BACKWARD,
+         {5, 6, 7, {N(grad_out), N(x), N(weight), N(rstd), N(grad_x), N(grad_weight), N(stream)}},
+         {ROW(GRAD), ROW(X), COL_OPTIONAL(WEIGHT), ROW(RSTD), ROW(OUT), COL_OPTIONAL(GRAD_WEIGHT), STREAM},
+         0},
+};
+#undef N
+#undef ROW
+#undef ROW_OPTIONAL
+#undef COL_OPTIONAL
+#undef AXIS
+#undef EPS
+#undef STREAM
+
+/* eps: a finite real number >= 0; None keeps the function's default. */
+static int read_eps(PyObject *obj, const char *func, double *eps) {
+    if (!obj || obj == Py_None) return 0;
+    if (PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'eps' must be a real number, got bool", func);
+        return -1;
+    }
+    if (lab_read_real(obj, func, "eps", eps) < 0) return -1;
+    if (!(*eps >= 0.0) || *eps == Py_HUGE_VAL) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument 'eps' must be finite and >= 0, got %R", func, obj);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+    lab_state *state = lab_get_state(module);
+    const row_function *f = &FUNCTIONS[which];
+    const char *func = f->name;
+    PyObject *slots[LAB_MAX_PARAMS] = {NULL};
+    if (lab_parse_args(state, func, &f->signature, args, nargs, kwnames, slots) < 0) return NULL;
+    lab_array arrays[LAB_MAX_PARAMS];
+    lab_rowwise_call description = {.op = f->op, .eps = f->default_eps};
+    PyObject *axis_obj = NULL, *stream_obj = NULL, *out_obj = NULL;
+    for (int i = 0; i < f->signature.n_params; i++) {
+        const row_param *p = &f->params[i];
+        const char *name =
+            PyUnicode_AsUTF8(state->names[f->signature.names[i]]) /* interned: its UTF-8 is cached */;
+        if (!name) return NULL;
+        PyObject *obj = slots[i];
+        if (p->role == ROLE_AXIS) {
+            axis_obj = obj;
+        } else if (p->role == ROLE_EPS) {
+            if (read_eps(obj, func, &description.eps) < 0) return NULL;
+        } else if (p->role == ROLE_STREAM) {
+            stream_obj = obj;
+        } else if (obj && !(p->optional && obj == Py_None)) {
+            if (lab_read_array(state, obj, func, name, &arrays[i]) < 0) return NULL;
+            if (p->role == ROLE_ROW) {
+                description.rows[p->slot] = &arrays[i];
+                description.row_names[p->slot] = name;
+                if (p->slot == LAB_ROW_OUT) out_obj = obj;
+            } else {
+                description.cols[p->slot] = &arrays[i];
+                description.col_names[p->slot] = name;
+            }
+        }
+    }
+    if (!description.rows[LAB_ROW_RESIDUAL] != !description.rows[LAB_ROW_RESIDUAL_OUT]) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): arguments 'residual' and 'residual_out' go together: give both or neither", func);
+        return NULL;
+    }
+    const lab_array *x = description.rows[LAB_ROW_X];
+    if (x->ndim == 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): argument '%s' is 0-dimensional; it needs a dimension to work along", func,
+                     description.row_names[LAB_ROW_X]);
+        return NULL;
+    }
+    description.axis = x->ndim - 1;
+    if (axis_obj && lab_read_axis(axis_obj, x->ndim, "an int", func, &description.axis) < 0) return NULL;
+
+    lab_op_call call = {.func = func, .description = &description};
+    if (lab_parse_stream_arg(state, stream_obj, func, &call.stream) < 0) return NULL;
+    /* written operands first: the first decides the launch stream */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k = 0; k < LAB_ROW_OPERANDS; k++) {
+            const int written = lab_row_operand_written(f->op, (lab_row_operand)k);
+            if (description.rows[k] && written == !pass) {
+                lab_op_call_add(&call, description.row_names[k], description.rows[k], 1, 0, written);
+            }
+        }
+        for (int k = 0; k < LAB_COL_OPERANDS; k++) {
+            const int written = lab_col_operand_written((lab_col_operand)k);
+            if (description.cols[k] && written == !pass) {
+                lab_op_call_add(&call, description.col_names[k], description.cols[k], 1, 0, written);
+            }
+        }
+    }
+    if (lab_run_op(&state->dispatch, &lab_rowwise_kind, &call) < 0) return NULL;
+    return Py_NewRef(out_obj);
+}
+
+#define LAB_ROWWISE_FUNCTION(name, which)                                                                    \
+    static PyObject *py_##name(PyObject *module, PyObject *const *args, Py_ssize_t nargs,                    \
+                               PyObject *kwnames) {                                                          \
+        return run_rowwise(module, which, args, nargs, kwnames);                                             \
+    }
+LAB_ROWWISE_FUNCTION(softmax, SOFTMAX)
+LAB_ROWWISE_FUNCTION(log_softmax, LOG_SOFTMAX)
+LAB_ROWWISE_FUNCTION(softmax_backward, SOFTMAX_BACKWARD)
+LAB_ROWWISE_FUNCTION(log_softmax_backward, LOG_SOFTMAX_BACKWARD)
+LAB_ROWWISE_FUNCTION(layer_norm, LAYER_NORM)
+LAB_ROWWISE_FUNCTION(layer_norm_backward, LAYER_NORM_BACKWARD)
+LAB_ROWWISE_FUNCTION(rms_norm, RMS_NORM)
+LAB_ROWWISE_FUNCTION(rms_norm_backward, RMS_NORM_BACKWARD)
+#undef LAB_ROWWISE_FUNCTION
+
+#define LAB_ROWWISE_DOC_TAIL                                                                                 \
+    " Any producer, any strides; float16, bfloat16, float32 or float64, computing in float32 (float64 for "  \
+    "float64). Writes into the output and returns it."
+#define LAB_METHOD(name, doc)                                                                                \
+    {#name, (PyCFunction)(void (*)(void))py_##name, METH_FASTCALL | METH_KEYWORDS, doc}
+
+PyMethodDef lab_rowwise_methods[] = {
+    LAB_METHOD(softmax,
+               "softmax(x, out, *, axis=-1, stream=None)\n--\n\nout = exp(x - max) / sum(exp(x - max)) along "
+               "axis (as torch.softmax; a row of -inf gives NaN, as torch). `out` may be x "
+               "itself." LAB_ROWWISE_DOC_TAIL),
+    LAB_METHOD(log_softmax,
+               "log_softmax(x, out, *, axis=-1, stream=None)\n--\n\nout = x - max - log(sum(exp(x - max))) "
+               "along axis (as torch.log_softmax). `out` may be x itself." LAB_ROWWISE_DOC_TAIL),
+    LAB_METHOD(
+        softmax_backward,
+        "softmax_backward(grad_out, y, grad_x, *, axis=-1, stream=None)\n--\n\ngrad_x = y * (grad_out - "
+        "sum(grad_out * y)) along axis, where y = softmax(x) is the forward's output. grad_x may be grad_out "
+        "itself." LAB_ROWWISE_DOC_TAIL),
+    LAB_METHOD(
+        log_softmax_backward,
+        "log_softmax_backward(grad_out, y, grad_x, *, axis=-1, stream=None)\n--\n\ngrad_x = grad_out - "
+        "exp(y) * "
+        "sum(grad_out) along axis, where y = log_softmax(x) is the forward's output. grad_x may be grad_out "
+        "itself." LAB_ROWWISE_DOC_TAIL),
+    LAB_METHOD(
+        layer_norm,
+        "layer_norm(x, weight, bias, out, *, eps=1e-05, mean=None, rstd=None, stream=None)\n--\n\nout = (x - "
+        "mean) * rstd * weight + bias over the last dimension, rstd = 1 / sqrt(var + eps) with the "
+        "population "
+        "variance (as torch.nn.functional.layer_norm). weight and bias: 1-dimensional, the last dimension's "
+        "length, or None. mean and rstd, if given (shape x.shape[:-1], float32 or float64), receive the "
+        "statistics layer_norm_backward takes." LAB_ROWWISE_DOC_TAIL),
+    LAB_METHOD(
+        layer_norm_backward,
+        "layer_norm_backward(grad_out, x, weight, mean, rstd, grad_x, grad_weight=None, grad_bias=None, *, "
+        "stream=None)\n--\n\nThe gradients of layer_norm: grad_x = rstd * (g - mean(g) - xhat * mean(g * "
+        "xhat)) with g = grad_out * weight, xhat = (x - mean) * rstd; grad_weight = sum over rows of "
+        "grad_out * "
+        "xhat, grad_bias = sum of grad_out (either may be None). mean and rstd are the forward's. The sums "
+        "over "
+        "rows go through per-block partials added in a fixed order: the same bits on every run. Returns "
+        "grad_x." LAB_ROWWISE_DOC_TAIL),
+    LAB_METHOD(
+        rms_norm,
+        "rms_norm(x, weight, out, *, eps=None, rstd=None, residual=None, residual_out=None, "
+        "stream=None)\n--\n\n"
+        "out = x * rstd * weight over the last dimension, rstd = 1 / sqrt(mean(x**2) + eps); eps=None is the "
+        "dtype's machine epsilon (as torch.nn.functional.rms_norm). weight may be None. With residual (and "
+        "residual_out): h = x + residual, rounded to the dtype, is written to residual_out and normalized - "
+        "the "
+        "pre-norm residual block in one pass. rstd, if given (shape x.shape[:-1], float32 or float64), "
+        "receives "
+        "what rms_norm_backward takes." LAB_ROWWISE_DOC_TAIL),
+    LAB_METHOD(
+        rms_norm_backward,
+        "rms_norm_backward(grad_out, x, weight, rstd, grad_x, grad_weight=None, *, stream=None)\n--\n\nThe "
+        "gradients of rms_norm: grad_x = rstd * (g - xhat * mean(g * xhat)) with g = grad_out * weight, xhat "
+        "= "
+        "x * rstd; grad_weight = sum over rows of grad_out * xhat (None to skip), in a fixed order (the same "
+        "bits on every run). x is what was normalized (residual_out, with a residual). Returns "
+        "grad_x." LAB_ROWWISE_DOC_TAIL),
+    {NULL, NULL, 0, NULL},
+};
+#undef LAB_METHOD
