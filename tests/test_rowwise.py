@@ -1,0 +1,199 @@
+"""Row-wise ops on any machine (issue 15): signatures, and every bad input - dtypes, shapes of the
+row operands, the statistics and the column operands, eps, axis, outputs that are read-only, broadcast
+or overlapping, a residual without its output - a TypeError or ValueError naming the argument, raised
+before any CUDA call, through fake producers (objects with only __cuda_array_interface__)."""
+import inspect
+
+import pytest
+
+import lab
+from fakes import fake_array, fake_pointer
+
+SIGNATURES = {
+    "softmax": "(x, out, *, axis=-1, stream=None)",
+    "log_softmax": "(x, out, *, axis=-1, stream=None)",
+    "softmax_backward": "(grad_out, y, grad_x, *, axis=-1, stream=None)",
+    "log_softmax_backward": "(grad_out, y, grad_x, *, axis=-1, stream=None)",
+    "layer_norm": "(x, weight, bias, out, *, eps=1e-05, mean=None, rstd=None, stream=None)",
+    "layer_norm_backward": "(grad_out, x, weight, mean, rstd, grad_x, grad_weight=None, grad_bias=None, *, stream=None)",
+    "rms_norm": "(x, weight, out, *, eps=None, rstd=None, residual=None, residual_out=None, stream=None)",
+    "rms_norm_backward": "(grad_out, x, weight, rstd, grad_x, grad_weight=None, *, stream=None)",
+}
+SHAPE = (6, 10)
+
+
+def rows(shape=SHAPE, typestr="<f4", **kw):
+    return fake_array(shape=shape, typestr=typestr, **kw)
+
+
+def call(op, **over):
+    """Calls op with well-formed fake arguments, `over` replacing some of them."""
+    args = {
+        "softmax": dict(x=rows(), out=rows()),
+        "log_softmax": dict(x=rows(), out=rows()),
+        "softmax_backward": dict(grad_out=rows(), y=rows(), grad_x=rows()),
+        "log_softmax_backward": dict(grad_out=rows(), y=rows(), grad_x=rows()),
+        "layer_norm": dict(x=rows(), weight=rows((10,)), bias=rows((10,)), out=rows()),
+        "layer_norm_backward": dict(grad_out=rows(), x=rows(), weight=rows((10,)), mean=rows((6,)),
+                                    rstd=rows((6,)), grad_x=rows()),
+        "rms_norm": dict(x=rows(), weight=rows((10,)), out=rows()),
+        "rms_norm_backward": dict(grad_out=rows(), x=rows(), weight=rows((10,)), rstd=rows((6,)), grad_x=rows()),
+    }[op]
+    args.update(over)
+    return getattr(lab, op)(**args)
+
+
+@pytest.mark.parametrize("op", SIGNATURES)
+def test_signature(op):
+    assert str(inspect.signature(getattr(lab, op))) == SIGNATURES[op]
+    assert op in lab.__all__
+
+
+@pytest.mark.parametrize("op", SIGNATURES)
+def test_integer_input_is_refused(op):
+    first = list(inspect.signature(getattr(lab, op)).parameters)[0]
+    other = {name: rows(typestr="<i4") for name in ("grad_out", "y", "x", "grad_x", "out")
+             if name in inspect.signature(getattr(lab, op)).parameters}
+    with pytest.raises(TypeError, match=rf"{op}\(\): argument '\w+' has dtype int32"):
+        call(op, **other)
+    assert first
+
+
+@pytest.mark.parametrize("op, name", [
+    ("softmax", "out"), ("softmax_backward", "grad_out"), ("softmax_backward", "grad_x"),
+    ("layer_norm", "out"), ("layer_norm_backward", "grad_out"), ("rms_norm_backward", "grad_x"),
+])
+def test_row_operands_need_the_inputs_shape(op, name):
+    with pytest.raises(ValueError, match=rf"{op}\(\): argument '{name}' has shape \(6, 9\); it must have shape \(6, 10\)"):
+        call(op, **{name: rows((6, 9))})
+
+
+@pytest.mark.parametrize("op, name", [("softmax", "out"), ("layer_norm", "out"), ("rms_norm_backward", "grad_out")])
+def test_row_operands_need_the_inputs_dtype(op, name):
+    with pytest.raises(TypeError, match=rf"argument '{name}' has dtype float16; it must have the dtype of"):
+        call(op, **{name: rows(typestr="<f2")})
+
+
+@pytest.mark.parametrize("op, name", [
+    ("layer_norm", "weight"), ("layer_norm", "bias"), ("rms_norm", "weight"), ("layer_norm_backward", "grad_weight"),
+    ("layer_norm_backward", "grad_bias"), ("rms_norm_backward", "grad_weight"),
+])
+def test_column_operands_have_the_rows_length(op, name):
+    with pytest.raises(ValueError, match=rf"argument '{name}' has shape \(6,\); it must have shape \(10,\)"):
+        call(op, **{name: rows((6,))})
+    with pytest.raises(TypeError, match=rf"argument '{name}' has dtype float64"):
+        call(op, **{name: rows((10,), "<f8")})
+
+
+@pytest.mark.parametrize("op, name", [("layer_norm", "mean"), ("layer_norm", "rstd"), ("rms_norm", "rstd"),
+                                      ("layer_norm_backward", "mean"), ("rms_norm_backward", "rstd")])
+def test_statistics_have_one_value_per_row(op, name):
+    with pytest.raises(ValueError, match=rf"argument '{name}' has shape \(6, 1\); it must have shape \(6,\)"):
+        call(op, **{name: rows((6, 1))})
+    with pytest.raises(TypeError, match=rf"argument '{name}' has dtype float16; the statistics are float32"):
+        call(op, **{name: rows((6,), "<f2")})
+
+
+def test_mean_and_rstd_share_a_dtype():
+    with pytest.raises(TypeError, match=r"'mean' and 'rstd' must have one dtype, got float32 and float64"):
+        call("layer_norm", mean=rows((6,)), rstd=rows((6,), "<f8"))
+
+
+@pytest.mark.parametrize("eps, error, pattern", [
+    (-1.0, ValueError, r"argument 'eps' must be finite and >= 0, got -1.0"),
+    (float("nan"), ValueError, r"argument 'eps' must be finite"),
+    (float("inf"), ValueError, r"argument 'eps' must be finite"),
+    (True, TypeError, r"argument 'eps' must be a real number, got bool"),
+    ("1e-5", TypeError, r"argument 'eps'"),
+])
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_eps_is_checked(op, eps, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call(op, eps=eps)
+
+
+def test_residual_and_its_output_go_together():
+    with pytest.raises(TypeError, match=r"'residual' and 'residual_out' go together"):
+        call("rms_norm", residual=rows())
+    with pytest.raises(TypeError, match=r"'residual' and 'residual_out' go together"):
+        call("rms_norm", residual_out=rows())
+    with pytest.raises(ValueError, match=r"argument 'residual_out' has shape \(6, 3\)"):
+        call("rms_norm", residual=rows(), residual_out=rows((6, 3)))
+
+
+@pytest.mark.parametrize("axis, error, pattern", [
+    (2, ValueError, r"argument 'axis' = 2 is out of range for a 2-dimensional input"),
+    (1.0, TypeError, r"argument 'axis' must be an int, got float"),
+    ((0, 1), TypeError, r"argument 'axis' must be an int, got tuple"),
+])
+def test_softmax_axis(axis, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call("softmax", axis=axis)
+
+
+def test_zero_dimensional_input_has_no_row():
+    with pytest.raises(ValueError, match=r"softmax\(\): argument 'x' is 0-dimensional"):
+        lab.softmax(rows(()), rows(()))
+
+
+def test_outputs_are_writable_and_one_element_per_position():
+    with pytest.raises(ValueError, match=r"layer_norm\(\): argument 'out' is read-only"):
+        call("layer_norm", out=rows(readonly=True))
+    with pytest.raises(ValueError, match=r"argument 'rstd' is read-only"):
+        call("rms_norm", rstd=rows((6,), readonly=True))
+    with pytest.raises(ValueError, match=r"argument 'out' has stride 0 in dimension 0"):
+        call("softmax", out=rows(strides=(0, 4)))
+    with pytest.raises(ValueError, match=r"argument 'grad_weight' has stride 0"):
+        call("rms_norm_backward", grad_weight=rows((10,), strides=(0,)))
+
+
+def test_overlapping_operands():
+    base = fake_pointer()
+    with pytest.raises(ValueError, match=r"softmax\(\): argument 'x' overlaps 'out' in memory without being the same view"):
+        call("softmax", x=rows(ptr=base), out=rows(ptr=base + 4))
+    with pytest.raises(ValueError, match=r"arguments 'out' and 'rstd' share memory; 'out' is written"):
+        call("rms_norm", out=rows(ptr=base), rstd=rows((6,), ptr=base + 16))
+    with pytest.raises(ValueError, match=r"arguments 'grad_weight' and 'weight' share memory"):
+        call("rms_norm_backward", weight=rows((10,), ptr=base), grad_weight=rows((10,), ptr=base))
+    with pytest.raises(ValueError, match=r"arguments 'out' and 'residual_out' share memory"):
+        call("rms_norm", residual=rows(), residual_out=rows(ptr=base), out=rows(ptr=base))
+
+
+def test_nothing_to_compute_needs_no_cuda():
+    out = rows((0, 10))
+    assert lab.softmax(rows((0, 10)), out) is out
+    out = rows((4, 0))
+    assert lab.log_softmax(rows((4, 0)), out) is out
+    assert lab.layer_norm(rows((0, 10)), None, None, rows((0, 10)), mean=rows((0,)), rstd=rows((0,))) is not None
+    grad_x = rows((3, 0))
+    assert lab.rms_norm_backward(rows((3, 0)), rows((3, 0)), None, rows((3,)), grad_x) is grad_x
+
+
+def test_in_place_passes_validation():
+    """The output may be the very view of the input: validation passes and the launch is reached
+    (lab.CudaError on a machine without a GPU, where the fake pointer is never dereferenced)."""
+    x = rows()
+    same = {"__cuda_array_interface__": x.__cuda_array_interface__}
+    out = type("View", (), same)()
+    if lab.is_available():
+        pytest.skip("fake pointers must not reach a real GPU")
+    with pytest.raises(lab.CudaError):
+        lab.softmax(x, out)
+
+
+def test_arguments_are_parsed_like_any_op():
+    with pytest.raises(TypeError, match=r"layer_norm\(\) missing required argument 'out' \(pos 4\)"):
+        lab.layer_norm(rows(), None, None)
+    with pytest.raises(TypeError, match=r"rms_norm\(\) got an unexpected keyword argument 'bias'"):
+        call("rms_norm", bias=rows((10,)))
+    with pytest.raises(TypeError, match=r"softmax\(\): argument 'x' must be a CUDA array"):
+        lab.softmax([1.0], rows())
+    with pytest.raises(TypeError, match=r"layer_norm_backward\(\): argument 'mean' must be a CUDA array"):
+        call("layer_norm_backward", mean=None)
+
+
+def test_import_lab_does_not_import_torch():
+    import subprocess
+    import sys
+    code = "import sys, lab; lab.softmax; assert 'torch' not in sys.modules, 'lab imported torch'"
+    subprocess.run([sys.executable, "-c", code], check=True)
