@@ -1,0 +1,14 @@
+"""lab.nn: lab's row-wise kernels for PyTorch models - functions with torch.nn.functional's
+signatures and drop-in modules, registered as torch operators (torch.library.custom_op, with fake
+implementations and autograd) so they run inside torch.compile(fullgraph=True) and CUDA graphs.
+
+Imported on first use (`lab.nn` or `import lab.nn`); `import lab` alone never imports torch.
+
+    import lab.nn
+    norm = lab.nn.RMSNorm(4096, device="cuda", dtype=torch.bfloat16)   # torch.nn.RMSNorm's arguments
+    y = lab.nn.softmax(scores, dim=-1)
+"""
+from .functional import add_rms_norm, layer_norm, log_softmax, rms_norm, softmax
+from .modules import LayerNorm, RMSNorm
+
+__all__ = ["add_rms_norm", "layer_norm", "LayerNorm", "log_softmax", "rms_norm", "RMSNorm", "softmax"]

@@ -1,0 +1,73 @@
+"""lab.nn.functional: torch.nn.functional's signatures over lab's kernels (the operators of
+lab/nn/_ops.py). CUDA tensors go to lab; anything else (CPU tensors) to torch's own function, so a
+model using these runs wherever torch does."""
+import math
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from . import _ops  # noqa: F401  (registers torch.ops.lab.*)
+
+_lab = torch.ops.lab
+
+_Shape = Union[int, Sequence[int]]
+
+
+def _on_lab(x: Tensor) -> bool:
+    return x.is_cuda and x.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    return _lab.softmax.default(x, dim) if _on_lab(x) else F.softmax(x, dim)
+
+
+def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
+    return _lab.log_softmax.default(x, dim) if _on_lab(x) else F.log_softmax(x, dim)
+
+
+def _rows(x: Tensor, normalized_shape: _Shape, what: str) -> Tuple[Tensor, Tuple[int, ...]]:
+    """x with its normalized dimensions flattened into one (lab normalizes the last dimension)."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(x.shape[x.dim() - len(shape):]) != shape:
+        raise ValueError(f"{what}: normalized_shape {shape} does not match the input's trailing dimensions "
+                         f"{tuple(x.shape)}")
+    if len(shape) == 1:
+        return x, shape
+    return x.reshape(*x.shape[: x.dim() - len(shape)], math.prod(shape)), shape
+
+
+def _flat(t: Optional[Tensor], x: Tensor) -> Optional[Tensor]:
+    """A weight or bias as lab takes it: 1-dimensional, in x's dtype."""
+    return None if t is None else t.reshape(-1).to(x.dtype)
+
+
+def layer_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
+               eps: float = 1e-5) -> Tensor:
+    if not _on_lab(x):
+        return F.layer_norm(x, normalized_shape, weight, bias, eps)
+    rows, _ = _rows(x, normalized_shape, "layer_norm")
+    out, _, _ = _lab.layer_norm.default(rows, _flat(weight, x), _flat(bias, x), eps)
+    return out.view(x.shape)
+
+
+def rms_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = None,
+             eps: Optional[float] = None) -> Tensor:
+    if not _on_lab(x):
+        return F.rms_norm(x, normalized_shape, weight, eps)
+    rows, _ = _rows(x, normalized_shape, "rms_norm")
+    out, _ = _lab.rms_norm.default(rows, _flat(weight, x), eps)
+    return out.view(x.shape)
+
+
+def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = None,
+                 eps: Optional[float] = None) -> Tuple[Tensor, Tensor]:
+    """(rms_norm(h), h) with h = x + residual: the pre-norm residual block in one pass over memory."""
+    if not _on_lab(x):
+        h = x + residual
+        return F.rms_norm(h, normalized_shape, weight, eps), h
+    rows, _ = _rows(x, normalized_shape, "add_rms_norm")
+    residual_rows, _ = _rows(residual.to(x.dtype), normalized_shape, "add_rms_norm")
+    out, h, _ = _lab.add_rms_norm.default(rows, residual_rows, _flat(weight, x), eps)
+    return out.view(x.shape), h.view(x.shape)
