@@ -1,5 +1,6 @@
-# lab's commands. `make test` is what CI runs (no GPU needed); `make gpu-check` is what the GPU
-# machine runs: build, every test with the GPU ones, a sanitizer pass, then the benchmark table.
+# lab's commands. `make test` is what CI runs (no GPU needed); `make gpu-check` and `make gpu-sanitize`
+# are what the GPU machine runs: build, every test with the GPU ones and the benchmark tables; then
+# compute-sanitizer.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,7 +8,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test package-check format format-check demo gpu-check leak-check sweep profile sanitize bench fuzz clean
+.PHONY: build test package-check format format-check demo gpu-check gpu-sanitize leak-check sweep profile profile-rowwise sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -64,7 +65,10 @@ demo:
 	$(DEMO_PYTHON) setup.py -q build_ext --inplace
 	$(DEMO_PYTHON) -m lab demo
 
-# On the GPU machine (one `run` call): its python3 has torch, CuPy, Numba and JAX; no network.
+# On the GPU machine: its python3 has torch, CuPy, Numba and JAX; no network. Two `run` calls, sent
+# back to back: `make gpu-check` (build, every test, the demo, the benchmark tables) and `make
+# gpu-sanitize` (compute-sanitizer; an unchanged build is reused) - together they take
+# longer than one call may.
 # Logs go to $(OUT)/logs, packed at the end into $(OUT)/logs.tgz (the device tool returns at most 8
 # files); the benchmark's JSON and PNG stay beside it. EXTRA names more targets to run before the
 # packing, e.g. `make gpu-check EXTRA="leak-check sweep profile"`.
@@ -75,12 +79,12 @@ gpu-check:
 	$(PYTHON) -m lab | tee $(LOGS)/config.txt
 	$(PYTHON) -m pytest -q -p no:cacheprovider -rfEs $(XDIST) tests 2>&1 | tee $(LOGS)/tests.txt | grep -v "^[.sx]*  *\[" | grep -v "^SKIPPED" | tail -30; \
 	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(LOGS)/tests.txt
-	$(MAKE) --no-print-directory sanitize 2>&1 | tail -14
 	$(PYTHON) -m lab demo 2>&1 | tail -5
 	$(if $(EXTRA),$(MAKE) --no-print-directory $(EXTRA))
 	$(PYTHON) bench/bench_elementwise.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_reductions.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_jit.py --out-dir $(OUT)/bench
+	$(PYTHON) bench/bench_rowwise.py --out-dir $(OUT)/bench
 	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1
 	find $(LOGS) -type f -size +4M -printf "left out of logs.tgz (over 4 MiB): %p\n" -delete
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
@@ -120,6 +124,16 @@ profile-reductions:
 	  2> $(LOGS)/ncu-cases.txt; echo "ncu exit code: $$?"; cp $(LOGS)/reductions-ncu.csv $(LOGS)/ncu-cases.txt $(OUT)/
 	$(PYTHON) bench/ncu_summary.py $(LOGS)/reductions-ncu.csv
 
+# Nsight Compute counters for the row-wise kernels (and torch's softmax and rms_norm) on
+# bench_rowwise.py's headline input: time, DRAM throughput, registers, occupancy, issue, what warps wait on.
+ROW_METRICS = gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,launch__occupancy_limit_registers
+profile-rowwise:
+	mkdir -p $(LOGS)
+	timeout 200 ncu --clock-control none --kernel-name regex:'rows_|softmax|norm|partial' --csv --metrics $(ROW_METRICS) \
+	  $(PYTHON) bench/profile_rowwise.py > $(LOGS)/rowwise-ncu.csv 2> $(LOGS)/rowwise-ncu-cases.txt; echo "ncu exit code: $$?"
+	cp $(LOGS)/rowwise-ncu.csv $(OUT)/
+	$(PYTHON) bench/ncu_summary.py $(LOGS)/rowwise-ncu.csv
+
 # compute-sanitizer over a cut of the GPU tests. Torch's caching allocator is switched off so each
 # array is its own allocation and memcheck sees any access past its end. API-error reports are off:
 # numba-cuda's cuda-python probes cuGetProcAddress for driver entry points that do not exist, and
@@ -127,22 +141,31 @@ profile-reductions:
 # as lab.CudaError and tested, so memcheck here counts memory-access errors only.
 sanitize:
 	mkdir -p $(LOGS)
-	PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 200 compute-sanitizer --tool memcheck --report-api-errors no \
+	PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 330 compute-sanitizer --tool memcheck --report-api-errors no \
 	  --error-exitcode 9 \
 	  --log-file $(LOGS)/memcheck.log $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py \
 	  tests/test_layouts_gpu.py tests/test_streams_gpu.py tests/test_foreach_gpu.py tests/test_reductions_gpu.py \
-	  tests/test_jit_gpu.py -k "not cupy and not jax and not 16777221 and not 16777219 and not two_to_the_31 and not memory_is_given_back and not 300 \
+	  tests/test_jit_gpu.py tests/test_rowwise_gpu.py -k "not cupy and not jax and not 16777221 and not 16777219 and not two_to_the_31 and not memory_is_given_back and not 300 \
 	  and not matches_torch and not training and not deterministic and not 600" \
 	  > $(LOGS)/memcheck-pytest.txt 2>&1; \
 	  echo "memcheck exit code: $$?"; tail -1 $(LOGS)/memcheck-pytest.txt
 	@grep -E "^========= (Invalid|Program hit|ERROR SUMMARY)" $(LOGS)/memcheck.log | sort | uniq -c | sort -rn | head -8
-	timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(LOGS)/racecheck.log \
+	timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(LOGS)/racecheck.log \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py tests/test_layouts_gpu.py \
-	  tests/test_foreach_gpu.py tests/test_reductions_gpu.py -k "(torch and 1000003 and float32) or transposed_inputs \
-	  or foreach_norm or (value_reductions_float and float32 and (sum or var or argmax) and (4099 or 70000 or 300000)) \
-	  or broadcast_input_and_strided_output" \
+	  tests/test_foreach_gpu.py tests/test_reductions_gpu.py tests/test_rowwise_gpu.py -k "(torch and 1000003 and float32) \
+	  or transposed_inputs or foreach_norm or (value_reductions_float and float32 and (sum or var or argmax) and (4099 \
+	  or 70000 or 300000)) or broadcast_input_and_strided_output or ((softmax_forward or norm_forward or norm_backward) \
+	  and float32 and (33x1000 or 64x4096 or 2x131072 or 4099x32))" \
 	  > /dev/null 2>&1; echo "racecheck exit code: $$?"
 	@grep -E "SUMMARY" $(LOGS)/racecheck.log
+
+# The second GPU call: compute-sanitizer over the GPU tests, logs packed into $(OUT)/sanitize-logs.tgz.
+gpu-sanitize:
+	mkdir -p $(LOGS)
+	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(LOGS)/build.log 2>&1 || (tail -50 $(LOGS)/build.log; exit 1)
+	$(MAKE) --no-print-directory sanitize 2>&1 | tail -14
+	find $(LOGS) -type f -size +4M -printf "left out of sanitize-logs.tgz (over 4 MiB): %p\n" -delete
+	tar czf $(OUT)/sanitize-logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
 
 # The protocol fuzzer at full strength (CI runs 300 examples per test).
 fuzz: $(VENV_PY)
@@ -153,6 +176,7 @@ bench: build
 	$(PYTHON) bench/bench_elementwise.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_reductions.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_jit.py --out-dir bench/results/latest
+	$(PYTHON) bench/bench_rowwise.py --out-dir bench/results/latest
 
 clean:
 	rm -rf build lab/*.so $(VENV) .pytest_cache

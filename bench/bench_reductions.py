@@ -4,7 +4,6 @@ Bytes read per second (the input read once; outputs are small), medians of event
 after warm-up (lab/_timing.py); ratios are the peer's time over lab's (> 1: lab is faster).
     python3 bench/bench_reductions.py [--out-dir DIR] [--quick]
 """
-import argparse
 import json
 import os
 import sys
@@ -14,8 +13,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
-from lab._timing import median_ms, torch_timer  # noqa: E402
-from _peers import peers  # noqa: E402
+from lab._timing import median_ms  # noqa: E402
+from _peers import plot_bars, start  # noqa: E402
 from bench_elementwise import per_call_us  # noqa: E402
 
 # Issue 14's goals: (case prefix, peer, at least this ratio of the peer's time over lab's).
@@ -68,33 +67,15 @@ def cases(torch, cupy, quick):
 
 def plot(rows, path):
     """Bytes read per second of lab, torch and CuPy for each case, side by side."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(11, 4.5))
-    width = 0.27
-    for k, (who, color) in enumerate((("lab", "tab:blue"), ("torch", "tab:orange"), ("cupy", "tab:green"))):
-        xs = [i + (k - 1) * width for i, r in enumerate(rows) if r[f"{who}_ms"]]
-        tbs = [r["bytes"] / r[f"{who}_ms"] / 1e9 for r in rows if r[f"{who}_ms"]]
-        ax.bar(xs, tbs, width, label=who, color=color)
-    ax.set_xticks(range(len(rows)), [r["case"] for r in rows], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("TB/s read (higher is better)")
-    ax.set_title("Reductions on one GPU, one run (bench/bench_reductions.py)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    plot_bars(rows, [("lab", "lab_ms", "tab:blue"), ("torch", "torch_ms", "tab:orange"), ("cupy", "cupy_ms", "tab:green")],
+              "Reductions on one GPU, one run (bench/bench_reductions.py)", path, "TB/s read (higher is better)")
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out-dir")
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    found = peers("bench_reductions")
-    if found is None:
+    started = start("bench_reductions", __doc__.split("\n")[0])
+    if started is None:
         return 1
-    torch, cupy = found
-    timer = torch_timer(torch)
+    args, torch, cupy, timer = started
     rows = []
     for name, nbytes, lab_fn, torch_fn, cupy_fn in cases(torch, cupy, args.quick):
         lab_ms = median_ms(lab_fn, *timer, repeats=20)

@@ -10,13 +10,22 @@ SHORT = {"gpu__time_duration.sum": "us", "dram__throughput.avg.pct_of_peak_susta
          "launch__registers_per_thread": "regs", "launch__grid_size": "grid", "launch__block_size": "block",
          "sm__warps_active.avg.pct_of_peak_sustained_active": "occ%",
          "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue%",
-         "launch__occupancy_limit_registers": "blk/SM(regs)", "lts__t_sector_hit_rate.pct": "L2hit%"}
+         "launch__occupancy_limit_registers": "blk/SM(regs)", "lts__t_sector_hit_rate.pct": "L2hit%",
+         "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio": "wait:barrier",
+         "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": "wait:memory",
+         "smsp__average_warps_issue_stalled_membar_per_issue_active.ratio": "wait:membar",
+         "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio": "wait:lsu"}
 
 
 def short_name(kernel):
     name = re.sub(r"\(.*", "", kernel.split("<")[0]).split("::")[-1]
     reducer = re.search(r"lab::\(anonymous namespace\)::(\w+Reducer)<([^,>]+)", kernel)
-    return f"{name}<{reducer.group(1)}<{reducer.group(2)}>>" if reducer else name[:60]
+    if reducer:
+        return f"{name}<{reducer.group(1)}<{reducer.group(2)}>>"
+    row_op = re.search(r"lab::(rows_\w+)<lab::(\w+), ([^,>]+)(?:, (\d+))?>", kernel)
+    if row_op:
+        return f"{row_op.group(1)}<{row_op.group(2)}, {row_op.group(3)}{', ' + row_op.group(4) if row_op.group(4) else ''}>"
+    return name[:60]
 
 
 def main(path):

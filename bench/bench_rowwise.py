@@ -1,0 +1,120 @@
+"""Row-wise training kernels: lab against torch eager and torch.compile on the same tensors, in one
+run (issue 15's table): softmax, layer_norm and rms_norm forward, rms_norm forward + backward, at
+bfloat16 16384 x 4096, and short rows (128, 1024) where a fixed cost per call decides.
+
+Bytes a perfect kernel moves per second (each input read once, each output written once); medians of
+event-timed repeats after warm-up (lab/_timing.py); ratios are the peer's time over lab's (> 1: lab
+is faster).
+    python3 bench/bench_rowwise.py [--out-dir DIR] [--quick]
+"""
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import lab  # noqa: E402
+from lab._timing import median_ms  # noqa: E402
+from _peers import plot_bars, start  # noqa: E402
+
+# Issue 15's goals: (case, peer, at least this ratio of the peer's time over lab's).
+GOALS = [("softmax, 16384x4096", "eager", 2.5), ("softmax, 16384x4096", "compile", 2.5),
+         ("layer_norm, 16384x4096", "eager", 1.5), ("rms_norm, 16384x4096", "eager", 1.25),
+         ("rms_norm fwd+bwd (lab.nn), 16384x4096", "eager", 1.3), ("rms_norm fwd+bwd (lab.nn), 16384x4096", "compile", 1.3)]
+SMALL_ROWS_GOAL = 1.0  # short rows: never below torch eager
+
+
+def cases(torch, quick):
+    """(name, bytes, lab call, torch eager call, the function torch.compile takes, its arguments)."""
+    import lab.nn
+    F = torch.nn.functional
+    bf16 = torch.bfloat16
+    rows = 2048 if quick else 16384
+    for n in (4096, 1024, 128):
+        x = torch.randn(rows, n, device="cuda", dtype=bf16)
+        w, b = torch.randn(n, device="cuda", dtype=bf16), torch.randn(n, device="cuda", dtype=bf16)
+        out, stats = torch.empty_like(x), torch.empty(rows, device="cuda")
+        moved = 2 * x.numel() * 2
+        shape = f"{rows}x{n}"
+        yield (f"softmax, {shape}", moved, lambda x=x, out=out: lab.softmax(x, out),
+               lambda x=x: F.softmax(x, -1), lambda x: F.softmax(x, -1), (x,))
+        yield (f"layer_norm, {shape}", moved,
+               lambda x=x, w=w, b=b, out=out, stats=stats: lab.layer_norm(x, w, b, out, rstd=stats),
+               lambda x=x, w=w, b=b, n=n: F.layer_norm(x, (n,), w, b),
+               lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b), (x, w, b))
+        yield (f"rms_norm, {shape}", moved, lambda x=x, w=w, out=out, stats=stats: lab.rms_norm(x, w, out, rstd=stats),
+               lambda x=x, w=w, n=n: F.rms_norm(x, (n,), w), lambda x, w: F.rms_norm(x, (x.shape[-1],), w), (x, w))
+        if n != 4096:
+            continue
+        # forward + backward: x read, y written; grad_out and x read, grad_x written
+        xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+        dy, grad_x, grad_w = torch.randn_like(x), torch.empty_like(x), torch.empty_like(w)
+
+        def lab_kernels(x=x, w=w, out=out, stats=stats, dy=dy, grad_x=grad_x, grad_w=grad_w):
+            lab.rms_norm(x, w, out, rstd=stats)
+            lab.rms_norm_backward(dy, x, w, stats, grad_x, grad_w)
+
+        def train_step(norm):
+            def step(x, w, dy):
+                return torch.autograd.grad(norm(x, (x.shape[-1],), w), (x, w), dy)
+            return step
+
+        yield (f"rms_norm fwd+bwd (lab.nn), {shape}", 5 * x.numel() * 2,
+               lambda xg=xg, wg=wg, dy=dy: train_step(lab.nn.rms_norm)(xg, wg, dy),
+               lambda xg=xg, wg=wg, dy=dy: train_step(F.rms_norm)(xg, wg, dy), train_step(F.rms_norm), (xg, wg, dy))
+        yield (f"rms_norm fwd+bwd (kernels), {shape}", 5 * x.numel() * 2, lab_kernels,
+               lambda xg=xg, wg=wg, dy=dy: train_step(F.rms_norm)(xg, wg, dy), None, None)
+        yield (f"layer_norm fwd+bwd (lab.nn), {shape}", 5 * x.numel() * 2,
+               lambda xg=xg, wg=wg, dy=dy: torch.autograd.grad(lab.nn.layer_norm(xg, (n,), wg), (xg, wg), dy),
+               lambda xg=xg, wg=wg, dy=dy: torch.autograd.grad(F.layer_norm(xg, (n,), wg), (xg, wg), dy), None, None)
+        yield (f"softmax fwd+bwd (lab.nn), {shape}", 5 * x.numel() * 2,
+               lambda xg=xg, dy=dy: torch.autograd.grad(lab.nn.softmax(xg, -1), (xg,), dy),
+               lambda xg=xg, dy=dy: torch.autograd.grad(F.softmax(xg, -1), (xg,), dy), None, None)
+
+
+def main():
+    started = start("bench_rowwise", __doc__.split("\n")[0])
+    if started is None:
+        return 1
+    args, torch, _, timer = started
+    rows = []
+    for name, nbytes, lab_fn, eager_fn, compile_fn, compile_args in cases(torch, args.quick):
+        compile_ms = None
+        if compile_fn is not None and name.endswith("x4096"):  # torch.compile's column: the headline size
+            compiled = torch.compile(compile_fn, dynamic=False)
+            compile_ms = median_ms(lambda: compiled(*compile_args), *timer, repeats=20)
+        rows.append(dict(case=name, bytes=nbytes, lab_ms=median_ms(lab_fn, *timer, repeats=20),
+                         eager_ms=median_ms(eager_fn, *timer, repeats=20), compile_ms=compile_ms))
+    print(f"\n{'row-wise op (bfloat16)':40s} {'lab ms':>8s} {'eager ms':>9s} {'compile':>8s} {'vs eager':>9s} "
+          f"{'vs compile':>10s} {'lab TB/s':>9s}")
+    for r in rows:
+        compiled = f"{r['compile_ms']:8.3f}" if r["compile_ms"] else f"{'-':>8s}"
+        vs_compile = f"{r['compile_ms'] / r['lab_ms']:10.2f}" if r["compile_ms"] else f"{'-':>10s}"
+        print(f"{r['case']:40s} {r['lab_ms']:8.3f} {r['eager_ms']:9.3f} {compiled} {r['eager_ms'] / r['lab_ms']:9.2f} "
+              f"{vs_compile} {r['bytes'] / r['lab_ms'] / 1e9:9.2f}")
+    print(f"\n{'goal':56s} {'measured':>9s}  met")
+    goals = [(case, peer, target) for case, peer, target in GOALS]
+    goals += [(r["case"], "eager", SMALL_ROWS_GOAL) for r in rows if r["case"].endswith(("x128", "x1024"))]
+    for case, peer, target in goals:
+        r = next((r for r in rows if r["case"] == case.replace("16384", str(2048 if args.quick else 16384))), None)
+        if r is None or not r.get(f"{peer}_ms"):
+            continue
+        ratio = r[f"{peer}_ms"] / r["lab_ms"]
+        print(f"{r['case'] + ' >= ' + str(target) + 'x ' + peer:56s} {ratio:9.2f}  {'yes' if ratio >= target else 'NO'}")
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
+        with open(os.path.join(args.out_dir, "rowwise.json"), "w") as f:
+            json.dump(dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__,
+                           rows=rows), f, indent=1)
+        try:
+            plot_bars(rows, [("lab", "lab_ms", "tab:blue"), ("torch eager", "eager_ms", "tab:orange"),
+                             ("torch.compile", "compile_ms", "tab:red")],
+                      "Row-wise ops, bfloat16, one GPU, one run (bench/bench_rowwise.py)",
+                      os.path.join(args.out_dir, "rowwise.png"))
+        except ImportError:
+            print("(matplotlib is not installed: no plot)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

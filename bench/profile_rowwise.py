@@ -1,0 +1,29 @@
+"""The row-wise kernels once each on bench_rowwise.py's headline input (bfloat16 16384 x 4096), for
+Nsight Compute (`make profile-rowwise`): softmax, layer_norm, rms_norm forward, rms_norm backward,
+and torch's softmax and rms_norm beside them."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import lab  # noqa: E402
+
+
+def main():
+    import torch
+    F = torch.nn.functional
+    x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
+    w, dy = torch.randn(4096, device="cuda", dtype=torch.bfloat16), torch.randn_like(x)
+    out, gx, gw = torch.empty_like(x), torch.empty_like(x), torch.empty_like(w)
+    mean, rstd = torch.empty(16384, device="cuda"), torch.empty(16384, device="cuda")
+    for name, fn in [("lab softmax", lambda: lab.softmax(x, out)), ("torch softmax", lambda: F.softmax(x, -1)),
+                     ("lab layer_norm", lambda: lab.layer_norm(x, w, w, out, mean=mean, rstd=rstd)),
+                     ("lab rms_norm", lambda: lab.rms_norm(x, w, out, rstd=rstd)),
+                     ("torch rms_norm", lambda: F.rms_norm(x, (4096,), w)),
+                     ("lab rms_norm_backward", lambda: lab.rms_norm_backward(dy, x, w, rstd, gx, gw))]:
+        print(name, file=sys.stderr)
+        fn()
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
