@@ -69,8 +69,9 @@ template <typename T> bool rows_vectorizable(const lab_rowwise_launch &l) {
     return true;
 }
 
-// Blocks of `threads` the device keeps resident at once if registers allow (the kernels are built
-// for up to 64 registers a thread at 1024 threads a block, so a full SM is the usual case).
+// Blocks of `threads` an SM's thread slots hold, times the SMs: a grid size that depends only on the
+// device and the block size (so the weight-gradient partials are the same on every run). The kernels
+// take up to 64 registers a thread, so an SM really holds half that many: the grid is about two waves.
 cudaError_t resident_row_blocks(int threads, int64_t *blocks) {
     int device = 0, multiprocessors = 0, threads_per_multiprocessor = 0;
     cudaError_t err = cudaGetDevice(&device);
@@ -112,7 +113,7 @@ template <class Op, typename T> cudaError_t launch_rows(const lab_rowwise_launch
     cudaError_t err = resident_row_blocks(threads, &resident);
     if (err != cudaSuccess) return err;
     // With column sums every block is a set of partial rows: give each group several rows (fewer
-    // partials to combine), at most one wave. Without, a few waves of a fixed grid.
+    // partials to combine), about two waves (see resident_row_blocks). Without, more waves of a fixed grid.
     const int64_t rows_per_group = Op::kColumnSums ? 4 : 1;
     int64_t grid = rows_ceil_div(l.rows, rows_per_block * rows_per_group);
     const int64_t most = Op::kColumnSums ? resident : resident * 8;
