@@ -102,6 +102,39 @@ def test_foreach_lists_never_crash(cais):
                                                      "version": 3}))
 
 
+ROWWISE = {"softmax": 2, "log_softmax": 2, "softmax_backward": 3, "log_softmax_backward": 3, "layer_norm": 4,
+           "layer_norm_backward": 8, "rms_norm": 3, "rms_norm_backward": 6}
+
+
+@st.composite
+def row_arrays(draw, rows, n):
+    """Nearly valid operands of a row-wise op: the input's shape, its leading part or its row length,
+    one of the float typestrs, any strides (zero and negative too), pointers that may overlap."""
+    shape = draw(st.sampled_from([(rows, n), (rows,), (n,), (rows, n, 1), (n, rows), ()]))
+    cai = {"shape": shape, "typestr": draw(st.sampled_from(["<f4", "<f2", "<f8", "<i4"])), "version": 3,
+           "data": (draw(st.sampled_from([2**40, 2**40 + 4, 2**40 + 64, 2**41])), draw(st.booleans()))}
+    if draw(st.booleans()):
+        cai["strides"] = tuple(draw(st.sampled_from([0, 4, -4, 8, 4 * n, -4 * n, 6])) for _ in shape)
+    return Producer(cai)
+
+
+@pytest.mark.skipif(HAVE_GPU, reason="a fuzzed dict may be valid with an absurd pointer: never launch it on a GPU")
+@FUZZ
+@given(st.sampled_from(sorted(ROWWISE)), st.data())
+def test_rowwise_never_crashes(name, data):
+    rows, n = data.draw(st.integers(0, 5)), data.draw(st.integers(0, 7))
+    operand = st.one_of(row_arrays(rows, n), interfaces().map(Producer), st.none())
+    args = [data.draw(operand) for _ in range(ROWWISE[name])]
+    keywords = {}
+    if name in ("layer_norm", "rms_norm"):
+        keywords = {key: data.draw(operand) for key in ("rstd", "mean", "residual", "residual_out")
+                    if data.draw(st.booleans()) and not (key == "mean" and name == "rms_norm")}
+        keywords["eps"] = data.draw(st.one_of(st.none(), st.floats(allow_nan=True), integers, anything))
+    elif name.startswith(("softmax", "log_softmax")):
+        keywords["axis"] = data.draw(st.one_of(st.integers(-4, 4), anything))
+    call_safely(getattr(lab, name), *args, **keywords)
+
+
 @FUZZ
 @given(st.one_of(shapes, st.integers(-5, 5)), st.one_of(typestrs, st.just("float32")))
 def test_empty_and_zeros_arguments_never_crash(shape, dtype):

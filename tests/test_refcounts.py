@@ -92,6 +92,41 @@ def test_failing_calls_do_not_leak(case):
     assert_no_leak(failing(fn, error), objects)
 
 
+@pytest.mark.parametrize("case", ["softmax_empty", "layer_norm_empty", "stats_shape", "residual_alone", "bad_eps",
+                                  "overlap", "axis"])
+def test_rowwise_calls_do_not_leak(case):
+    """The row-wise runner reads up to eight optional arrays from one table: every path through it,
+    succeeding (no rows: nothing launched) and failing, leaves refcounts and memory flat."""
+    x, out, w = fake_array(shape=(6, 10)), fake_array(shape=(6, 10)), fake_array(shape=(10,))
+    empty, empty_out, no_stats = fake_array(shape=(0, 10)), fake_array(shape=(0, 10)), fake_array(shape=(0,))
+    bad_stats, eps = fake_array(shape=(6, 1)), -1.0
+    same = fake_array(shape=(6, 10), ptr=x.__cuda_array_interface__["data"][0] + 4)
+    calls = {
+        "softmax_empty": (lambda: lab.softmax(empty, empty_out), None),
+        "layer_norm_empty": (lambda: lab.layer_norm(empty, None, None, empty_out, mean=no_stats, rstd=no_stats), None),
+        "stats_shape": (lambda: lab.rms_norm(x, w, out, rstd=bad_stats), ValueError),
+        "residual_alone": (lambda: lab.rms_norm(x, w, out, residual=x), TypeError),
+        "bad_eps": (lambda: lab.layer_norm(x, w, None, out, eps=eps), ValueError),
+        "overlap": (lambda: lab.softmax(x, same), ValueError),
+        "axis": (lambda: lab.softmax(x, out, axis=5), ValueError),
+    }
+    fn, error = calls[case]
+    objects = tracked(x, out, w, empty, empty_out, no_stats, bad_stats, same) + [eps]
+    assert_no_leak(fn if error is None else failing(fn, error), objects)
+
+
+@pytest.mark.gpu
+def test_rowwise_launches_do_not_leak():
+    """Real launches, the weight-gradient partials taken from and given back to the scratch pool."""
+    torch = pytest.importorskip("torch")
+    x, dy = torch.randn(64, 4096, device="cuda"), torch.randn(64, 4096, device="cuda")
+    w, grad_w, rstd = torch.randn(4096, device="cuda"), torch.empty(4096, device="cuda"), torch.empty(64, device="cuda")
+    out, grad_x = torch.empty_like(x), torch.empty_like(x)
+    lab.rms_norm(x, w, out, rstd=rstd)
+    assert_no_leak(lambda: lab.rms_norm_backward(dy, x, w, rstd, grad_x, grad_w), [x, dy, w, grad_w, rstd, grad_x])
+    torch.cuda.synchronize()
+
+
 @pytest.mark.skipif(HAVE_GPU, reason="needs a machine without a GPU")
 def test_cuda_error_path_does_not_leak():
     a, b, out = fake_array(), fake_array(), fake_array()
