@@ -37,8 +37,9 @@ package-check: $(VENV_PY)
 	$(PYTHON) -m venv $(PACKAGE_DIR)/venv
 	$(PACKAGE_DIR)/venv/bin/pip install -q $(PACKAGE_DIR)/lab-*.whl
 	cd /tmp && LAB_NVRTC="$$(ls $(CURDIR)/$(VENV)/lib/python*/site-packages/nvidia/cu*/lib/libnvrtc.so.* | head -1)" \
-	  $(CURDIR)/$(PACKAGE_DIR)/venv/bin/python -c "import lab; \
+	  $(CURDIR)/$(PACKAGE_DIR)/venv/bin/python -c "import lab, importlib.util; \
 	  assert not lab.__file__.startswith('$(CURDIR)/lab'), lab.__file__; \
+	  assert importlib.util.find_spec('lab.nn') is not None, 'lab.nn is missing from the wheel'; \
 	  program = lab.compile('#include \"functors.cuh\"\n__global__ void k(float *x) { x[0] = lab::ReluOp()(x[0], 0.f, 0.f, lab::OpParams<float>{1.f, 1.f}); }', arch='sm_90', cache=False); \
 	  print('package-check: wheel from the sdist imports:', lab.__version__, lab.compiled_architectures(), \
 	        '- its kernel headers compile with NVRTC:', program)"

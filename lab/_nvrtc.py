@@ -97,7 +97,7 @@ def nvrtc():
             else:
                 raise CompileError(
                     "lab.compile needs NVRTC, the CUDA runtime compiler, and found none. Install it with "
-                    "`pip install nvidia-cuda-nvrtc` (or `pip install lab[test]`), or point LAB_NVRTC at a "
+                    "`pip install nvidia-cuda-nvrtc` (or `pip install lab[jit]`), or point LAB_NVRTC at a "
                     "libnvrtc.so. Tried: " + "; ".join(tried[:6]))
     return _library
 
