@@ -5,7 +5,7 @@ bfloat16 16384 x 4096, and short rows (128, 1024) where a fixed cost per call de
 Bytes a perfect kernel moves per second (each input read once, each output written once); medians of
 event-timed repeats after warm-up (lab/_timing.py); ratios are the peer's time over lab's (> 1: lab
 is faster).
-    python3 bench/bench_rowwise.py [--out-dir DIR] [--quick]
+    python3 bench/bench_rowwise.py [--out-dir DIR] [--quick]   (LAB_BENCH_NO_COMPILE=1: no torch.compile column)
 """
 import json
 import os
@@ -80,7 +80,8 @@ def main():
     rows = []
     for name, nbytes, lab_fn, eager_fn, compile_fn, compile_args in cases(torch, args.quick):
         compile_ms = None
-        if compile_fn is not None and name.endswith("x4096"):  # torch.compile's column: the headline size
+        with_compile = not os.environ.get("LAB_BENCH_NO_COMPILE")  # compiling takes most of the run's time
+        if with_compile and compile_fn is not None and name.endswith("x4096"):  # the headline size only
             compiled = torch.compile(compile_fn, dynamic=False)
             compile_ms = median_ms(lambda: compiled(*compile_args), *timer, repeats=20)
         rows.append(dict(case=name, bytes=nbytes, lab_ms=median_ms(lab_fn, *timer, repeats=20),

@@ -197,6 +197,24 @@ __device__ __forceinline__ double load_statistic(const RowArgs &a, const char *a
 // the arguments a softmax sees (<= 0 after the max is subtracted, and the max is a few dozen at most).
 __device__ __forceinline__ float row_exp(float v) { return __expf(v); }
 __device__ __forceinline__ double row_exp(double v) { return exp(v); }
+__device__ __forceinline__ float row_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double row_max(double a, double b) { return fmax(a, b); }
+
+// exp(x - max) for many x: float as one fused multiply-add and ex2 (exp2(x log2e - max log2e)); the
+// scaled maximum is computed once. double keeps exp.
+template <typename A> struct ShiftedExp;
+template <> struct ShiftedExp<float> {
+    float scaled_max;
+    __device__ __forceinline__ explicit ShiftedExp(float max) : scaled_max(max * 1.4426950408889634f) {}
+    __device__ __forceinline__ float operator()(float x) const {
+        return exp2f(fmaf(x, 1.4426950408889634f, -scaled_max));
+    }
+};
+template <> struct ShiftedExp<double> {
+    double max;
+    __device__ __forceinline__ explicit ShiftedExp(double m) : max(m) {}
+    __device__ __forceinline__ double operator()(double x) const { return exp(x - max); }
+};
 __device__ __forceinline__ float row_log(float v) { return logf(v); }
 __device__ __forceinline__ double row_log(double v) { return log(v); }
 __device__ __forceinline__ float row_rsqrt(float v) { return rsqrtf(v); }

@@ -33,14 +33,26 @@ struct SoftmaxForward {
         A x[kSize];
         load_row<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
                              A(-INFINITY));
+        // Uniform conditions stay outside the element loops: the kernel is issue-bound (ncu), and a
+        // select per element (or an exp the other branch needs) costs as much as the work itself.
         A max = A(-INFINITY), sum = 0;
 #pragma unroll
-        for (int i = 0; i < kSize; ++i) max = x[i] > max ? x[i] : max;
+        for (int i = 0; i < kSize; ++i) max = row_max(max, x[i]); // a NaN is carried by the sum instead
+        if (max != A(-INFINITY)) {
+            const ShiftedExp<A> exp_minus_max(max);
+            if (a.log) {
 #pragma unroll
-        for (int i = 0; i < kSize; ++i) {
-            const A e = max == A(-INFINITY) ? A(0) : row_exp(x[i] - max);
-            sum += e;
-            if (!a.log) x[i] = e;
+                for (int i = 0; i < kSize; ++i) sum += exp_minus_max(x[i]);
+            } else {
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) {
+                    x[i] = exp_minus_max(x[i]);
+                    sum += x[i];
+                }
+            }
+        } else if (!a.log) { // no finite element in this lane: its exponentials are 0
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) x[i] = A(0);
         }
         const Pair<A> total = group_reduce(Pair<A>{max, sum}, OnlineSoftmaxCombine{}, a.group);
         if (a.log) {
@@ -101,16 +113,26 @@ struct SoftmaxBackward {
     template <typename T, int K>
     __device__ static void finish(const RowArgs &a, compute_t<T> (&y)[K], const compute_t<T> (&dy)[K],
                                   compute_t<T> total) {
+        if (a.log) { // the branch outside the loop: a select inside would take the exp for every element
 #pragma unroll
-        for (int i = 0; i < K; ++i) y[i] = a.log ? dy[i] - row_exp(y[i]) * total : y[i] * (dy[i] - total);
+            for (int i = 0; i < K; ++i) y[i] = dy[i] - row_exp(y[i]) * total;
+        } else {
+#pragma unroll
+            for (int i = 0; i < K; ++i) y[i] *= dy[i] - total;
+        }
     }
 
     template <typename T, int K>
     __device__ static compute_t<T> partial(const RowArgs &a, const compute_t<T> (&y)[K],
                                            const compute_t<T> (&dy)[K]) {
         compute_t<T> s = 0;
+        if (a.log) {
 #pragma unroll
-        for (int i = 0; i < K; ++i) s += a.log ? dy[i] : dy[i] * y[i];
+            for (int i = 0; i < K; ++i) s += dy[i];
+        } else {
+#pragma unroll
+            for (int i = 0; i < K; ++i) s += dy[i] * y[i];
+        }
         return s;
     }
 
@@ -195,12 +217,17 @@ struct NormForward {
         }
         const A shift = shift_of<T>(a, row, valid);
         A s1 = 0, s2 = 0;
+        if (a.centered) { // past the row's end x is 0, not the shift: mask those positions out
 #pragma unroll
-        for (int i = 0; i < kSize; ++i) {
-            const bool inside = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, lane, a.group) < int(a.n);
-            const A d = inside ? x[i] - shift : A(0);
-            s1 += d;
-            s2 += d * d;
+            for (int i = 0; i < kSize; ++i) {
+                const bool inside = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, lane, a.group) < int(a.n);
+                const A d = inside ? x[i] - shift : A(0);
+                s1 += d;
+                s2 += d * d;
+            }
+        } else { // rms_norm: the fill (0) adds nothing to the sum of squares
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) s2 += x[i] * x[i];
         }
         A mean, rstd;
         statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
@@ -307,10 +334,18 @@ struct NormBackward {
                              A(0));
         load_row<T, kChunks>(g, row_at(a, row, LAB_ROW_GRAD), a.col_stride[LAB_ROW_GRAD], a, lane, 0, valid,
                              A(0));
+        if (a.centered) { // past the row's end x is 0, not the mean: mask those positions out
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) {
+                const bool inside = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, lane, a.group) < int(a.n);
+                xhat[i] = inside ? (xhat[i] - mean) * rstd : A(0);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) xhat[i] *= rstd;
+        }
 #pragma unroll
         for (int i = 0; i < kSize; ++i) {
-            const bool inside = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, lane, a.group) < int(a.n);
-            xhat[i] = inside ? (xhat[i] - mean) * rstd : A(0);
             sums.weight[i] += g[i] * xhat[i];
             sums.bias[i] += g[i];
         }
