@@ -37,8 +37,6 @@ cudaError_t resident_blocks(Kernel kernel, std::atomic<int> &cached, int64_t *bl
     return err;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 constexpr lab_reduce_finish kFinishOf[LAB_NUM_REDUCE_OPS] = {
 #define LAB_REDUCE_OP(id, reducer, integers, index_output, empty_value, finish, unit) finish,
 #include "reduce_ops.def"

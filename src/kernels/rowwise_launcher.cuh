@@ -19,8 +19,6 @@ cudaError_t launch_norm_rows(const lab_rowwise_launch &l, cudaStream_t stream);
 
 namespace {
 
-int64_t rows_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 RowArgs make_row_args(const lab_rowwise_launch &l, int group, bool vectorized) {
     RowArgs a{};
     a.rows = l.rows;
@@ -93,7 +91,7 @@ cudaError_t resident_row_blocks(int threads, int64_t *blocks) {
 template <class Op, typename T> cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream) {
     using A = compute_t<T>;
     constexpr int kVec = kRowVec<T>;
-    const int64_t vectors = rows_ceil_div(l.n, kVec) > 0 ? rows_ceil_div(l.n, kVec) : 1;
+    const int64_t vectors = ceil_div(l.n, kVec) > 0 ? ceil_div(l.n, kVec) : 1;
     // The most chunks a lane that fit: more 16-byte loads in flight per lane and smaller groups
     // (cheaper reductions), within the lanes each chunk count is built for.
     int group = 1;
@@ -102,7 +100,7 @@ template <class Op, typename T> cudaError_t launch_rows(const lab_rowwise_launch
         const int most_lanes = k == 4 ? kRowBlockLimit<4> : kRowBlockLimit<1>;
         if (k > Op::kMaxChunks || k > rowwise_max_chunks || vectors > int64_t(most_lanes) * k) continue;
         while (int64_t(group) * k < vectors) group *= 2;
-        chunks = rows_ceil_div(vectors, group);
+        chunks = ceil_div(vectors, group);
         chunks = chunks == 3 ? 4 : chunks;
     }
     const bool streamed = chunks == 0;
@@ -115,7 +113,7 @@ template <class Op, typename T> cudaError_t launch_rows(const lab_rowwise_launch
     // With column sums every block is a set of partial rows: give each group several rows (fewer
     // partials to combine), about two waves (see resident_row_blocks). Without, more waves of a fixed grid.
     const int64_t rows_per_group = Op::kColumnSums ? 4 : 1;
-    int64_t grid = rows_ceil_div(l.rows, rows_per_block * rows_per_group);
+    int64_t grid = ceil_div(l.rows, rows_per_block * rows_per_group);
     const int64_t most = Op::kColumnSums ? resident : resident * 8;
     grid = grid < 1 ? 1 : grid > most ? most : grid;
     const bool want_sums =
@@ -146,7 +144,7 @@ template <class Op, typename T> cudaError_t launch_rows(const lab_rowwise_launch
         err = cudaGetLastError();
     }
     if (err == cudaSuccess && want_sums && l.n > 0) {
-        const dim3 blocks(unsigned(rows_ceil_div(l.n, 32)), 2), threads_per_block(32, kPartialSlices);
+        const dim3 blocks(unsigned(ceil_div(l.n, 32)), 2), threads_per_block(32, kPartialSlices);
         sum_partial_columns<T><<<blocks, threads_per_block, 0, stream>>>(
             static_cast<const A *>(a.partials), l.rows > 0 ? grid : 0, l.n, l.col_data[LAB_COL_GRAD_WEIGHT],
             l.col_data_strides[LAB_COL_GRAD_WEIGHT], l.col_data[LAB_COL_GRAD_BIAS],
