@@ -157,7 +157,7 @@ def test_norm_backward(op, dtype, shape, weight, torch_producer):
     else:
         lab.rms_norm(x, w, scratch, eps=1e-5, rstd=rstd)
         assert lab.rms_norm_backward(dy, x, w, rstd, grad_x, grad_w) is grad_x
-    eps = 1e-5 if centered else 1e-5
+    eps = 1e-5  # layer_norm's default, and what rms_norm was given above
     want_dx, want_dw, want_db = numpy_norm_backward(dy_stored, x_stored, w_stored, eps, centered)
     _, _, want_rstd = numpy_norm(x_stored, None, None, eps, centered)
     g = np.abs(dy_stored) * (1 if w is None else np.abs(w_stored))

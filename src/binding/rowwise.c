@@ -130,9 +130,6 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
     PyObject *axis_obj = NULL, *stream_obj = NULL, *out_obj = NULL;
     for (int i = 0; i < f->signature.n_params; i++) {
         const row_param *p = &f->params[i];
-        const char *name =
-            PyUnicode_AsUTF8(state->names[f->signature.names[i]]) /* interned: its UTF-8 is cached */;
-        if (!name) return NULL;
         PyObject *obj = slots[i];
         if (p->role == ROLE_AXIS) {
             axis_obj = obj;
@@ -141,7 +138,9 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
         } else if (p->role == ROLE_STREAM) {
             stream_obj = obj;
         } else if (obj && !(p->optional && obj == Py_None)) {
-            if (lab_read_array(state, obj, func, name, &arrays[i]) < 0) return NULL;
+            /* the parameter's name, for messages: only for arrays given (interned, its UTF-8 cached) */
+            const char *name = PyUnicode_AsUTF8(state->names[f->signature.names[i]]);
+            if (!name || lab_read_array(state, obj, func, name, &arrays[i]) < 0) return NULL;
             if (p->role == ROLE_ROW) {
                 description.rows[p->slot] = &arrays[i];
                 description.row_names[p->slot] = name;

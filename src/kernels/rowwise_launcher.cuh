@@ -3,6 +3,7 @@
 // and their combination. Included by the rowwise_<unit>.cu files, one per pair of ops.
 #pragma once
 
+#include <algorithm>
 #include <stdint.h>
 
 #include "dispatch.cuh"
@@ -91,7 +92,8 @@ cudaError_t resident_row_blocks(int threads, int64_t *blocks) {
 template <class Op, typename T> cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream) {
     using A = compute_t<T>;
     constexpr int kVec = kRowVec<T>;
-    const int64_t vectors = ceil_div(l.n, kVec) > 0 ? ceil_div(l.n, kVec) : 1;
+    const int64_t vectors =
+        std::max<int64_t>(ceil_div(l.n, kVec), 1); // an empty row still has its statistics
     // The most chunks a lane that fit: more 16-byte loads in flight per lane and smaller groups
     // (cheaper reductions), within the lanes each chunk count is built for.
     int group = 1;
