@@ -39,6 +39,8 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     axpby,
     compiled_architectures,
     copy,
+    cross_entropy,
+    cross_entropy_backward,
     cuda_driver_version,
     cuda_runtime_version,
     current_stream,
@@ -55,6 +57,8 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     foreach_scale,
     fused_add_mul,
     gelu,
+    geglu,
+    geglu_backward,
     get_device_properties,
     is_available,
     layer_norm,
@@ -85,6 +89,8 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     std,
     sub,
     sum,
+    swiglu,
+    swiglu_backward,
     synchronize,
     var,
     vector_add,
@@ -93,13 +99,13 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
 
 __all__ = [
     "__version__", "abs", "adam_step", "add", "add_relu", "amax", "amin", "argmax", "argmin",
-    "Array", "asarray", "axpby", "compile", "compiled_architectures", "CompileError", "copy",
+    "Array", "asarray", "axpby", "compile", "compiled_architectures", "CompileError", "copy", "cross_entropy", "cross_entropy_backward",
     "cuda_driver_version", "cuda_runtime_version", "CudaError", "current_stream", "device_count",
     "div", "dot", "empty", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
-    "foreach_norm", "foreach_scale", "fused_add_mul", "gelu", "get_device_properties",
+    "foreach_norm", "foreach_scale", "fused_add_mul", "geglu", "geglu_backward", "gelu", "get_device_properties",
     "is_available", "layer_norm", "layer_norm_backward", "log_softmax", "log_softmax_backward", "logsumexp", "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved",
     "minimum", "mul", "neg", "norm", "prod", "Program", "RawKernel", "RawModule", "relu", "rms_norm", "rms_norm_backward", "sgd_step", "sigmoid", "silu", "softmax", "softmax_backward", "sqrt",
-    "std", "Stream", "stream", "sub", "sum", "synchronize", "var", "vector_add", "zeros",
+    "std", "Stream", "stream", "sub", "sum", "swiglu", "swiglu_backward", "synchronize", "var", "vector_add", "zeros",
 ]
 
 

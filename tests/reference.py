@@ -62,6 +62,8 @@ OPS = {
     "gelu": Op("gelu", 1, lambda x, integer: _gelu(x), ranges=[(-5.0, 5.0)]),
     "gelu_tanh": Op("gelu", 1, lambda x, integer: _gelu_tanh(x), ranges=[(-5.0, 5.0)],
                     call=lambda lab, ins, out, integer: lab.gelu(ins[0], out, approximate="tanh")),
+    "swiglu": Op("swiglu", 2, lambda g, u, integer: g / (1.0 + np.exp(-g)) * u, ranges=[(-8.0, 8.0), (-3.0, 3.0)]),
+    "geglu": Op("geglu", 2, lambda g, u, integer: _gelu_tanh(g) * u, ranges=[(-5.0, 5.0), (-3.0, 3.0)]),
     "copy": Op("copy", 1, lambda x, integer: x, integers=True),
 }
 

@@ -14,7 +14,8 @@ from fakes import (FAKE_POINTER, STREAM_REPORTED, CudaArrayWithDict, FakeExchang
 BINARY = ["vector_add", "add", "sub", "mul", "div", "maximum", "minimum", "add_relu"]
 UNARY = ["neg", "abs", "sqrt", "exp", "relu", "sigmoid", "silu", "gelu"]
 INTEGER_OPS = {"vector_add", "add", "sub", "mul", "maximum", "minimum", "neg", "abs", "copy"}
-ALL_OPS = BINARY + UNARY + ["fused_add_mul", "axpby", "copy"]
+GLU = ["swiglu", "geglu"]  # binary, with the parameters named (gate, up, out)
+ALL_OPS = BINARY + UNARY + GLU + ["fused_add_mul", "axpby", "copy"]
 
 no_gpu_only = pytest.mark.skipif(HAVE_GPU, reason="fake pointers must not reach a real GPU")
 
@@ -66,6 +67,8 @@ def test_specific_signatures():
     assert str(inspect.signature(lab.fused_add_mul)) == "(a, b, s, out, *, stream=None)"
     assert str(inspect.signature(lab.gelu)) == "(x, out, *, approximate='none', stream=None)"
     assert str(inspect.signature(lab.copy)) == "(src, dst, *, stream=None)"
+    assert str(inspect.signature(lab.swiglu)) == "(gate, up, out, *, stream=None)"
+    assert str(inspect.signature(lab.geglu)) == "(gate, up, out, *, stream=None)"
 
 
 # ---- argument parsing ----

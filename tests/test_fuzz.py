@@ -103,7 +103,8 @@ def test_foreach_lists_never_crash(cais):
 
 
 ROWWISE = {"softmax": 2, "log_softmax": 2, "softmax_backward": 3, "log_softmax_backward": 3, "layer_norm": 4,
-           "layer_norm_backward": 8, "rms_norm": 3, "rms_norm_backward": 6}
+           "layer_norm_backward": 8, "rms_norm": 3, "rms_norm_backward": 6, "cross_entropy": 3,
+           "swiglu_backward": 5, "geglu_backward": 5}
 
 
 @st.composite
@@ -111,7 +112,7 @@ def row_arrays(draw, rows, n):
     """Nearly valid operands of a row-wise op: the input's shape, its leading part or its row length,
     one of the float typestrs, any strides (zero and negative too), pointers that may overlap."""
     shape = draw(st.sampled_from([(rows, n), (rows,), (n,), (rows, n, 1), (n, rows), ()]))
-    cai = {"shape": shape, "typestr": draw(st.sampled_from(["<f4", "<f2", "<f8", "<i4"])), "version": 3,
+    cai = {"shape": shape, "typestr": draw(st.sampled_from(["<f4", "<f2", "<f8", "<i4", "<i8"])), "version": 3,
            "data": (draw(st.sampled_from([2**40, 2**40 + 4, 2**40 + 64, 2**41])), draw(st.booleans()))}
     if draw(st.booleans()):
         cai["strides"] = tuple(draw(st.sampled_from([0, 4, -4, 8, 4 * n, -4 * n, 6])) for _ in shape)
@@ -132,6 +133,10 @@ def test_rowwise_never_crashes(name, data):
         keywords["eps"] = data.draw(st.one_of(st.none(), st.floats(allow_nan=True), integers, anything))
     elif name.startswith(("softmax", "log_softmax")):
         keywords["axis"] = data.draw(st.one_of(st.integers(-4, 4), anything))
+    elif name == "cross_entropy":
+        keywords = {"grad": data.draw(operand), "reduction": data.draw(st.sampled_from(["mean", "sum", "none", "x"])),
+                    "ignore_index": data.draw(st.one_of(st.integers(-2**64, 2**64), anything)),
+                    "label_smoothing": data.draw(st.one_of(st.floats(allow_nan=True), integers, anything))}
     call_safely(getattr(lab, name), *args, **keywords)
 
 

@@ -93,7 +93,8 @@ def test_failing_calls_do_not_leak(case):
 
 
 @pytest.mark.parametrize("case", ["softmax_empty", "layer_norm_empty", "stats_shape", "residual_alone", "bad_eps",
-                                  "overlap", "axis"])
+                                  "overlap", "axis", "loss_none_empty", "target_dtype", "reduction", "glu_pair",
+                                  "glu_overlap"])
 def test_rowwise_calls_do_not_leak(case):
     """The row-wise runner reads up to eight optional arrays from one table: every path through it,
     succeeding (no rows: nothing launched) and failing, leaves refcounts and memory flat."""
@@ -101,6 +102,8 @@ def test_rowwise_calls_do_not_leak(case):
     empty, empty_out, no_stats = fake_array(shape=(0, 10)), fake_array(shape=(0, 10)), fake_array(shape=(0,))
     bad_stats, eps = fake_array(shape=(6, 1)), -1.0
     same = fake_array(shape=(6, 10), ptr=x.__cuda_array_interface__["data"][0] + 4)
+    targets, targets_empty = fake_array(shape=(6,), typestr="<i8"), fake_array(shape=(0,), typestr="<i8")
+    loss, empty_pair, float_targets = fake_array(shape=()), fake_array(shape=(0, 10)), fake_array(shape=(6,))
     calls = {
         "softmax_empty": (lambda: lab.softmax(empty, empty_out), None),
         "layer_norm_empty": (lambda: lab.layer_norm(empty, None, None, empty_out, mean=no_stats, rstd=no_stats), None),
@@ -109,9 +112,15 @@ def test_rowwise_calls_do_not_leak(case):
         "bad_eps": (lambda: lab.layer_norm(x, w, None, out, eps=eps), ValueError),
         "overlap": (lambda: lab.softmax(x, same), ValueError),
         "axis": (lambda: lab.softmax(x, out, axis=5), ValueError),
+        "loss_none_empty": (lambda: lab.cross_entropy(empty, targets_empty, no_stats, reduction="none"), None),
+        "target_dtype": (lambda: lab.cross_entropy(x, float_targets, loss), TypeError),
+        "reduction": (lambda: lab.cross_entropy(x, targets, loss, reduction="avg", label_smoothing=0.5), ValueError),
+        "glu_pair": (lambda: lab.swiglu_backward(empty, empty, empty, empty_out, empty_pair), None),
+        "glu_overlap": (lambda: lab.geglu_backward(x, x, x, out, out), ValueError),
     }
     fn, error = calls[case]
-    objects = tracked(x, out, w, empty, empty_out, no_stats, bad_stats, same) + [eps]
+    objects = tracked(x, out, w, empty, empty_out, no_stats, bad_stats, same, targets, targets_empty, loss,
+                      empty_pair, float_targets) + [eps]
     assert_no_leak(fn if error is None else failing(fn, error), objects)
 
 

@@ -1,7 +1,8 @@
-"""Row-wise ops on any machine (issue 15): signatures, and every bad input - dtypes, shapes of the
-row operands, the statistics and the column operands, eps, axis, outputs that are read-only, broadcast
-or overlapping, a residual without its output - a TypeError or ValueError naming the argument, raised
-before any CUDA call, through fake producers (objects with only __cuda_array_interface__)."""
+"""Row-wise ops on any machine (issues 15, 16): signatures, and every bad input - dtypes, shapes of the
+row operands, the statistics, targets, losses and column operands, eps, axis, cross-entropy's options,
+outputs that are read-only, broadcast or overlapping, a residual without its output - a TypeError or
+ValueError naming the argument, raised before any CUDA call, through fake producers (objects with
+only __cuda_array_interface__)."""
 import inspect
 
 import pytest
@@ -18,6 +19,10 @@ SIGNATURES = {
     "layer_norm_backward": "(grad_out, x, weight, mean, rstd, grad_x, grad_weight=None, grad_bias=None, *, stream=None)",
     "rms_norm": "(x, weight, out, *, eps=None, rstd=None, residual=None, residual_out=None, stream=None)",
     "rms_norm_backward": "(grad_out, x, weight, rstd, grad_x, grad_weight=None, *, stream=None)",
+    "cross_entropy": "(logits, target, loss, *, ignore_index=-100, label_smoothing=0.0, reduction='mean', grad=None, stream=None)",
+    "cross_entropy_backward": "(grad_loss, grad, *, stream=None)",
+    "swiglu_backward": "(grad_out, gate, up, grad_gate, grad_up, *, stream=None)",
+    "geglu_backward": "(grad_out, gate, up, grad_gate, grad_up, *, stream=None)",
 }
 SHAPE = (6, 10)
 
@@ -38,6 +43,10 @@ def call(op, **over):
                                     rstd=rows((6,)), grad_x=rows()),
         "rms_norm": dict(x=rows(), weight=rows((10,)), out=rows()),
         "rms_norm_backward": dict(grad_out=rows(), x=rows(), weight=rows((10,)), rstd=rows((6,)), grad_x=rows()),
+        "cross_entropy": dict(logits=rows(), target=rows((6,), "<i8"), loss=rows(())),
+        "cross_entropy_backward": dict(grad_loss=rows(()), grad=rows()),
+        "swiglu_backward": dict(grad_out=rows(), gate=rows(), up=rows(), grad_gate=rows(), grad_up=rows()),
+        "geglu_backward": dict(grad_out=rows(), gate=rows(), up=rows(), grad_gate=rows(), grad_up=rows()),
     }[op]
     args.update(over)
     return getattr(lab, op)(**args)
@@ -53,8 +62,9 @@ def test_signature(op):
 def test_integer_input_is_refused(op):
     """Every row operand int32: the message names the one the others are checked against."""
     parameters = inspect.signature(getattr(lab, op)).parameters
-    integers = {name: rows(typestr="<i4") for name in ("grad_out", "y", "x", "grad_x", "out") if name in parameters}
-    reference = "y" if "y" in parameters else "x"
+    integers = {name: rows(typestr="<i4") for name in ("grad_out", "y", "x", "grad_x", "out", "logits", "grad", "gate",
+                                                      "up", "grad_gate", "grad_up") if name in parameters}
+    reference = next(name for name in ("y", "x", "logits", "gate", "grad") if name in parameters)
     with pytest.raises(TypeError, match=rf"{op}\(\): argument '{reference}' has dtype int32; {op} takes"):
         call(op, **integers)
 
@@ -197,3 +207,105 @@ def test_import_lab_does_not_import_torch():
     import sys
     code = "import sys, lab; lab.softmax; assert 'torch' not in sys.modules, 'lab imported torch'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- cross-entropy and the GLU backwards (issue 16) ----
+
+@pytest.mark.parametrize("dtype", ["<f4", "<i2", "|u1", "<f8"])
+def test_targets_are_int64_or_int32(dtype):
+    with pytest.raises(TypeError, match=r"cross_entropy\(\): argument 'target' has dtype \w+; class indices are int64 or int32"):
+        call("cross_entropy", target=rows((6,), dtype))
+
+
+def test_targets_and_losses_have_one_value_per_row():
+    with pytest.raises(ValueError, match=r"argument 'target' has shape \(6, 10\); it must have shape \(6,\)"):
+        call("cross_entropy", target=rows((6, 10), "<i8"))
+    with pytest.raises(ValueError, match=r"argument 'loss' has shape \(6,\); it must have shape \(\) \(one number"):
+        call("cross_entropy", loss=rows((6,)))
+    with pytest.raises(ValueError, match=r"argument 'loss' has shape \(\); it must have shape \(6,\)"):
+        call("cross_entropy", reduction="none")
+    with pytest.raises(TypeError, match=r"argument 'loss' has dtype int32; the loss is float16, bfloat16"):
+        call("cross_entropy", loss=rows((), "<i4"))
+    with pytest.raises(ValueError, match=r"argument 'grad' has shape \(6, 9\); it must have shape \(6, 10\)"):
+        call("cross_entropy", grad=rows((6, 9)))
+    with pytest.raises(TypeError, match=r"argument 'grad' has dtype float16; it must have the dtype of 'logits'"):
+        call("cross_entropy", grad=rows(typestr="<f2"))
+
+
+def test_cross_entropy_needs_classes():
+    with pytest.raises(ValueError, match=r"argument 'logits' has no classes"):
+        call("cross_entropy", logits=rows((6, 0)))
+
+
+@pytest.mark.parametrize("option, value, error, pattern", [
+    ("ignore_index", 1.0, TypeError, r"argument 'ignore_index' must be an int, got float"),
+    ("ignore_index", True, TypeError, r"argument 'ignore_index' must be an int, got bool"),
+    ("ignore_index", 2**63, ValueError, r"argument 'ignore_index' must fit in int64"),
+    ("label_smoothing", -0.1, ValueError, r"argument 'label_smoothing' must be in \[0, 1\], got -0.1"),
+    ("label_smoothing", 1.5, ValueError, r"argument 'label_smoothing' must be in \[0, 1\]"),
+    ("label_smoothing", float("nan"), ValueError, r"argument 'label_smoothing' must be in \[0, 1\]"),
+    ("label_smoothing", "0.1", TypeError, r"argument 'label_smoothing'"),
+    ("reduction", "avg", ValueError, r"argument 'reduction' must be 'mean', 'sum' or 'none', got 'avg'"),
+    ("reduction", None, ValueError, r"argument 'reduction' must be 'mean', 'sum' or 'none', got None"),
+])
+def test_cross_entropy_options(option, value, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call("cross_entropy", **{option: value})
+
+
+def test_cross_entropy_outputs():
+    base = fake_pointer()
+    with pytest.raises(ValueError, match=r"argument 'loss' is read-only"):
+        call("cross_entropy", loss=rows((), readonly=True))
+    with pytest.raises(ValueError, match=r"arguments 'loss' and 'logits' share memory; 'loss' is written"):
+        call("cross_entropy", logits=rows(ptr=base), loss=rows((), ptr=base + 8))
+    with pytest.raises(ValueError, match=r"argument 'logits' overlaps 'grad' in memory without being the same view"):
+        call("cross_entropy", logits=rows(ptr=base), grad=rows(ptr=base + 4))
+
+
+def test_nothing_to_compute_still_writes_a_reduced_loss():
+    """No rows: 'none' has nothing to do; 'mean' and 'sum' still write their number (a launch)."""
+    loss = rows((0,))
+    assert lab.cross_entropy(rows((0, 10)), rows((0,), "<i8"), loss, reduction="none") is loss
+    if lab.is_available():
+        pytest.skip("fake pointers must not reach a real GPU")
+    with pytest.raises(lab.CudaError):
+        lab.cross_entropy(rows((0, 10)), rows((0,), "<i8"), rows(()))
+
+
+@pytest.mark.parametrize("op", ["swiglu_backward", "geglu_backward"])
+def test_glu_backward_operands(op):
+    base = fake_pointer()
+    with pytest.raises(ValueError, match=rf"{op}\(\): argument 'up' has shape \(6, 9\); it must have shape \(6, 10\)"):
+        call(op, up=rows((6, 9)))
+    with pytest.raises(TypeError, match=r"argument 'grad_up' has dtype float64; it must have the dtype of 'gate'"):
+        call(op, grad_up=rows(typestr="<f8"))
+    with pytest.raises(ValueError, match=r"arguments 'grad_gate' and 'grad_up' share memory"):
+        call(op, grad_gate=rows(ptr=base), grad_up=rows(ptr=base + 8))
+
+
+def test_halves_of_one_array_are_disjoint():
+    """gate/up and grad_gate/grad_up as x[:, :h] and x[:, h:] pass validation (the launch is reached);
+    a quarter-shifted view of the same buffer overlaps and is refused."""
+    base, grads = fake_pointer(), fake_pointer()
+    half = dict(shape=(6, 5), strides=(40, 4))
+    gate, up = rows(ptr=base, **half), rows(ptr=base + 20, **half)
+    grad_gate, grad_up = rows(ptr=grads, **half), rows(ptr=grads + 20, **half)
+    with pytest.raises(ValueError, match=r"arguments 'grad_gate' and 'grad_up' share memory"):
+        lab.swiglu_backward(rows((6, 5)), gate, up, grad_gate, rows(ptr=grads + 8, **half))
+    if lab.is_available():
+        pytest.skip("fake pointers must not reach a real GPU")
+    with pytest.raises(lab.CudaError):
+        lab.swiglu_backward(rows((6, 5)), gate, up, grad_gate, grad_up)
+
+
+def test_cross_entropy_backward_operands():
+    with pytest.raises(ValueError, match=r"cross_entropy_backward\(\): argument 'grad_loss' has shape \(5,\); it must have shape \(6,\)"):
+        call("cross_entropy_backward", grad_loss=rows((5,)))
+    with pytest.raises(TypeError, match=r"argument 'grad_loss' has dtype int64; the loss is float16"):
+        call("cross_entropy_backward", grad_loss=rows((), "<i8"))
+    with pytest.raises(ValueError, match=r"argument 'grad' is read-only"):
+        call("cross_entropy_backward", grad=rows(readonly=True))
+    base = fake_pointer()
+    with pytest.raises(ValueError, match=r"arguments 'grad' and 'grad_loss' share memory"):
+        call("cross_entropy_backward", grad=rows(ptr=base), grad_loss=rows((6,), ptr=base + 8))

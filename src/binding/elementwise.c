@@ -37,6 +37,8 @@ static const lab_family FAMILY_GELU = {{2, 2, 4, {N(x), N(out), N(approximate), 
                                        {ROLE_INPUT, ROLE_OUTPUT, ROLE_APPROXIMATE, ROLE_STREAM}};
 static const lab_family FAMILY_BINARY = {{3, 3, 4, {N(a), N(b), N(out), N(stream)}},
                                          {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
+static const lab_family FAMILY_GLU = {{3, 3, 4, {N(gate), N(up), N(out), N(stream)}},
+                                      {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
 static const lab_family FAMILY_ADD = {{3, 3, 5, {N(a), N(b), N(out), N(alpha), N(stream)}},
                                       {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_ALPHA, ROLE_STREAM}};
 static const lab_family FAMILY_FUSED = {{4, 4, 5, {N(a), N(b), N(s), N(out), N(stream)}},

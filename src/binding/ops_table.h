@@ -66,6 +66,16 @@ LAB_PY_OP(
     "gelu(x, out, *, approximate='none', stream=None)\n--\n\nout = x * Phi(x) (approximate='none', with erf) "
     "or "
     "its tanh approximation (approximate='tanh'), as torch.nn.functional.gelu." LAB_DOC_TAIL LAB_FLOAT_DTYPES)
+LAB_PY_OP(swiglu, GLU, SWIGLU, SWIGLU,
+          "swiglu(gate, up, out, *, stream=None)\n--\n\nout = silu(gate) * up, the SwiGLU of a transformer "
+          "MLP, in one "
+          "pass (torch's eager silu and multiply are two). gate and up may be the two halves of one array "
+          "(x[..., :h] and x[..., h:]); the gradients: swiglu_backward." LAB_DOC_TAIL LAB_FLOAT_DTYPES)
+LAB_PY_OP(
+    geglu, GLU, GEGLU, GEGLU,
+    "geglu(gate, up, out, *, stream=None)\n--\n\nout = gelu(gate, approximate='tanh') * up, the GeGLU of a "
+    "transformer MLP, in one pass. gate and up may be the two halves of one array; the gradients: "
+    "geglu_backward." LAB_DOC_TAIL LAB_FLOAT_DTYPES)
 LAB_PY_OP(
     copy, COPY, COPY, COPY,
     "copy(src, dst, *, stream=None)\n--\n\ndst[...] = src, converting the dtype where they differ (a cast); "

@@ -1,8 +1,9 @@
-/* rowwise.c - lab.softmax / log_softmax / layer_norm / rms_norm and their backwards (level 2 for
- * dispatch/rowwise_kind.c).
+/* rowwise.c - lab.softmax / log_softmax / layer_norm / rms_norm, cross_entropy and their backwards,
+ * swiglu_backward / geglu_backward (level 2 for dispatch/rowwise_kind.c).
  *
- * Eight functions, one runner: each function is a row of FUNCTIONS - its signature and, per
- * parameter, the operand slot it fills (a row operand, a column operand, or axis / eps / stream).
+ * Twelve functions, one runner: each function is a row of FUNCTIONS - its signature and, per
+ * parameter, the operand slot it fills (a row operand, a column operand, or a number or option:
+ * axis, eps, stream, cross-entropy's ignore_index / label_smoothing / reduction).
  * The runner parses, reads each array given (None leaves an optional operand out), and hands the
  * call to the op driver as the row-wise kind, which checks shapes and dtypes and plans the launch. */
 #include "binding/rowwise.h"
@@ -11,7 +12,19 @@
 #include "binding/array_reader.h"
 #include "dispatch/rowwise_kind.h"
 
-typedef enum { ROLE_ROW, ROLE_COL, ROLE_AXIS, ROLE_EPS, ROLE_STREAM } param_role;
+typedef enum {
+    ROLE_ROW,
+    ROLE_COL,
+    ROLE_AXIS,
+    ROLE_EPS,
+    ROLE_STREAM,
+    ROLE_IGNORE_INDEX,
+    ROLE_SMOOTHING,
+    ROLE_REDUCTION
+} param_role;
+
+/* What a function returns: its output, the loss, or both gradients as a tuple. */
+typedef enum { RETURN_OUT, RETURN_LOSS, RETURN_OUT_PAIR } return_kind;
 
 typedef struct {
     param_role role;
@@ -25,6 +38,7 @@ typedef struct {
     lab_signature signature;
     row_param params[LAB_MAX_PARAMS];
     double default_eps; /* < 0: the dtype's machine epsilon */
+    return_kind returns;
 } row_function;
 
 #define N(id) LAB_NAME_##id
@@ -34,6 +48,14 @@ typedef struct {
 #define AXIS {ROLE_AXIS, 0, 0}
 #define EPS {ROLE_EPS, 0, 0}
 #define STREAM {ROLE_STREAM, 0, 0}
+#define OPTION(role) {ROLE_##role, 0, 0}
+#define GLU_BACKWARD(name, op)                                                                               \
+    {name,                                                                                                   \
+     op,                                                                                                     \
+     {5, 5, 6, {N(grad_out), N(gate), N(up), N(grad_gate), N(grad_up), N(stream)}},                          \
+     {ROW(GRAD), ROW(X), ROW(UP), ROW(OUT), ROW(GRAD_UP), STREAM},                                           \
+     0,                                                                                                      \
+     RETURN_OUT_PAIR}
 enum {
     SOFTMAX,
     LOG_SOFTMAX,
@@ -42,7 +64,11 @@ enum {
     LAYER_NORM,
     LAYER_NORM_BACKWARD,
     RMS_NORM,
-    RMS_NORM_BACKWARD
+    RMS_NORM_BACKWARD,
+    CROSS_ENTROPY,
+    CROSS_ENTROPY_BACKWARD,
+    SWIGLU_BACKWARD,
+    GEGLU_BACKWARD
 };
 static const row_function FUNCTIONS[] = {
     [SOFTMAX] = {"softmax",
@@ -94,6 +120,25 @@ static const row_function FUNCTIONS[] = {
          {5, 6, 7, {N(grad_out), N(x), N(weight), N(rstd), N(grad_x), N(grad_weight), N(stream)}},
          {ROW(GRAD), ROW(X), COL_OPTIONAL(WEIGHT), ROW(RSTD), ROW(OUT), COL_OPTIONAL(GRAD_WEIGHT), STREAM},
          0},
+    [CROSS_ENTROPY] = {"cross_entropy",
+                       LAB_ROW_CROSS_ENTROPY,
+                       {3,
+                        3,
+                        8,
+                        {N(logits), N(target), N(loss), N(ignore_index), N(label_smoothing), N(reduction),
+                         N(grad), N(stream)}},
+                       {ROW(X), ROW(TARGET), ROW(LOSS), OPTION(IGNORE_INDEX), OPTION(SMOOTHING),
+                        OPTION(REDUCTION), ROW_OPTIONAL(OUT), STREAM},
+                       0,
+                       RETURN_LOSS},
+    [CROSS_ENTROPY_BACKWARD] = {"cross_entropy_backward",
+                                LAB_ROW_CROSS_ENTROPY_BACKWARD,
+                                {2, 2, 3, {N(grad_loss), N(grad), N(stream)}},
+                                {ROW(LOSS), ROW(OUT), STREAM},
+                                0,
+                                RETURN_OUT},
+    [SWIGLU_BACKWARD] = GLU_BACKWARD("swiglu_backward", LAB_ROW_SWIGLU_BACKWARD),
+    [GEGLU_BACKWARD] = GLU_BACKWARD("geglu_backward", LAB_ROW_GEGLU_BACKWARD),
 };
 #undef N
 #undef ROW
@@ -102,6 +147,8 @@ static const row_function FUNCTIONS[] = {
 #undef AXIS
 #undef EPS
 #undef STREAM
+#undef OPTION
+#undef GLU_BACKWARD
 
 /* eps: a finite real number >= 0; None keeps the function's default. */
 static int read_eps(PyObject *obj, const char *func, double *eps) {
@@ -118,6 +165,61 @@ static int read_eps(PyObject *obj, const char *func, double *eps) {
     return 0;
 }
 
+/* ignore_index: an int (not bool) in int64's range. */
+static int read_ignore_index(PyObject *obj, const char *func, int64_t *index) {
+    if (!obj) return 0;
+    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'ignore_index' must be an int, got %.200s", func,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument 'ignore_index' must fit in int64, got %R", func, obj);
+        return -1;
+    }
+    if (value == -1 && PyErr_Occurred()) return -1;
+    *index = value;
+    return 0;
+}
+
+/* label_smoothing: a real number in [0, 1]. */
+static int read_smoothing(PyObject *obj, const char *func, double *smoothing) {
+    if (!obj) return 0;
+    if (PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'label_smoothing' must be a real number, got bool",
+                     func);
+        return -1;
+    }
+    if (lab_read_real(obj, func, "label_smoothing", smoothing) < 0) return -1;
+    if (!(*smoothing >= 0.0 && *smoothing <= 1.0)) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument 'label_smoothing' must be in [0, 1], got %R", func,
+                     obj);
+        return -1;
+    }
+    return 0;
+}
+
+/* reduction: 'mean', 'sum' or 'none'. */
+static int read_reduction(lab_state *state, PyObject *obj, const char *func, lab_loss_reduction *reduction) {
+    if (!obj) return 0;
+    static const struct {
+        lab_name name;
+        lab_loss_reduction value;
+    } choices[] = {
+        {LAB_NAME_mean, LAB_LOSS_MEAN}, {LAB_NAME_sum, LAB_LOSS_SUM}, {LAB_NAME_none, LAB_LOSS_NONE}};
+    for (size_t i = 0; PyUnicode_Check(obj) && i < sizeof choices / sizeof choices[0]; i++) {
+        if (PyUnicode_Compare(obj, state->names[choices[i].name]) == 0) {
+            *reduction = choices[i].value;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "%s(): argument 'reduction' must be 'mean', 'sum' or 'none', got %R", func,
+                 obj);
+    return -1;
+}
+
 static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
@@ -126,8 +228,9 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
     PyObject *slots[LAB_MAX_PARAMS] = {NULL};
     if (lab_parse_args(state, func, &f->signature, args, nargs, kwnames, slots) < 0) return NULL;
     lab_array arrays[LAB_MAX_PARAMS];
-    lab_rowwise_call description = {.op = f->op, .eps = f->default_eps};
-    PyObject *axis_obj = NULL, *stream_obj = NULL, *out_obj = NULL;
+    lab_rowwise_call description = {
+        .op = f->op, .eps = f->default_eps, .reduction = LAB_LOSS_MEAN, .ignore_index = -100};
+    PyObject *axis_obj = NULL, *stream_obj = NULL, *out_obj = NULL, *loss_obj = NULL, *grad_up_obj = NULL;
     for (int i = 0; i < f->signature.n_params; i++) {
         const row_param *p = &f->params[i];
         PyObject *obj = slots[i];
@@ -137,6 +240,12 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
             if (read_eps(obj, func, &description.eps) < 0) return NULL;
         } else if (p->role == ROLE_STREAM) {
             stream_obj = obj;
+        } else if (p->role == ROLE_IGNORE_INDEX) {
+            if (read_ignore_index(obj, func, &description.ignore_index) < 0) return NULL;
+        } else if (p->role == ROLE_SMOOTHING) {
+            if (read_smoothing(obj, func, &description.label_smoothing) < 0) return NULL;
+        } else if (p->role == ROLE_REDUCTION) {
+            if (read_reduction(state, obj, func, &description.reduction) < 0) return NULL;
         } else if (obj && !(p->optional && obj == Py_None)) {
             /* the parameter's name, for messages: only for arrays given (interned, its UTF-8 cached) */
             const char *name = PyUnicode_AsUTF8(state->names[f->signature.names[i]]);
@@ -145,16 +254,26 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
                 description.rows[p->slot] = &arrays[i];
                 description.row_names[p->slot] = name;
                 if (p->slot == LAB_ROW_OUT) out_obj = obj;
+                if (p->slot == LAB_ROW_LOSS) loss_obj = obj;
+                if (p->slot == LAB_ROW_GRAD_UP) grad_up_obj = obj;
             } else {
                 description.cols[p->slot] = &arrays[i];
                 description.col_names[p->slot] = name;
             }
         }
     }
-    if (!description.rows[LAB_ROW_RESIDUAL] != !description.rows[LAB_ROW_RESIDUAL_OUT]) {
+    if (f->op == LAB_ROW_RMS_NORM &&
+        !description.rows[LAB_ROW_RESIDUAL] != !description.rows[LAB_ROW_RESIDUAL_OUT]) {
         PyErr_Format(PyExc_TypeError,
                      "%s(): arguments 'residual' and 'residual_out' go together: give both or neither", func);
         return NULL;
+    }
+    if (f->op == LAB_ROW_CROSS_ENTROPY_BACKWARD) {
+        /* grad is scaled in place: it is the row input too. A 0-dimensional grad_loss (the gradient
+         * of a reduced loss) scales every row. */
+        description.rows[LAB_ROW_X] = description.rows[LAB_ROW_OUT];
+        description.row_names[LAB_ROW_X] = description.row_names[LAB_ROW_OUT];
+        description.reduction = description.rows[LAB_ROW_LOSS]->ndim == 0 ? LAB_LOSS_SUM : LAB_LOSS_NONE;
     }
     const lab_array *x = description.rows[LAB_ROW_X];
     if (x->ndim == 0) {
@@ -184,6 +303,8 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
         }
     }
     if (lab_run_op(&state->dispatch, &lab_rowwise_kind, &call) < 0) return NULL;
+    if (f->returns == RETURN_LOSS) return Py_NewRef(loss_obj);
+    if (f->returns == RETURN_OUT_PAIR) return PyTuple_Pack(2, out_obj, grad_up_obj);
     return Py_NewRef(out_obj);
 }
 
@@ -200,6 +321,10 @@ LAB_ROWWISE_FUNCTION(layer_norm, LAYER_NORM)
 LAB_ROWWISE_FUNCTION(layer_norm_backward, LAYER_NORM_BACKWARD)
 LAB_ROWWISE_FUNCTION(rms_norm, RMS_NORM)
 LAB_ROWWISE_FUNCTION(rms_norm_backward, RMS_NORM_BACKWARD)
+LAB_ROWWISE_FUNCTION(cross_entropy, CROSS_ENTROPY)
+LAB_ROWWISE_FUNCTION(cross_entropy_backward, CROSS_ENTROPY_BACKWARD)
+LAB_ROWWISE_FUNCTION(swiglu_backward, SWIGLU_BACKWARD)
+LAB_ROWWISE_FUNCTION(geglu_backward, GEGLU_BACKWARD)
 #undef LAB_ROWWISE_FUNCTION
 
 #define LAB_ROWWISE_DOC_TAIL                                                                                 \
@@ -264,6 +389,38 @@ PyMethodDef lab_rowwise_methods[] = {
         "x * rstd; grad_weight = sum over rows of grad_out * xhat (None to skip), in a fixed order (the same "
         "bits on every run). x is what was normalized (residual_out, with a residual). Returns "
         "grad_x." LAB_ROWWISE_DOC_TAIL),
+    LAB_METHOD(
+        cross_entropy,
+        "cross_entropy(logits, target, loss, *, ignore_index=-100, label_smoothing=0.0, reduction='mean', "
+        "grad=None, stream=None)\n--\n\nThe cross-entropy of each row of logits (the last dimension: the "
+        "classes) against its target class, as torch.nn.functional.cross_entropy with class indices: "
+        "logsumexp(x) - (1 - s) * x[target] - s * mean(x) for label_smoothing s. target: int64 or int32, "
+        "logits' shape without the last dimension. Rows whose target is ignore_index add 0 and do not count. "
+        "reduction 'none' writes one loss per row (loss: target's shape); 'mean' (over the rows that count; "
+        "none: NaN, as torch) and 'sum' write one number (loss: 0-dimensional), added in a fixed order. "
+        "loss may be any float dtype. A target outside [0, classes) that is not ignore_index gives NaN for "
+        "its row (and so for 'mean' and 'sum'): a device-side check that needs no synchronization. "
+        "grad (logits' shape and dtype, or logits itself to overwrite them): receives d loss / d logits = "
+        "softmax(x) - (1 - s) * onehot(target) - s / classes, times 1 / (rows that count) for 'mean', in "
+        "the same pass - the softmax is never stored. For an upstream gradient other than 1, multiply grad "
+        "by it (cross_entropy_backward). Returns loss." LAB_ROWWISE_DOC_TAIL),
+    LAB_METHOD(
+        cross_entropy_backward,
+        "cross_entropy_backward(grad_loss, grad, *, stream=None)\n--\n\ngrad *= grad_loss, in place: "
+        "the gradient cross_entropy wrote, times the upstream gradient of the loss - one number "
+        "(0-dimensional, for 'mean' and 'sum') or one per row ('none'). A row whose grad_loss is exactly 1 "
+        "(loss.backward() on a mean or a sum) is skipped without reading or writing it: the check is on "
+        "the device, nothing synchronizes. Returns grad." LAB_ROWWISE_DOC_TAIL),
+    LAB_METHOD(swiglu_backward,
+               "swiglu_backward(grad_out, gate, up, grad_gate, grad_up, *, stream=None)\n--\n\nThe gradients "
+               "of lab.swiglu (out = silu(gate) * up) in one pass: grad_gate = grad_out * up * silu'(gate), "
+               "grad_up = grad_out * silu(gate). All five arrays one shape and dtype; gate and up (and "
+               "grad_gate and grad_up) may be the two halves of one array, and a gradient may be the very "
+               "view of an input. Returns (grad_gate, grad_up)." LAB_ROWWISE_DOC_TAIL),
+    LAB_METHOD(geglu_backward,
+               "geglu_backward(grad_out, gate, up, grad_gate, grad_up, *, stream=None)\n--\n\nThe gradients "
+               "of lab.geglu (out = gelu_tanh(gate) * up) in one pass, as swiglu_backward with gelu's tanh "
+               "approximation. Returns (grad_gate, grad_up)." LAB_ROWWISE_DOC_TAIL),
     {NULL, NULL, 0, NULL},
 };
 #undef LAB_METHOD

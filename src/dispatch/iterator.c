@@ -172,6 +172,48 @@ int lab_share_memory(const lab_array *a, const lab_array *b) {
     return !(a_hi <= b_lo || b_hi <= a_lo);
 }
 
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) {
+        const int64_t rest = a % b;
+        a = b;
+        b = rest;
+    }
+    return a;
+}
+
+/* Every address of an array, taken modulo `period` (the gcd of its outer byte strides, so outer
+ * positions add multiples of it), falls in [start, start + span): its innermost run. */
+static void innermost_run(const lab_array *a, int64_t *period, uintptr_t *start, int64_t *span) {
+    const int64_t itemsize = lab_dtype_itemsize[a->dtype];
+    int inner = -1;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] > 1 && (inner < 0 || llabs(a->strides[d]) < llabs(a->strides[inner]))) inner = d;
+    }
+    *start = (uintptr_t)a->data;
+    *span = itemsize;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] <= 1) continue;
+        const int64_t stride = a->strides[d] * itemsize;
+        if (d == inner) {
+            *span += llabs(stride) * (a->shape[d] - 1);
+            if (stride < 0) *start += stride * (a->shape[d] - 1);
+        } else {
+            *period = gcd64(*period, llabs(stride));
+        }
+    }
+}
+
+int lab_disjoint_views(const lab_array *a, const lab_array *b) {
+    int64_t period = 0, a_span, b_span;
+    uintptr_t a_start, b_start;
+    innermost_run(a, &period, &a_start, &a_span);
+    innermost_run(b, &period, &b_start, &b_span);
+    if (period == 0 || a_span + b_span > period) return 0;
+    int64_t delta = (int64_t)(b_start - a_start) % period; /* where b's run starts after a's, mod period */
+    if (delta < 0) delta += period;
+    return delta >= a_span && delta <= period - b_span;
+}
+
 int lab_raise_partial_overlap(const char *in_name, const char *out_name, const char *func) {
     PyErr_Format(
         PyExc_ValueError,

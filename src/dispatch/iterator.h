@@ -53,6 +53,12 @@ int lab_partially_overlap(const lab_array *in, const lab_array *out);
  * buffer count as sharing), else 0. */
 int lab_share_memory(const lab_array *a, const lab_array *b);
 
+/* 1 when two arrays provably share no byte although their ranges intersect - interleaved views of
+ * one buffer such as the two halves of a [rows, 2h] array: every address of each, modulo the gcd of
+ * both arrays' outer strides, falls in its innermost run, and the two runs do not meet. 0 when
+ * they may share (or the test cannot tell). */
+int lab_disjoint_views(const lab_array *a, const lab_array *b);
+
 /* An output may not write one element twice: no zero strides on dimensions longer than 1, no
  * strides that map two positions to one element. Returns 0, or -1 with ValueError naming it. */
 int lab_check_no_self_overlap(const lab_array *out, const char *name, const char *func);

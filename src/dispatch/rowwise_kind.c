@@ -8,17 +8,44 @@
 
 static int is_backward(lab_row_op op) {
     return op == LAB_ROW_SOFTMAX_BACKWARD || op == LAB_ROW_LOG_SOFTMAX_BACKWARD ||
-           op == LAB_ROW_LAYER_NORM_BACKWARD || op == LAB_ROW_RMS_NORM_BACKWARD;
+           op == LAB_ROW_LAYER_NORM_BACKWARD || op == LAB_ROW_RMS_NORM_BACKWARD ||
+           op == LAB_ROW_SWIGLU_BACKWARD || op == LAB_ROW_GEGLU_BACKWARD ||
+           op == LAB_ROW_CROSS_ENTROPY_BACKWARD;
 }
 
 int lab_row_operand_written(lab_row_op op, lab_row_operand k) {
     if (k == LAB_ROW_OUT || k == LAB_ROW_RESIDUAL_OUT) return 1;
-    return (k == LAB_ROW_MEAN || k == LAB_ROW_RSTD) && !is_backward(op);
+    return (k == LAB_ROW_MEAN || k == LAB_ROW_RSTD || k == LAB_ROW_LOSS) && !is_backward(op);
 }
 
 int lab_col_operand_written(lab_col_operand k) { return k == LAB_COL_GRAD_WEIGHT || k == LAB_COL_GRAD_BIAS; }
 
-static int is_statistic(int k) { return k == LAB_ROW_MEAN || k == LAB_ROW_RSTD; }
+/* Operands with one value per row: the input's shape less the row dimension. */
+static int is_per_row(int k) {
+    return k == LAB_ROW_MEAN || k == LAB_ROW_RSTD || k == LAB_ROW_TARGET || k == LAB_ROW_LOSS;
+}
+
+/* Cross-entropy's loss reduced to one number: a 0-dimensional operand. */
+static int is_reduced_loss(const lab_rowwise_call *c, int k) {
+    return k == LAB_ROW_LOSS && c->reduction != LAB_LOSS_NONE;
+}
+
+/* A per-row operand's dtype, or -1 with a TypeError saying what it must be. */
+static int check_per_row_dtype(const lab_rowwise_call *c, int k, const char *func) {
+    const lab_dtype dtype = c->rows[k]->dtype;
+    const char *what = NULL;
+    if (k == LAB_ROW_TARGET && dtype != LAB_INT64 && dtype != LAB_INT32) {
+        what = "class indices are int64 or int32";
+    } else if (k == LAB_ROW_LOSS && lab_dtype_is_integer(dtype)) {
+        what = "the loss is float16, bfloat16, float32 or float64";
+    } else if ((k == LAB_ROW_MEAN || k == LAB_ROW_RSTD) && dtype != LAB_FLOAT32 && dtype != LAB_FLOAT64) {
+        what = "the statistics are float32 (or float64)";
+    }
+    if (!what) return 0;
+    PyErr_Format(PyExc_TypeError, "%s(): argument '%s' has dtype %s; %s", func, c->row_names[k],
+                 lab_dtype_names[dtype], what);
+    return -1;
+}
 
 static int raise_shape(const char *func, const char *name, const lab_array *a, const int64_t *want,
                        int want_ndim, const char *what) {
@@ -56,17 +83,20 @@ static int check_operands(const lab_rowwise_call *c, const char *func) {
     for (int k = 0; k < LAB_ROW_OPERANDS; k++) {
         const lab_array *a = c->rows[k];
         if (!a || k == LAB_ROW_X) continue;
-        if (is_statistic(k)) {
+        if (is_reduced_loss(c, k)) {
+            if (a->ndim != 0) {
+                return raise_shape(func, c->row_names[k], a, lead, 0,
+                                   "one number: the loss reduced by 'mean' or 'sum'");
+            }
+            if (check_per_row_dtype(c, k, func) < 0) return -1;
+            continue;
+        }
+        if (is_per_row(k)) {
             if (!same_shape(a, lead, x->ndim - 1)) {
                 return raise_shape(func, c->row_names[k], a, lead, x->ndim - 1,
-                                   "one value per row: the input's shape without the normalized dimension");
+                                   "one value per row: the input's shape without its last dimension");
             }
-            if (a->dtype != LAB_FLOAT32 && a->dtype != LAB_FLOAT64) {
-                PyErr_Format(PyExc_TypeError,
-                             "%s(): argument '%s' has dtype %s; the statistics are float32 (or float64)",
-                             func, c->row_names[k], lab_dtype_names[a->dtype]);
-                return -1;
-            }
+            if (check_per_row_dtype(c, k, func) < 0) return -1;
             continue;
         }
         if (!same_shape(a, x->shape, x->ndim)) {
@@ -122,7 +152,7 @@ static int check_outputs(const lab_rowwise_call *c, const char *func) {
         names[count] = is_row ? c->row_names[k] : c->col_names[k - LAB_ROW_OPERANDS];
         written[count] = is_row ? lab_row_operand_written(c->op, (lab_row_operand)k)
                                 : lab_col_operand_written((lab_col_operand)(k - LAB_ROW_OPERANDS));
-        row_sized[count] = is_row && !is_statistic(k);
+        row_sized[count] = is_row && !is_per_row(k);
         count++;
     }
     for (int i = 0; i < count; i++) {
@@ -130,7 +160,7 @@ static int check_outputs(const lab_rowwise_call *c, const char *func) {
         if (lab_check_writable(all[i], func, names[i]) < 0) return -1;
         if (lab_check_no_self_overlap(all[i], names[i], func) < 0) return -1;
         for (int j = 0; j < count; j++) {
-            if (j == i || !lab_share_memory(all[i], all[j])) continue;
+            if (j == i || !lab_share_memory(all[i], all[j]) || lab_disjoint_views(all[i], all[j])) continue;
             const int in_place =
                 !written[j] && row_sized[i] && row_sized[j] && !lab_partially_overlap(all[j], all[i]);
             if (in_place) continue;
@@ -154,16 +184,17 @@ static void plan_rows(const lab_rowwise_call *c, lab_rowwise_launch *l) {
     l->rows = 1;
     for (int d = 0, s = 0; d < x->ndim; d++) {
         if (d == c->axis) continue;
-        const int stat_dim = s++; /* the statistics have the leading dimensions only */
+        const int stat_dim = s++; /* the per-row operands have the leading dimensions only */
         l->rows *= x->shape[d];
         if (x->shape[d] == 1) continue;
         const int at = l->lead_ndim;
         l->lead_shape[at] = x->shape[d];
         for (int k = 0; k < LAB_ROW_OPERANDS; k++) {
             const lab_array *a = c->rows[k];
-            l->lead_strides[k][at] =
-                a ? (is_statistic(k) ? a->strides[stat_dim] : a->strides[d]) * lab_dtype_itemsize[a->dtype]
-                  : 0;
+            const int64_t stride = !a || is_reduced_loss(c, k) ? 0
+                                   : is_per_row(k)             ? a->strides[stat_dim]
+                                                               : a->strides[d];
+            l->lead_strides[k][at] = a ? stride * lab_dtype_itemsize[a->dtype] : 0;
         }
         int mergeable = at > 0;
         for (int k = 0; mergeable && k < LAB_ROW_OPERANDS; k++) {
@@ -189,7 +220,17 @@ static int plan(lab_op_call *call) {
     l->stats_dtype = c->rows[LAB_ROW_RSTD]   ? c->rows[LAB_ROW_RSTD]->dtype
                      : c->rows[LAB_ROW_MEAN] ? c->rows[LAB_ROW_MEAN]->dtype
                                              : LAB_FLOAT32;
+    l->target_dtype = c->rows[LAB_ROW_TARGET] ? c->rows[LAB_ROW_TARGET]->dtype : LAB_INT64;
+    l->loss_dtype = c->rows[LAB_ROW_LOSS] ? c->rows[LAB_ROW_LOSS]->dtype : x->dtype;
+    l->reduction = c->reduction;
+    l->ignore_index = c->ignore_index;
+    l->label_smoothing = c->label_smoothing;
     l->n = x->shape[c->axis];
+    if (c->op == LAB_ROW_CROSS_ENTROPY && l->n == 0) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has no classes (its last dimension is 0)", func,
+                     c->row_names[LAB_ROW_X]);
+        return -1;
+    }
     static const double machine_epsilon[LAB_NUM_DTYPES] = {[LAB_FLOAT16] = 0.0009765625,
                                                            [LAB_BFLOAT16] = 0.0078125,
                                                            [LAB_FLOAT32] = FLT_EPSILON,
@@ -198,7 +239,7 @@ static int plan(lab_op_call *call) {
     for (int k = 0; k < LAB_ROW_OPERANDS; k++) {
         const lab_array *a = c->rows[k];
         l->row_data[k] = a ? a->data : NULL;
-        l->col_strides[k] = a && !is_statistic(k) ? a->strides[c->axis] * lab_dtype_itemsize[a->dtype] : 0;
+        l->col_strides[k] = a && !is_per_row(k) ? a->strides[c->axis] * lab_dtype_itemsize[a->dtype] : 0;
     }
     for (int k = 0; k < LAB_COL_OPERANDS; k++) {
         const lab_array *a = c->cols[k];
@@ -211,7 +252,9 @@ static int plan(lab_op_call *call) {
     const int gradients = (c->cols[LAB_COL_GRAD_WEIGHT] || c->cols[LAB_COL_GRAD_BIAS]) && l->n > 0;
     const int statistics = c->rows[LAB_ROW_MEAN] || c->rows[LAB_ROW_RSTD];
     const int rows_to_compute = l->rows > 0 && (l->n > 0 || (statistics && !is_backward(c->op)));
-    return rows_to_compute || gradients;
+    const int reduced_loss =
+        c->op == LAB_ROW_CROSS_ENTROPY && c->reduction != LAB_LOSS_NONE; /* 0 rows: 0 or NaN */
+    return rows_to_compute || gradients || reduced_loss;
 }
 
 static void launch(lab_op_call *call, lab_launch_scope *scope) {

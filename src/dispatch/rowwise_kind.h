@@ -1,14 +1,15 @@
-/* rowwise_kind.h - the row-wise op kind: softmax, log_softmax, layer_norm, rms_norm and their
- * backwards over one dimension of the input, a row at a time (level 3, between binding/rowwise.c
- * and kernels/rowwise_ops.cuh).
+/* rowwise_kind.h - the row-wise op kind: softmax, log_softmax, layer_norm, rms_norm, cross_entropy,
+ * the GLU backwards, over one dimension of the input, a row at a time (level 3, between
+ * binding/rowwise.c and kernels/rowwise_*.cuh).
  *
  * The plan checks, before any CUDA call: float dtypes; every row operand (outputs, gradients, the
- * residual) with the input's shape and dtype; the statistics (mean, rstd) with the input's shape
- * less the row dimension, float32 or float64; weight, bias and their gradients 1-dimensional with
- * the row's length and the input's dtype; outputs writable, never writing an element twice, never
- * overlapping another operand (an output may be the very view of the input it replaces). Then it
- * merges the leading dimensions where every operand allows, so a contiguous input is one loop of
- * rows. */
+ * residual, up) with the input's shape and dtype; the per-row operands with the input's shape less
+ * the row dimension - the statistics (mean, rstd) float32 or float64, cross-entropy's targets int32
+ * or int64, its loss any float dtype (0-dimensional when reduced); weight, bias and their gradients
+ * 1-dimensional with the row's length and the input's dtype; outputs writable, never writing an
+ * element twice, never overlapping another operand (an output may be the very view of the input it
+ * replaces, or interleave with another array without sharing an element). Then it merges the
+ * leading dimensions where every operand allows, so a contiguous input is one loop of rows. */
 #ifndef LAB_ROWWISE_KIND_H
 #define LAB_ROWWISE_KIND_H
 
@@ -25,6 +26,10 @@ typedef struct {
     const char *col_names[LAB_COL_OPERANDS];
     int axis; /* the row dimension of rows[LAB_ROW_X], already in range */
     double eps;
+    /* cross-entropy */
+    lab_loss_reduction reduction;
+    int64_t ignore_index;
+    double label_smoothing;
     lab_rowwise_launch launch;
 } lab_rowwise_call;
 

@@ -185,6 +185,42 @@ struct GeluTanhOp { // the tanh approximation, gelu(approximate="tanh")
         return C(0.5) * a * (C(1) + math_tanh(inner));
     }
 };
+// The gated linear units of a transformer MLP (Shazeer, "GLU Variants Improve Transformer", 2020):
+// out = act(gate) * up, with silu (SwiGLU) or gelu's tanh approximation (GeGLU) as act.
+template <bool kGelu, typename C> __device__ __forceinline__ C glu_activation(C gate) {
+    if constexpr (kGelu) {
+        return GeluTanhOp{}(gate, C(0), C(0), OpParams<C>{});
+    } else {
+        return SiluOp{}(gate, C(0), C(0), OpParams<C>{});
+    }
+}
+struct SwigluOp {
+    static constexpr bool kTranscendental = true;
+    template <typename C> __device__ C operator()(C gate, C up, C, const OpParams<C> &) const {
+        return glu_activation<false>(gate) * up;
+    }
+};
+struct GegluOp {
+    static constexpr bool kTranscendental = true;
+    template <typename C> __device__ C operator()(C gate, C up, C, const OpParams<C> &) const {
+        return glu_activation<true>(gate) * up;
+    }
+};
+// act(gate) and its derivative together, for the backward (kernels/rowwise_glu.cuh): they share
+// the exponential (silu) or the tanh (gelu).
+template <bool kGelu, typename C>
+__device__ __forceinline__ void glu_activation_and_slope(C gate, C &act, C &slope) {
+    if constexpr (kGelu) {
+        const C k0 = C(0.79788456080286535588), k1 = C(0.044715);
+        const C t = math_tanh(k0 * (gate + k1 * gate * gate * gate));
+        act = C(0.5) * gate * (C(1) + t);
+        slope = C(0.5) * (C(1) + t) + C(0.5) * gate * (C(1) - t * t) * k0 * (C(1) + C(3) * k1 * gate * gate);
+    } else {
+        const C sigmoid = C(1) / (C(1) + math_exp(-gate));
+        act = gate * sigmoid;
+        slope = sigmoid * (C(1) + gate * (C(1) - sigmoid));
+    }
+}
 struct ScaleOp { // out = alpha * x (foreach_scale's per-tensor path)
     template <typename C> __device__ C operator()(C a, C, C, const OpParams<C> &p) const {
         return wrapping_mul(p.alpha, a);

@@ -13,7 +13,7 @@
 namespace lab {
 
 // ceil(a / b) for b > 0: how many blocks of b cover a items (the launchers' grid arithmetic).
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 struct FastDivmod {
     uint32_t divisor, multiplier, shift;

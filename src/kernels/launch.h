@@ -171,7 +171,7 @@ typedef struct {
  * same output on every run - fixed combination trees, no atomics. */
 cudaError_t lab_launch_reduction(const lab_reduction_launch *launch, cudaStream_t stream);
 
-/* ---- row-wise ops: softmax and the norms, one row (the last dimension) at a time ---- */
+/* ---- row-wise ops: softmax, the norms, cross-entropy, the GLU backwards: a row at a time ---- */
 
 typedef enum {
     LAB_ROW_SOFTMAX = 0,
@@ -182,13 +182,20 @@ typedef enum {
     LAB_ROW_RMS_NORM,
     LAB_ROW_LAYER_NORM_BACKWARD,
     LAB_ROW_RMS_NORM_BACKWARD,
+    LAB_ROW_CROSS_ENTROPY, /* loss per row (or reduced), and optionally its gradient in the same pass */
+    LAB_ROW_CROSS_ENTROPY_BACKWARD, /* the saved gradient times the upstream one, in place; 1 skips the row */
+    LAB_ROW_SWIGLU_BACKWARD, /* grad_gate = grad_out * up * silu'(gate), grad_up = grad_out * silu(gate) */
+    LAB_ROW_GEGLU_BACKWARD,  /* the same with gelu's tanh approximation */
     LAB_NUM_ROW_OPS
 } lab_row_op;
 
-/* Operands with one row each (the statistics: one value per row). Which ones an op uses: softmax
- * OUT, X; the softmax backwards OUT (grad_x), X (y), GRAD (grad_out); the norms OUT, X and
- * optionally RESIDUAL + RESIDUAL_OUT (rms_norm), MEAN, RSTD; their backwards OUT (grad_x), X,
- * GRAD, MEAN (layer_norm), RSTD. */
+/* Operands with one row each, and the per-row ones (MEAN, RSTD, TARGET, LOSS: one value per row).
+ * Which ones an op uses: softmax OUT, X; the softmax backwards OUT (grad_x), X (y), GRAD
+ * (grad_out); the norms OUT, X and optionally RESIDUAL + RESIDUAL_OUT (rms_norm), MEAN, RSTD;
+ * their backwards OUT (grad_x), X, GRAD, MEAN (layer_norm), RSTD; cross-entropy X (logits), TARGET,
+ * LOSS (per row, or one number for a reduced loss) and optionally OUT (the gradient), its backward
+ * OUT and X (the gradient, scaled in place) and LOSS (the upstream gradient, read); the GLU
+ * backwards GRAD (grad_out), X (gate), UP, OUT (grad_gate), GRAD_UP. */
 typedef enum {
     LAB_ROW_OUT = 0,
     LAB_ROW_X,
@@ -197,8 +204,17 @@ typedef enum {
     LAB_ROW_RESIDUAL_OUT,
     LAB_ROW_MEAN,
     LAB_ROW_RSTD,
-    LAB_ROW_OPERANDS
+    LAB_ROW_TARGET,
+    LAB_ROW_LOSS,
+    LAB_ROW_OPERANDS,
+    /* The GLU backwards' second input and second output take the residual's slots: no op has both. */
+    LAB_ROW_UP = LAB_ROW_RESIDUAL,
+    LAB_ROW_GRAD_UP = LAB_ROW_RESIDUAL_OUT
 } lab_row_operand;
+
+/* How cross-entropy reduces its per-row losses: kept (a loss per row), their mean over the rows
+ * whose target is not ignore_index, or their sum. */
+typedef enum { LAB_LOSS_NONE = 0, LAB_LOSS_MEAN, LAB_LOSS_SUM } lab_loss_reduction;
 
 /* Operands with one element per column: the norms' weight and bias, their gradients. */
 typedef enum {
@@ -212,13 +228,18 @@ typedef enum {
 /* One row-wise op, decided on the host. Rows are the positions of the leading dimensions (merged
  * where every operand allows; outermost first, byte strides per operand, 0 for an operand the op
  * does not use); a row's elements are `n` apart by col_strides bytes. A NULL pointer is an unused
- * operand. The statistics (MEAN, RSTD) have stats_dtype (float32, or float64); everything else
- * dtype. The launcher picks how many threads share a row and whether the row stays in registers. */
+ * operand. The statistics (MEAN, RSTD) have stats_dtype (float32, or float64), TARGET target_dtype
+ * (int32 or int64), LOSS loss_dtype; everything else dtype. The launcher picks how many threads
+ * share a row and whether the row stays in registers. */
 typedef struct {
     lab_row_op op;
-    lab_dtype dtype, stats_dtype;
+    lab_dtype dtype, stats_dtype, target_dtype, loss_dtype;
     int64_t rows, n;
     double eps;
+    /* cross-entropy */
+    lab_loss_reduction reduction;
+    int64_t ignore_index;
+    double label_smoothing;
     char *row_data[LAB_ROW_OPERANDS];
     int64_t col_strides[LAB_ROW_OPERANDS];
     int lead_ndim;

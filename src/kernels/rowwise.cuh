@@ -1,4 +1,4 @@
-// rowwise.cuh - what every row-wise kernel (softmax, the norms, their backwards) shares: the
+// rowwise.cuh - what every row-wise kernel (softmax, the norms, cross-entropy, the backwards) shares: the
 // arguments, where a row of each operand starts, how a group of threads holds a row in registers,
 // and the reductions across that group.
 //
@@ -26,7 +26,16 @@ struct RowArgs {
     bool log;        // softmax ops: the log_softmax variant
     bool centered;   // norms: layer_norm (subtract the mean), else rms_norm
     bool stats_double;
+    bool gelu;     // GLU backwards: gelu's tanh approximation, else silu
+    bool target64; // cross-entropy: int64 targets, else int32
     double eps;
+    // cross-entropy
+    lab_loss_reduction reduction;
+    lab_dtype loss_dtype;
+    int64_t ignore_index;
+    double smoothing;
+    void *row_losses;            // reduced: each row's loss in the compute type, summed by a second kernel
+    const void *grad_scale;      // 'mean': 1 / (rows whose target counts), in the compute type, on the device
     char *row[LAB_ROW_OPERANDS]; // NULL: unused operand
     int64_t col_stride[LAB_ROW_OPERANDS];
     StridedLayout<LAB_ROW_OPERANDS> lead; // row index -> each operand's byte offset
@@ -190,6 +199,25 @@ __device__ __forceinline__ void store_statistic(const RowArgs &a, char *at, doub
 __device__ __forceinline__ double load_statistic(const RowArgs &a, const char *at) {
     return a.stats_double ? *reinterpret_cast<const double *>(at)
                           : double(*reinterpret_cast<const float *>(at));
+}
+
+// One value of a float dtype the host chose at run time (cross-entropy's loss, its upstream gradient).
+__device__ __forceinline__ void store_as(lab_dtype dtype, char *at, double value) {
+    switch (dtype) {
+    case LAB_FLOAT16: *reinterpret_cast<__half *>(at) = __double2half(value); break;
+    case LAB_BFLOAT16: *reinterpret_cast<__nv_bfloat16 *>(at) = __double2bfloat16(value); break;
+    case LAB_FLOAT32: *reinterpret_cast<float *>(at) = static_cast<float>(value); break;
+    default: *reinterpret_cast<double *>(at) = value; break;
+    }
+}
+
+__device__ __forceinline__ double load_as(lab_dtype dtype, const char *at) {
+    switch (dtype) {
+    case LAB_FLOAT16: return double(__half2float(*reinterpret_cast<const __half *>(at)));
+    case LAB_BFLOAT16: return double(__bfloat162float(*reinterpret_cast<const __nv_bfloat16 *>(at)));
+    case LAB_FLOAT32: return double(*reinterpret_cast<const float *>(at));
+    default: return *reinterpret_cast<const double *>(at);
+    }
 }
 
 // float: ex2.approx after a multiply (__expf), two instructions instead of expf's ten - the kernels

@@ -21,6 +21,10 @@ extern "C" cudaError_t lab_launch_rowwise(const lab_rowwise_launch *launch, cuda
     case LAB_ROW_RMS_NORM:
     case LAB_ROW_LAYER_NORM_BACKWARD:
     case LAB_ROW_RMS_NORM_BACKWARD: return lab::launch_norm_rows(*launch, stream);
+    case LAB_ROW_CROSS_ENTROPY:
+    case LAB_ROW_CROSS_ENTROPY_BACKWARD: return lab::launch_cross_entropy_rows(*launch, stream);
+    case LAB_ROW_SWIGLU_BACKWARD:
+    case LAB_ROW_GEGLU_BACKWARD: return lab::launch_glu_rows(*launch, stream);
     default: return cudaErrorInvalidValue; // the plan only makes the ops above
     }
 }

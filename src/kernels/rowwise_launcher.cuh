@@ -14,9 +14,18 @@ namespace lab {
 // The cap lab_rowwise_set_max_chunks sets (rowwise_launch.cu); 4 unless a tuning sweep lowers it.
 extern int rowwise_max_chunks;
 
-// Per unit: the launch of one op family (softmax forward and backward; the norms'), by dtype.
+// Per unit: the launch of one op family (softmax forward and backward; the norms'; cross-entropy;
+// the GLU backwards), by dtype.
 cudaError_t launch_softmax_rows(const lab_rowwise_launch &l, cudaStream_t stream);
 cudaError_t launch_norm_rows(const lab_rowwise_launch &l, cudaStream_t stream);
+cudaError_t launch_cross_entropy_rows(const lab_rowwise_launch &l, cudaStream_t stream);
+cudaError_t launch_glu_rows(const lab_rowwise_launch &l, cudaStream_t stream);
+
+// Device memory an op's launcher prepared for the row kernel (cross-entropy's reduced loss).
+struct RowScratch {
+    void *row_losses = nullptr;
+    const void *grad_scale = nullptr;
+};
 
 namespace {
 
@@ -29,7 +38,12 @@ RowArgs make_row_args(const lab_rowwise_launch &l, int group, bool vectorized) {
     a.log = l.op == LAB_ROW_LOG_SOFTMAX || l.op == LAB_ROW_LOG_SOFTMAX_BACKWARD;
     a.centered = l.op == LAB_ROW_LAYER_NORM || l.op == LAB_ROW_LAYER_NORM_BACKWARD;
     a.stats_double = l.stats_dtype == LAB_FLOAT64;
+    a.target64 = l.target_dtype == LAB_INT64;
     a.eps = l.eps;
+    a.reduction = l.reduction;
+    a.loss_dtype = l.loss_dtype;
+    a.ignore_index = l.ignore_index;
+    a.smoothing = l.label_smoothing;
     for (int k = 0; k < LAB_ROW_OPERANDS; ++k) {
         a.row[k] = l.row_data[k];
         a.col_stride[k] = l.col_strides[k];
@@ -56,7 +70,9 @@ template <typename T> bool rows_vectorizable(const lab_rowwise_launch &l) {
         return reinterpret_cast<uintptr_t>(p) % 16 == 0 && stride == int64_t(sizeof(T));
     };
     for (int k = 0; k < LAB_ROW_OPERANDS; ++k) {
-        if (!l.row_data[k] || k == LAB_ROW_MEAN || k == LAB_ROW_RSTD) continue;
+        const bool per_row =
+            k == LAB_ROW_MEAN || k == LAB_ROW_RSTD || k == LAB_ROW_TARGET || k == LAB_ROW_LOSS;
+        if (!l.row_data[k] || per_row) continue;
         if (!aligned(l.row_data[k], l.col_strides[k])) return false;
         for (int d = 0; d < l.lead_ndim; ++d) {
             if (l.lead_strides[k][d] % 16 != 0) return false;
@@ -89,7 +105,8 @@ cudaError_t resident_row_blocks(int threads, int64_t *blocks) {
 // Launches Op for storage type T: rows in registers when they fit kMaxChunks chunks a lane with at
 // most 1024 lanes a row, else streamed. Ops with column sums get partials from the scratch pool,
 // combined by sum_partial_columns in a fixed order, and freed on the stream.
-template <class Op, typename T> cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream) {
+template <class Op, typename T>
+cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const RowScratch &scratch = {}) {
     using A = compute_t<T>;
     constexpr int kVec = kRowVec<T>;
     const int64_t vectors =
@@ -106,7 +123,7 @@ template <class Op, typename T> cudaError_t launch_rows(const lab_rowwise_launch
         chunks = chunks == 3 ? 4 : chunks;
     }
     const bool streamed = chunks == 0;
-    if (streamed) group = 1024;
+    if (streamed) group = StreamThreads<Op>::value;
     const int threads = group > 256 ? group : 256;
     const int64_t rows_per_block = threads / group;
     int64_t resident = 0;
@@ -122,6 +139,8 @@ template <class Op, typename T> cudaError_t launch_rows(const lab_rowwise_launch
         Op::kColumnSums && (l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS]);
 
     RowArgs a = make_row_args(l, group, rows_vectorizable<T>(l));
+    a.row_losses = scratch.row_losses;
+    a.grad_scale = scratch.grad_scale;
     if (want_sums && l.rows > 0 && l.n > 0) {
         err = lab_scratch_alloc(&a.partials, sizeof(A) * 2 * size_t(grid) * size_t(l.n), stream);
         if (err != cudaSuccess) return err;

@@ -1,0 +1,271 @@
+// rowwise_cross_entropy.cuh - cross-entropy over rows of logits, one target class per row, with
+// the gradient written in the same pass (as Liger-Kernel does): once a row's (max, sum of exp) are
+// known, d loss / d x = softmax(x) - onehot(target) needs nothing else, so the softmax is never
+// stored and the backward has nothing left to read. For 'mean', a first kernel counts the rows
+// whose target is not ignore_index (the gradient's scale); for 'mean' and 'sum' a last kernel adds
+// the rows' losses in a fixed order (deterministic, no atomics).
+#pragma once
+
+#include "rowwise_ops.cuh"
+
+namespace lab {
+
+// What a row's group reduces in one pass: softmax's online (max, sum of exp) pair, the target's
+// logit (one lane holds it, the others add 0) and the sum of the logits (label smoothing).
+template <typename A> struct LogitStats {
+    A max, sum, target, total;
+};
+template <typename A> __device__ __forceinline__ LogitStats<A> shuffle_xor(LogitStats<A> v, int lane_mask) {
+    return {__shfl_xor_sync(0xffffffffu, v.max, lane_mask), __shfl_xor_sync(0xffffffffu, v.sum, lane_mask),
+            __shfl_xor_sync(0xffffffffu, v.target, lane_mask),
+            __shfl_xor_sync(0xffffffffu, v.total, lane_mask)};
+}
+struct LogitStatsCombine {
+    template <typename A>
+    __device__ __forceinline__ LogitStats<A> operator()(LogitStats<A> a, LogitStats<A> b) const {
+        const Pair<A> softmax = OnlineSoftmaxCombine{}(Pair<A>{a.max, a.sum}, Pair<A>{b.max, b.sum});
+        return {softmax.first, softmax.second, a.target + b.target, a.total + b.total};
+    }
+};
+
+// loss = logsumexp(x) - (1 - s) x[t] - s mean(x) for target t and label smoothing s (torch's
+// definition: (1 - s) of the target's negative log-likelihood plus s of the uniform one).
+struct CrossEntropy {
+    static constexpr int kMaxChunks = 2; // 4: 212 bytes of spills a thread for half types (ptxas)
+    static constexpr bool kColumnSums = false;
+
+    __device__ static int64_t target_of(const RowArgs &a, int64_t row) {
+        const char *at = row_at(a, row, LAB_ROW_TARGET);
+        return a.target64 ? *reinterpret_cast<const int64_t *>(at)
+                          : int64_t(*reinterpret_cast<const int32_t *>(at));
+    }
+
+    // An ignored row's loss is 0. A target outside [0, n) (and not ignore_index) gives NaN - the
+    // device-side check: it reaches the reduced loss and the gradient, never a read out of bounds.
+    template <typename A> __device__ static A loss_of(const RowArgs &a, const LogitStats<A> &s, int64_t t) {
+        if (t == a.ignore_index) return A(0);
+        if (t < 0 || t >= a.n) return A(NAN);
+        const A smoothing = A(a.smoothing);
+        return s.max + row_log(s.sum) - (A(1) - smoothing) * s.target - smoothing * s.total / A(a.n);
+    }
+
+    template <typename A> __device__ static void store_loss(const RowArgs &a, int64_t row, A loss) {
+        if (a.reduction == LAB_LOSS_NONE) {
+            store_as(a.loss_dtype, row_at(a, row, LAB_ROW_LOSS), double(loss));
+        } else {
+            static_cast<A *>(a.row_losses)[row] = loss;
+        }
+    }
+
+    // What the row's gradient is multiplied by: 1, or 1 / (rows that count) for 'mean'; 0 for an
+    // ignored row, NaN for a target out of range.
+    template <typename A> __device__ static A grad_scale(const RowArgs &a, int64_t t) {
+        if (t == a.ignore_index) return A(0);
+        if (t < 0 || t >= a.n) return A(NAN);
+        return a.grad_scale ? *static_cast<const A *>(a.grad_scale) : A(1);
+    }
+
+    template <typename T, int kChunks>
+    __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
+                               ColumnSums<T, kChunks> &) {
+        using A = compute_t<T>;
+        constexpr int kVec = kRowVec<T>, kSize = kChunks * kVec;
+        const int64_t t = valid ? target_of(a, row) : a.ignore_index;
+        A x[kSize];
+        load_row<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
+                             A(-INFINITY));
+        // Which of this lane's registers holds column t, if any: the target's logit comes from the
+        // registers, never from memory that the gradient (possibly the logits themselves) overwrites.
+        int held = -1;
+        if (t >= 0 && t < a.n) {
+            const int vec = int(t / kVec);
+            if ((vec & (a.group - 1)) == lane) held = (vec / a.group) * kVec + int(t % kVec);
+        }
+        LogitStats<A> s{A(-INFINITY), A(0), A(0), A(0)};
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) {
+            s.max = row_max(s.max, x[i]);
+            if (i == held) s.target = x[i];
+        }
+        if (a.smoothing != 0) { // past the row's end x is -inf: mask those positions out
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) {
+                if (tile_column<T>(i / kVec, i % kVec, lane, a.group) < int(a.n)) s.total += x[i];
+            }
+        }
+        if (s.max != A(-INFINITY)) {
+            const ShiftedExp<A> exp_minus_max(s.max);
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) {
+                x[i] = exp_minus_max(x[i]);
+                s.sum += x[i];
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) x[i] = A(0);
+        }
+        const LogitStats<A> total = group_reduce(s, LogitStatsCombine{}, a.group);
+        if (valid && lane == 0) store_loss(a, row, loss_of(a, total, t));
+        if (!a.row[LAB_ROW_OUT]) return;
+        // d loss / d x_j = scale * (softmax_j - (1 - s) [j == t] - s / n)
+        const A scale = grad_scale<A>(a, t), smoothing = A(a.smoothing);
+        const A to_softmax = s.max == A(-INFINITY) && total.max != A(-INFINITY)
+                                 ? A(0)
+                                 : row_exp(s.max - total.max) / total.sum * scale;
+        const A uniform = scale * smoothing / A(a.n), hit = scale * (A(1) - smoothing);
+#pragma unroll
+        for (int i = 0; i < kSize; ++i) x[i] = x[i] * to_softmax - uniform - (i == held ? hit : A(0));
+        store_row<T, kChunks>(x, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
+    }
+
+    // Online along the row, as softmax's streamed forward, kStreamChunks chunks a lane per step (all
+    // loaded before any is used); the gradient is a second pass, whose reads mostly hit L2.
+    static constexpr int kStreamChunks = 2; // 4: over 100 bytes of spills a thread for half types (ptxas)
+    static constexpr int kStreamThreads = 512;
+
+    // A streamed step's columns counted from its first (lane 0's first element of chunk0), in 32
+    // bits: this lane's element i is column(i); the target (-1: not in this step) and the row's end
+    // in the same count.
+    template <typename T> struct StepColumns {
+        int base, target, end;
+        __device__ StepColumns(const RowArgs &a, int64_t t, int64_t chunk0, int lane) {
+            const int64_t start = chunk0 * a.group * kRowVec<T>;
+            const int64_t span = int64_t(kStreamChunks) * a.group * kRowVec<T>;
+            base = lane * kRowVec<T>;
+            target = t - start >= 0 && t - start < span ? int(t - start) : -1;
+            end = a.n - start > span ? int(span) : int(a.n - start);
+        }
+        __device__ int column(int i, int group) const {
+            return (i / kRowVec<T>)*group * kRowVec<T> + base + i % kRowVec<T>;
+        }
+    };
+
+    template <typename T> __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps) {
+        using A = compute_t<T>;
+        constexpr int kVec = kRowVec<T>, kSize = kStreamChunks * kVec;
+        const int lane = threadIdx.x;
+        const int64_t t = target_of(a, row);
+        const char *in = row_at(a, row, LAB_ROW_X);
+        LogitStats<A> s{A(-INFINITY), A(0), A(0), A(0)};
+        for (int64_t step = 0; step < steps; ++step) {
+            const int64_t chunk0 = step * kStreamChunks;
+            A x[kSize];
+            load_row<T, kStreamChunks, int64_t>(x, in, a.col_stride[LAB_ROW_X], a, lane, chunk0, true,
+                                                A(-INFINITY));
+            // columns relative to this step's first, in 32 bits: the target's, and the row's end
+            const StepColumns<T> at(a, t, chunk0, lane);
+            A tile_max = A(-INFINITY);
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) tile_max = row_max(tile_max, x[i]);
+            if (at.target >= 0) { // one step of one lane holds the target: no compare per element elsewhere
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) {
+                    if (at.column(i, a.group) == at.target) s.target = x[i];
+                }
+            }
+            if (a.smoothing != 0) {
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) {
+                    if (at.column(i, a.group) < at.end) s.total += x[i];
+                }
+            }
+            if (tile_max > s.max) {
+                s.sum = s.max == A(-INFINITY) ? A(0) : s.sum * row_exp(s.max - tile_max);
+                s.max = tile_max;
+            }
+            if (s.max != A(-INFINITY)) {
+                const ShiftedExp<A> exp_minus_max(s.max);
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) s.sum += exp_minus_max(x[i]);
+            }
+        }
+        const LogitStats<A> total = group_reduce(s, LogitStatsCombine{}, a.group);
+        if (lane == 0) store_loss(a, row, loss_of(a, total, t));
+        if (!a.row[LAB_ROW_OUT]) return;
+        const A scale = grad_scale<A>(a, t), smoothing = A(a.smoothing);
+        const A to_softmax = scale / total.sum, uniform = scale * smoothing / A(a.n),
+                hit = scale * (A(1) - smoothing);
+        const ShiftedExp<A> exp_minus_max(total.max);
+        char *out = row_at(a, row, LAB_ROW_OUT);
+        for (int64_t step = 0; step < steps; ++step) {
+            const int64_t chunk0 = step * kStreamChunks;
+            A x[kSize];
+            load_row<T, kStreamChunks, int64_t>(x, in, a.col_stride[LAB_ROW_X], a, lane, chunk0, true, A(0));
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) x[i] = exp_minus_max(x[i]) * to_softmax - uniform;
+            const StepColumns<T> at(a, t, chunk0, lane);
+            if (at.target >= 0) {
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) x[i] -= at.column(i, a.group) == at.target ? hit : A(0);
+            }
+            store_row<T, kStreamChunks, int64_t>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, chunk0, true);
+        }
+    }
+};
+
+// The backward of a loss whose gradient the forward wrote: grad *= the upstream gradient of the row's
+// loss (one number for every row when the loss was reduced). A row whose upstream gradient is exactly
+// 1 - loss.backward() on a mean or a sum - is skipped without touching memory: the common case costs
+// a launch, and the check is on the device, so nothing synchronizes and graph capture works.
+struct CrossEntropyBackward {
+    static constexpr int kMaxChunks = 4;
+    static constexpr bool kColumnSums = false;
+
+    template <typename T, int kChunks, typename Index>
+    __device__ static void scale(const RowArgs &a, int64_t row, int lane, Index chunk0, compute_t<T> by) {
+        using A = compute_t<T>;
+        A g[kChunks * kRowVec<T>];
+        char *at = row_at(a, row, LAB_ROW_OUT);
+        load_row<T, kChunks, Index>(g, at, a.col_stride[LAB_ROW_OUT], a, lane, chunk0, true, A(0));
+#pragma unroll
+        for (int i = 0; i < kChunks * kRowVec<T>; ++i) g[i] *= by;
+        store_row<T, kChunks, Index>(g, at, a.col_stride[LAB_ROW_OUT], a, lane, chunk0, true);
+    }
+
+    template <typename T> __device__ static compute_t<T> upstream(const RowArgs &a, int64_t row) {
+        return compute_t<T>(load_as(a.loss_dtype, row_at(a, row, LAB_ROW_LOSS)));
+    }
+
+    template <typename T, int kChunks>
+    __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
+                               ColumnSums<T, kChunks> &) {
+        if (!valid) return;
+        const compute_t<T> by = upstream<T>(a, row);
+        if (by != compute_t<T>(1)) scale<T, kChunks, int>(a, row, lane, 0, by);
+    }
+
+    template <typename T> __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps) {
+        const compute_t<T> by = upstream<T>(a, row);
+        if (by == compute_t<T>(1)) return;
+        for (int64_t step = 0; step < steps; ++step) scale<T, 1, int64_t>(a, row, threadIdx.x, step, by);
+    }
+};
+
+// 'mean': how many rows count (target != ignore_index), before the main kernel scales each row's
+// gradient by the inverse: counts[0] = 1 / count, counts[1] = count. One block, a fixed-order sum.
+template <typename A> __global__ void __launch_bounds__(1024) count_targets(RowArgs a, A *counts) {
+    long long counted = 0;
+    for (int64_t row = threadIdx.x; row < a.rows; row += blockDim.x) {
+        counted += CrossEntropy::target_of(a, row) != a.ignore_index;
+    }
+    counted = group_sum(counted, int(blockDim.x));
+    if (threadIdx.x == 0) {
+        counts[0] = A(1) / A(counted);
+        counts[1] = A(counted);
+    }
+}
+
+// The reduced loss: the rows' losses added in a fixed order (each thread every blockDim.x-th row,
+// then the block's fixed tree), divided by the rows that count for 'mean' (no row: 0 / 0, NaN, as torch).
+template <typename A> __global__ void __launch_bounds__(1024) sum_row_losses(RowArgs a, const A *counts) {
+    const A *losses = static_cast<const A *>(a.row_losses);
+    A total = 0;
+    for (int64_t row = threadIdx.x; row < a.rows; row += blockDim.x) total += losses[row];
+    total = group_sum(total, int(blockDim.x));
+    if (threadIdx.x == 0) {
+        store_as(a.loss_dtype, a.row[LAB_ROW_LOSS],
+                 double(a.reduction == LAB_LOSS_MEAN ? total / counts[1] : total));
+    }
+}
+
+} // namespace lab
