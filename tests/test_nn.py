@@ -40,3 +40,31 @@ def test_modules_keep_torch_construction_and_run_on_the_cpu():
     assert list(layer.state_dict()) == ["weight"]
     with pytest.raises(ValueError, match=r"layer_norm: normalized_shape \(9,\) does not match"):
         lab.nn.functional._rows(torch.empty(2, 8), 9, "layer_norm")
+
+
+def test_loss_and_glu_schemas_and_fakes():
+    schema = str(torch.ops.lab.cross_entropy.default._schema)
+    assert schema == ("lab::cross_entropy(Tensor logits, Tensor target, SymInt ignore_index, float label_smoothing, "
+                      "str reduction, bool with_grad, bool inplace_backward) -> (Tensor, Tensor)")
+    with FakeTensorMode():
+        logits = torch.empty(4, 6, 100, device="cuda", dtype=torch.bfloat16)
+        target = torch.empty(4, 6, device="cuda", dtype=torch.int64)
+        loss, grad = torch.ops.lab.cross_entropy(logits, target, -100, 0.0, "none", True, False)
+        assert loss.shape == (4, 6) and loss.dtype == torch.bfloat16 and grad.shape == logits.shape
+        loss, grad = torch.ops.lab.cross_entropy(logits, target, -100, 0.1, "mean", False, True)
+        assert loss.shape == () and grad.shape == (0,)
+        assert torch.ops.lab.cross_entropy_backward_(loss, logits) is None
+        assert torch.ops.lab.cross_entropy_backward(loss, logits).shape == logits.shape
+        grad_gate, grad_up = torch.ops.lab.swiglu_backward(logits, logits, logits)
+        assert torch.ops.lab.geglu(logits, logits).shape == logits.shape and grad_up.shape == logits.shape
+
+
+def test_losses_and_glus_fall_back_to_torch_on_the_cpu():
+    F = torch.nn.functional
+    x = torch.randn(5, 3, 7, requires_grad=True)  # torch's layout: classes in dimension 1
+    target = torch.randint(0, 3, (5, 7))
+    torch.testing.assert_close(lab.nn.cross_entropy(x, target, label_smoothing=0.1),
+                               F.cross_entropy(x, target, label_smoothing=0.1))
+    gate, up = torch.randn(4, 8), torch.randn(4, 8)
+    torch.testing.assert_close(lab.nn.swiglu(gate, up), F.silu(gate) * up)
+    torch.testing.assert_close(lab.nn.geglu(gate, up), F.gelu(gate, approximate="tanh") * up)

@@ -7,8 +7,11 @@ Imported on first use (`lab.nn` or `import lab.nn`); `import lab` alone never im
     import lab.nn
     norm = lab.nn.RMSNorm(4096, device="cuda", dtype=torch.bfloat16)   # torch.nn.RMSNorm's arguments
     y = lab.nn.softmax(scores, dim=-1)
+    loss = lab.nn.cross_entropy(logits, targets)   # the gradient computed in the same pass
 """
-from .functional import add_rms_norm, layer_norm, log_softmax, rms_norm, softmax
+from .functional import (add_rms_norm, cross_entropy, geglu, layer_norm, log_softmax, rms_norm, softmax,
+                         swiglu)
 from .modules import LayerNorm, RMSNorm
 
-__all__ = ["add_rms_norm", "layer_norm", "LayerNorm", "log_softmax", "rms_norm", "RMSNorm", "softmax"]
+__all__ = ["add_rms_norm", "cross_entropy", "geglu", "layer_norm", "LayerNorm", "log_softmax", "rms_norm",
+           "RMSNorm", "softmax", "swiglu"]

@@ -1,5 +1,5 @@
 """lab.nn.functional: torch.nn.functional's signatures over lab's kernels (the operators of
-lab/nn/_ops.py). CUDA tensors go to lab; anything else (CPU tensors) to torch's own function, so a
+lab/nn/_ops.py and _loss_ops.py). CUDA tensors go to lab; anything else (CPU tensors) to torch's own function, so a
 model using these runs wherever torch does."""
 import math
 from typing import Optional, Sequence, Tuple, Union
@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import _ops  # noqa: F401  (registers torch.ops.lab.*)
+from . import _loss_ops, _ops  # noqa: F401  (registers torch.ops.lab.*)
 
 _lab = torch.ops.lab
 
@@ -71,3 +71,37 @@ def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape: _Shape, weight: 
     residual_rows, _ = _rows(residual.to(x.dtype), normalized_shape, "add_rms_norm")
     out, h, _ = _lab.add_rms_norm.default(rows, residual_rows, _flat(weight, x), eps)
     return out.view(x.shape), h.view(x.shape)
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
+                  ignore_index: int = -100, reduce=None, reduction: str = "mean", label_smoothing: float = 0.0,
+                  *, inplace_backward: bool = False) -> Tensor:
+    """torch.nn.functional.cross_entropy with class-index targets, the gradient computed in the
+    forward pass. Class weights, probability targets and the deprecated size_average/reduce go to
+    torch's own function, as CPU tensors do. inplace_backward=True scales the saved gradient in place
+    (no second logits-sized tensor; no pass at all for loss.backward() of a mean or a sum), allowing
+    one backward per forward."""
+    lab_can = (_on_lab(input) and weight is None and size_average is None and reduce is None and input.dim() >= 1
+               and target.dtype in (torch.int64, torch.int32) and target.dim() == input.dim() - 1
+               and reduction in ("mean", "sum", "none"))
+    if not lab_can:
+        return F.cross_entropy(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+    logits = input.movedim(1, -1) if input.dim() > 2 else input  # torch's classes are dimension 1
+    with_grad = torch.is_grad_enabled() and input.requires_grad
+    loss, _ = _lab.cross_entropy.default(logits, target, ignore_index, float(label_smoothing), reduction, with_grad,
+                                         inplace_backward)
+    return loss
+
+
+def swiglu(gate: Tensor, up: Tensor) -> Tensor:
+    """silu(gate) * up in one pass (SwiGLU); gate and up may be the halves of one tensor."""
+    if not (_on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape):
+        return F.silu(gate) * up
+    return _lab.swiglu.default(gate, up)
+
+
+def geglu(gate: Tensor, up: Tensor) -> Tensor:
+    """gelu(gate, approximate="tanh") * up in one pass (GeGLU)."""
+    if not (_on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape):
+        return F.gelu(gate, approximate="tanh") * up
+    return _lab.geglu.default(gate, up)
