@@ -1,0 +1,291 @@
+"""lab.nn's cross_entropy, swiglu and geglu on a GPU (issue 16): against torch's own functions forward
+and backward (ignore_index, label_smoothing, every reduction, classes in dimension 1, int32 targets),
+gradcheck in float64, torch.library.opcheck, torch.compile(fullgraph=True), CUDA graph capture, and
+a small pre-norm transformer (RMSNorm, SDPA attention, RMSNorm, SwiGLU MLP, cross-entropy head)
+trained 50 steps with lab.nn tracking the same model in plain torch, eager and compiled - and, where
+two GPUs are lent, under DistributedDataParallel."""
+import os
+import subprocess
+import sys
+from functools import partial
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import lab  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+F = torch.nn.functional
+
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=2e-3, atol=2e-3),
+       torch.bfloat16: dict(rtol=1.6e-2, atol=1.6e-2)}
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def _nn():
+    import lab.nn
+    return lab.nn
+
+
+@pytest.mark.parametrize("vocab", [7, 1000, 50257, 131072, 262144])
+@pytest.mark.parametrize("rows", [1, 300, 16384])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cross_entropy_matches_torch(dtype, rows, vocab):
+    if rows * vocab > 2**28:
+        pytest.skip("the reference's float32 copy would not fit comfortably: covered by smaller rows")
+    g = torch.Generator(device="cuda").manual_seed(vocab)
+    x = (torch.randn(rows, vocab, device="cuda", generator=g) * 2).to(dtype).requires_grad_()
+    target = torch.randint(0, vocab, (rows,), device="cuda", generator=g)
+    target[1::5] = -100  # not row 0: a single row ignored would make both means NaN
+    ref = x.detach().float().requires_grad_()
+    for reduction in ("mean", "sum", "none"):
+        x.grad = ref.grad = None
+        got = _nn().cross_entropy(x, target, reduction=reduction, label_smoothing=0.1)
+        want = F.cross_entropy(ref, target, reduction=reduction, label_smoothing=0.1)
+        upstream = torch.rand(want.shape, device="cuda", generator=g) + 0.5  # not 1: the backward scales
+        got.backward(upstream.to(dtype))
+        want.backward(upstream)
+        assert got.dtype == dtype and got.shape == want.shape
+        torch.testing.assert_close(got.float(), want.detach().to(dtype).float(), **TOL[dtype])  # sums may pass 65504
+        scale = ref.grad.abs().amax()
+        torch.testing.assert_close(x.grad.float() / scale, ref.grad / scale, **TOL[dtype])
+
+
+def test_cross_entropy_torch_layouts_and_fallbacks():
+    """Classes in dimension 1 of [batch, classes, time]; int32 targets; class weights go to torch."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(4, 50, 9, device="cuda", generator=g, requires_grad=True)
+    target = torch.randint(0, 50, (4, 9), device="cuda", generator=g)
+    for t in (target, target.int()):
+        x.grad = None
+        got = _nn().cross_entropy(x, t, reduction="none", ignore_index=3)
+        got.sum().backward()
+        grad = x.grad.clone()
+        x.grad = None
+        want = F.cross_entropy(x, target, reduction="none", ignore_index=3)
+        want.sum().backward()
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(grad, x.grad)
+    weight = torch.rand(50, device="cuda")
+    torch.testing.assert_close(_nn().cross_entropy(x, target, weight), F.cross_entropy(x, target, weight))
+
+
+@pytest.mark.parametrize("name", ["swiglu", "geglu"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_glu_matches_torch(name, dtype):
+    act = F.silu if name == "swiglu" else (lambda v: F.gelu(v, approximate="tanh"))
+    g = torch.Generator(device="cuda").manual_seed(1)
+    z = (torch.randn(257, 2 * 1000, device="cuda", generator=g) * 2).to(dtype).requires_grad_()
+    ref = z.detach().float().requires_grad_()
+    got = getattr(_nn(), name)(z[:, :1000], z[:, 1000:])  # the halves of one up-projection
+    want = act(ref[:, :1000]) * ref[:, 1000:]
+    upstream = torch.randn(want.shape, device="cuda", generator=g)
+    got.backward(upstream.to(dtype))
+    want.backward(upstream)
+    torch.testing.assert_close(got.float(), want.detach(), **TOL[dtype])
+    torch.testing.assert_close(z.grad.float(), ref.grad, **TOL[dtype])
+
+
+def test_gradcheck_float64():
+    g = torch.Generator(device="cuda").manual_seed(2)
+    x = torch.randn(6, 11, device="cuda", dtype=torch.float64, generator=g, requires_grad=True)
+    target = torch.tensor([0, 3, -100, 10, 5, 5], device="cuda")
+    for reduction in ("mean", "sum", "none"):
+        assert torch.autograd.gradcheck(
+            lambda v: _nn().cross_entropy(v, target, reduction=reduction, label_smoothing=0.2), (x,))
+    gate, up = (torch.randn(5, 7, device="cuda", dtype=torch.float64, requires_grad=True) for _ in range(2))
+    assert torch.autograd.gradcheck(_nn().swiglu, (gate, up))
+    assert torch.autograd.gradcheck(_nn().geglu, (gate, up))
+
+
+def test_opcheck_every_operator():
+    _nn()
+    ops = torch.ops.lab
+    x = torch.randn(6, 40, device="cuda", requires_grad=True)
+    target = torch.tensor([1, 2, -100, 39, 0, 7], device="cuda")
+    cases = [
+        (ops.cross_entropy, (x, target, -100, 0.0, "mean", True, False)),
+        (ops.cross_entropy, (x, target, -100, 0.1, "none", True, False)),
+        (ops.cross_entropy, (x.detach(), target.int(), 2, 0.0, "sum", False, False)),
+        (ops.swiglu, (x, torch.randn_like(x, requires_grad=True))),
+        (ops.geglu, (x, torch.randn_like(x, requires_grad=True))),
+    ]
+    grad = torch.randn(6, 40, device="cuda")
+    cases += [(ops.cross_entropy_backward_, (torch.tensor(2.0, device="cuda"), grad)),
+              (ops.cross_entropy_backward_, (torch.rand(6, device="cuda"), grad)),
+              (ops.cross_entropy_backward, (torch.rand(6, device="cuda"), grad))]
+    for op, args in cases:
+        torch.library.opcheck(op, args)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_inplace_backward(reduction):
+    """inplace_backward scales the saved gradient in place: right once (upstream 1 and not 1), and a
+    second backward through the same loss is autograd's in-place error, never a wrong gradient."""
+    x = torch.randn(5, 30, device="cuda", requires_grad=True)
+    target = torch.randint(0, 30, (5,), device="cuda")
+    for upstream in (1.0, 3.0):
+        x.grad = None
+        loss = _nn().cross_entropy(x, target, reduction=reduction, inplace_backward=True)
+        (loss * upstream).sum().backward(retain_graph=True)
+        want = torch.autograd.grad((F.cross_entropy(x, target, reduction=reduction) * upstream).sum(), (x,))[0]
+        torch.testing.assert_close(x.grad, want)
+        with pytest.raises(RuntimeError, match=r"modified by an inplace operation"):
+            loss.sum().backward()
+
+
+def test_compile_and_cuda_graph():
+    nn = _nn()
+
+    def step(z, target):
+        h = nn.swiglu(z[:, :64], z[:, 64:])
+        return nn.cross_entropy(h, target, label_smoothing=0.05) + nn.geglu(h, h).mean()
+
+    z = torch.randn(32, 128, device="cuda", requires_grad=True)
+    target = torch.randint(0, 64, (32,), device="cuda")
+    want = step(z, target)
+    want.backward()
+    want_grad, z.grad = z.grad.clone(), None
+    got = torch.compile(step, fullgraph=True)(z, target)
+    got.backward()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(z.grad, want_grad)
+
+    logits = torch.randn(64, 500, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        nn.cross_entropy(logits, target.repeat(2))
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_loss = nn.cross_entropy(logits, target.repeat(2))
+    logits.copy_(torch.randn_like(logits))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(static_loss, F.cross_entropy(logits, target.repeat(2)))
+
+
+# ---- a small pre-norm transformer, trained with lab.nn against plain torch ----
+
+class Functions:
+    """The four functions the model uses, from torch or from lab.nn."""
+
+    def __init__(self, use_lab, inplace_backward=False):
+        nn = _nn() if use_lab else None
+        self.rms_norm = nn.rms_norm if use_lab else F.rms_norm
+        self.swiglu = nn.swiglu if use_lab else (lambda g, u: F.silu(g) * u)
+        self.cross_entropy = (partial(nn.cross_entropy, inplace_backward=inplace_backward) if use_lab
+                              else F.cross_entropy)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.Parameter(torch.ones(width)), torch.nn.Parameter(torch.ones(width))
+        self.qkv, self.proj = torch.nn.Linear(width, 3 * width, bias=False), torch.nn.Linear(width, width, bias=False)
+        self.up = torch.nn.Linear(width, 2 * 4 * width, bias=False)  # gate and up in one projection
+        self.down = torch.nn.Linear(4 * width, width, bias=False)
+
+    def forward(self, h, fns):
+        b, t, w = h.shape
+        q, k, v = self.qkv(fns.rms_norm(h, (w,), self.norm1, 1e-6)).split(w, -1)
+        q, k, v = (u.view(b, t, self.heads, -1).transpose(1, 2) for u in (q, k, v))
+        attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        h = h + self.proj(attention.transpose(1, 2).reshape(b, t, w))
+        gate, up = self.up(fns.rms_norm(h, (w,), self.norm2, 1e-6)).chunk(2, -1)
+        return h + self.down(fns.swiglu(gate, up))
+
+
+class TinyTransformer(torch.nn.Module):
+    def __init__(self, fns, vocab=512, width=128, heads=4, layers=2):
+        super().__init__()
+        self.fns = fns
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.blocks = torch.nn.ModuleList([Block(width, heads) for _ in range(layers)])
+        self.norm = torch.nn.Parameter(torch.ones(width))
+        self.head = torch.nn.Linear(width, vocab, bias=False)
+
+    def forward(self, tokens, targets):
+        h = self.embed(tokens)
+        for block in self.blocks:
+            h = block(h, self.fns)
+        logits = self.head(self.fns.rms_norm(h, (h.shape[-1],), self.norm, 1e-6))
+        return self.fns.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+
+
+def batches(steps, vocab=512, seed=1):
+    """Sequences where each token is a fixed function of the one before: learnable with attention."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    for _ in range(steps):
+        tokens = torch.randint(0, vocab, (8, 64), device="cuda", generator=g)
+        tokens[:, 1::2] = (tokens[:, 0::2] * 5 + 1) % vocab
+        targets = tokens.roll(-1, 1)
+        targets[:, -1] = -100
+        yield tokens, targets
+
+
+def train_transformer(use_lab, dtype, compiled, steps=50, inplace_backward=False):
+    torch.manual_seed(0)
+    model = TinyTransformer(Functions(use_lab, inplace_backward)).to("cuda", dtype)
+    forward = torch.compile(model, fullgraph=True) if compiled else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
+    losses = []
+    for tokens, targets in batches(steps):
+        loss = forward(tokens, targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return torch.tensor(losses)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-4), (torch.bfloat16, 2e-2)], ids=["fp32", "bf16"])
+def test_transformer_training_tracks_torch(dtype, tolerance, compiled):
+    want = train_transformer(False, dtype, compiled)
+    got = train_transformer(True, dtype, compiled, inplace_backward=dtype == torch.bfloat16)  # both backwards
+    assert want[-1] < want[0] * 0.8, "the reference model did not learn: the comparison would say nothing"
+    relative = ((got - want).abs() / want.abs()).max().item()
+    assert relative <= tolerance, f"losses differ by {relative:.2e} relative (allowed {tolerance})"
+
+
+DDP_SCRIPT = r"""
+import os, sys, torch, torch.distributed as dist
+sys.path.insert(0, os.environ["TESTS"])
+from test_nn_losses_gpu import TinyTransformer, Functions, batches
+rank = int(os.environ["RANK"])
+torch.cuda.set_device(rank)
+dist.init_process_group("nccl")
+losses = {}
+for use_lab in (False, True):
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(TinyTransformer(Functions(use_lab)).cuda(), device_ids=[rank])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
+    run = []
+    for step, (tokens, targets) in enumerate(batches(30, seed=1 + rank)):
+        loss = model(tokens, targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        run.append(loss.item())
+    losses[use_lab] = torch.tensor(run)
+relative = ((losses[True] - losses[False]).abs() / losses[False].abs()).max().item()
+assert relative <= 1e-4, f"rank {rank}: losses differ by {relative:.2e}"
+assert losses[False][-1] < losses[False][0] * 0.8
+dist.destroy_process_group()
+print(f"rank {rank} ok {relative:.1e}")
+"""
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs (nvidia-h200-x2)")
+def test_transformer_under_ddp_on_two_gpus(tmp_path):
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+    env = dict(os.environ, TESTS=os.path.dirname(__file__), MASTER_ADDR="127.0.0.1", MASTER_PORT="29531",
+               WORLD_SIZE="2", NCCL_NVLS_ENABLE="0")
+    workers = [subprocess.Popen([sys.executable, str(script)], env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    outputs = [w.communicate(timeout=300)[0] for w in workers]
+    assert all(w.returncode == 0 for w in workers), "\n".join(outputs)
