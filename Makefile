@@ -86,6 +86,7 @@ gpu-check:
 	$(PYTHON) bench/bench_reductions.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_jit.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_rowwise.py --out-dir $(OUT)/bench
+	$(PYTHON) bench/bench_losses.py --out-dir $(OUT)/bench
 	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1
 	find $(LOGS) -type f -size +4M -printf "left out of logs.tgz (over 4 MiB): %p\n" -delete
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
@@ -127,10 +128,10 @@ profile-reductions:
 
 # Nsight Compute counters for the row-wise kernels (and torch's softmax and rms_norm) on
 # bench_rowwise.py's headline input: time, DRAM throughput, registers, occupancy, issue, what warps wait on.
-ROW_METRICS = gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,launch__occupancy_limit_registers
+ROW_METRICS = gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,launch__occupancy_limit_registers,lts__t_sector_hit_rate.pct
 profile-rowwise:
 	mkdir -p $(LOGS)
-	timeout 200 ncu --clock-control none --kernel-name regex:'rows_|softmax|norm|partial' --csv --metrics $(ROW_METRICS) \
+	timeout 200 ncu --clock-control none --kernel-name regex:'rows_|softmax|norm|partial|nll|count_targets|sum_row_losses' --csv --metrics $(ROW_METRICS) \
 	  $(PYTHON) bench/profile_rowwise.py > $(LOGS)/rowwise-ncu.csv 2> $(LOGS)/rowwise-ncu-cases.txt; echo "ncu exit code: $$?"
 	cp $(LOGS)/rowwise-ncu.csv $(OUT)/
 	$(PYTHON) bench/ncu_summary.py $(LOGS)/rowwise-ncu.csv
@@ -146,17 +147,20 @@ sanitize:
 	  --error-exitcode 9 \
 	  --log-file $(LOGS)/memcheck.log $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py \
 	  tests/test_layouts_gpu.py tests/test_streams_gpu.py tests/test_foreach_gpu.py tests/test_reductions_gpu.py \
-	  tests/test_jit_gpu.py tests/test_rowwise_gpu.py -k "not cupy and not jax and not 16777221 and not 16777219 and not two_to_the_31 and not memory_is_given_back and not 300 \
-	  and not matches_torch and not training and not deterministic and not 600" \
+	  tests/test_jit_gpu.py tests/test_rowwise_gpu.py tests/test_losses_gpu.py -k "not cupy and not jax and not 16777221 \
+	  and not 16777219 and not two_to_the_31 and not memory_is_given_back and not 300 and not matches_torch and not training \
+	  and not deterministic and not 600 and not 2x262144 and not 2_31 and not (test_cross_entropy and (sum or none))" \
 	  > $(LOGS)/memcheck-pytest.txt 2>&1; \
 	  echo "memcheck exit code: $$?"; tail -1 $(LOGS)/memcheck-pytest.txt
 	@grep -E "^========= (Invalid|Program hit|ERROR SUMMARY)" $(LOGS)/memcheck.log | sort | uniq -c | sort -rn | head -8
 	timeout 150 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(LOGS)/racecheck.log \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_elementwise_gpu.py tests/test_layouts_gpu.py \
-	  tests/test_foreach_gpu.py tests/test_reductions_gpu.py tests/test_rowwise_gpu.py -k "(torch and 1000003 and float32) \
+	  tests/test_foreach_gpu.py tests/test_reductions_gpu.py tests/test_rowwise_gpu.py tests/test_losses_gpu.py \
+	  -k "(torch and 1000003 and float32) \
 	  or transposed_inputs or foreach_norm or (value_reductions_float and float32 and (sum or var or argmax) and (4099 \
 	  or 70000 or 300000)) or broadcast_input_and_strided_output or ((softmax_forward or norm_forward or norm_backward) \
-	  and float32 and (33x1000 or 64x4096 or 2x131072 or 4099x32))" \
+	  and float32 and (33x1000 or 64x4096 or 2x131072 or 4099x32)) or (test_cross_entropy and float32 and mean and 0.1 \
+	  and (33x1000 or 3x131072 or 4099x32))" \
 	  > /dev/null 2>&1; echo "racecheck exit code: $$?"
 	@grep -E "SUMMARY" $(LOGS)/racecheck.log
 

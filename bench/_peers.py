@@ -54,3 +54,26 @@ def plot_bars(rows, series, title, path, ylabel="TB/s (higher is better)"):
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def print_ratio_table(rows, title):
+    """lab against torch eager and torch.compile, one row per case (milliseconds, ratios: the peer's
+    time over lab's, > 1 when lab is faster, and lab's bytes per second)."""
+    print(f"\n{title:58s} {'lab ms':>8s} {'eager ms':>9s} {'compile':>8s} {'vs eager':>9s} {'vs compile':>10s} "
+          f"{'lab TB/s':>9s}")
+    for r in rows:
+        compiled = f"{r['compile_ms']:8.3f}" if r.get("compile_ms") else f"{'-':>8s}"
+        vs_compile = f"{r['compile_ms'] / r['lab_ms']:10.2f}" if r.get("compile_ms") else f"{'-':>10s}"
+        print(f"{r['case']:58s} {r['lab_ms']:8.3f} {r['eager_ms']:9.3f} {compiled} {r['eager_ms'] / r['lab_ms']:9.2f} "
+              f"{vs_compile} {r['bytes'] / r['lab_ms'] / 1e9:9.2f}")
+
+
+def print_goals(rows, goals):
+    """Each goal (case, peer 'eager' or 'compile', least ratio) against the row measured for it."""
+    print(f"\n{'goal':60s} {'measured':>9s}  met")
+    for case, peer, target in goals:
+        r = next((r for r in rows if r["case"] == case), None)
+        if r is None or not r.get(f"{peer}_ms"):
+            continue
+        ratio = r[f"{peer}_ms"] / r["lab_ms"]
+        print(f"{r['case'] + ' >= ' + str(target) + 'x ' + peer:60s} {ratio:9.2f}  {'yes' if ratio >= target else 'NO'}")

@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 from lab._timing import median_ms  # noqa: E402
-from _peers import plot_bars, start  # noqa: E402
+from _peers import plot_bars, print_goals, print_ratio_table, start  # noqa: E402
 
 # Issue 15's goals: (case, peer, at least this ratio of the peer's time over lab's).
 GOALS = [("softmax, 16384x4096", "eager", 2.5), ("softmax, 16384x4096", "compile", 2.5),
@@ -86,22 +86,11 @@ def main():
             compile_ms = median_ms(lambda: compiled(*compile_args), *timer, repeats=20)
         rows.append(dict(case=name, bytes=nbytes, lab_ms=median_ms(lab_fn, *timer, repeats=20),
                          eager_ms=median_ms(eager_fn, *timer, repeats=20), compile_ms=compile_ms))
-    print(f"\n{'row-wise op (bfloat16)':40s} {'lab ms':>8s} {'eager ms':>9s} {'compile':>8s} {'vs eager':>9s} "
-          f"{'vs compile':>10s} {'lab TB/s':>9s}")
-    for r in rows:
-        compiled = f"{r['compile_ms']:8.3f}" if r["compile_ms"] else f"{'-':>8s}"
-        vs_compile = f"{r['compile_ms'] / r['lab_ms']:10.2f}" if r["compile_ms"] else f"{'-':>10s}"
-        print(f"{r['case']:40s} {r['lab_ms']:8.3f} {r['eager_ms']:9.3f} {compiled} {r['eager_ms'] / r['lab_ms']:9.2f} "
-              f"{vs_compile} {r['bytes'] / r['lab_ms'] / 1e9:9.2f}")
-    print(f"\n{'goal':56s} {'measured':>9s}  met")
-    goals = [(case, peer, target) for case, peer, target in GOALS]
+    print_ratio_table(rows, "row-wise op (bfloat16)")
+    size = str(2048 if args.quick else 16384)
+    goals = [(case.replace("16384", size), peer, target) for case, peer, target in GOALS]
     goals += [(r["case"], "eager", SMALL_ROWS_GOAL) for r in rows if r["case"].endswith(("x128", "x1024"))]
-    for case, peer, target in goals:
-        r = next((r for r in rows if r["case"] == case.replace("16384", str(2048 if args.quick else 16384))), None)
-        if r is None or not r.get(f"{peer}_ms"):
-            continue
-        ratio = r[f"{peer}_ms"] / r["lab_ms"]
-        print(f"{r['case'] + ' >= ' + str(target) + 'x ' + peer:56s} {ratio:9.2f}  {'yes' if ratio >= target else 'NO'}")
+    print_goals(rows, goals)
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
         with open(os.path.join(args.out_dir, "rowwise.json"), "w") as f:

@@ -1,6 +1,8 @@
 """The row-wise kernels once each on bench_rowwise.py's headline input (bfloat16 16384 x 4096), for
 Nsight Compute (`make profile-rowwise`): softmax, layer_norm, rms_norm forward, rms_norm backward,
-and torch's softmax and rms_norm beside them."""
+and torch's softmax and rms_norm beside them; cross_entropy with its gradient on 4096 x 131072 logits
+(bench_losses.py's), torch's cross_entropy forward and backward kernels beside it, and the SwiGLU
+backward."""
 import os
 import sys
 
@@ -19,9 +21,18 @@ def main():
                      ("lab layer_norm", lambda: lab.layer_norm(x, w, w, out, mean=mean, rstd=rstd)),
                      ("lab rms_norm", lambda: lab.rms_norm(x, w, out, rstd=rstd)),
                      ("torch rms_norm", lambda: F.rms_norm(x, (4096,), w)),
-                     ("lab rms_norm_backward", lambda: lab.rms_norm_backward(dy, x, w, rstd, gx, gw))]:
+                     ("lab rms_norm_backward", lambda: lab.rms_norm_backward(dy, x, w, rstd, gx, gw)),
+                     ("lab swiglu_backward", lambda: lab.swiglu_backward(dy, x, out, gx, out))]:
         print(name, file=sys.stderr)
         fn()
+    del x, dy, out, gx
+    logits = torch.randn(4096, 131072, device="cuda", dtype=torch.bfloat16)
+    target, loss = torch.randint(0, 131072, (4096,), device="cuda"), torch.empty((), device="cuda")
+    leaf = logits.clone().requires_grad_()
+    print("lab cross_entropy (grad=logits)", file=sys.stderr)
+    lab.cross_entropy(logits, target, loss, grad=logits)
+    print("torch cross_entropy forward + backward", file=sys.stderr)
+    torch.autograd.grad(F.cross_entropy(leaf, target), (leaf,))
     torch.cuda.synchronize()
 
 
