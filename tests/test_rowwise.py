@@ -284,6 +284,35 @@ def test_glu_backward_operands(op):
         call(op, grad_gate=rows(ptr=base), grad_up=rows(ptr=base + 8))
 
 
+@pytest.mark.parametrize("layout, disjoint", [
+    ("halves", True),                    # x[:, :5] and x[:, 5:] of a [6, 10] float32 array
+    ("even_and_odd_columns", True),      # x[:, ::2] and x[:, 1::2]
+    ("halves_reversed_rows", True),      # the halves of x[::-1]
+    ("halves_shifted_by_one", False),    # x[:, :5] and x[:, 1:6]: they share four columns
+    ("rows_and_shifted_rows", False),    # x[:3] and x[1:4]
+])
+def test_interleaved_outputs_are_allowed_only_when_disjoint(layout, disjoint):
+    """Two outputs whose address ranges meet are refused unless the plan proves they share no
+    element; the disjoint ones reach the launch (lab.CudaError on a machine without a GPU)."""
+    base = fake_pointer()
+    views = {
+        "halves": [dict(ptr=base, strides=(40, 4)), dict(ptr=base + 20, strides=(40, 4))],
+        "even_and_odd_columns": [dict(ptr=base, strides=(40, 8)), dict(ptr=base + 4, strides=(40, 8))],
+        "halves_reversed_rows": [dict(ptr=base + 200, strides=(-40, 4)), dict(ptr=base + 220, strides=(-40, 4))],
+        "halves_shifted_by_one": [dict(ptr=base, strides=(40, 4)), dict(ptr=base + 4, strides=(40, 4))],
+        "rows_and_shifted_rows": [dict(ptr=base, strides=(20, 4)), dict(ptr=base + 20, strides=(20, 4))],
+    }[layout]
+    grad_gate, grad_up = (rows((6, 5), **view) for view in views)
+    if not disjoint:
+        with pytest.raises(ValueError, match=r"arguments 'grad_gate' and 'grad_up' share memory"):
+            lab.swiglu_backward(rows((6, 5)), rows((6, 5)), rows((6, 5)), grad_gate, grad_up)
+        return
+    if lab.is_available():
+        pytest.skip("fake pointers must not reach a real GPU")
+    with pytest.raises(lab.CudaError):
+        lab.swiglu_backward(rows((6, 5)), rows((6, 5)), rows((6, 5)), grad_gate, grad_up)
+
+
 def test_halves_of_one_array_are_disjoint():
     """gate/up and grad_gate/grad_up as x[:, :h] and x[:, h:] pass validation (the launch is reached);
     a quarter-shifted view of the same buffer overlaps and is refused."""

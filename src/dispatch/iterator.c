@@ -181,12 +181,15 @@ static int64_t gcd64(int64_t a, int64_t b) {
     return a;
 }
 
-/* Every address of an array, taken modulo `period` (the gcd of its outer byte strides, so outer
- * positions add multiples of it), falls in [start, start + span): its innermost run. */
-static void innermost_run(const lab_array *a, int64_t *period, uintptr_t *start, int64_t *span) {
+/* Every address of an array, taken modulo `period` (the gcd of the byte strides it adds up, so
+ * those positions add multiples of it), falls in [start, start + span). With `element_run`, every
+ * dimension goes into the period and the run is one element (even and odd columns: residues 0 and
+ * 4 modulo 8); otherwise the innermost dimension is the run (the two halves of a row). */
+static void address_run(const lab_array *a, int element_run, int64_t *period, uintptr_t *start,
+                        int64_t *span) {
     const int64_t itemsize = lab_dtype_itemsize[a->dtype];
     int inner = -1;
-    for (int d = 0; d < a->ndim; d++) {
+    for (int d = 0; d < a->ndim && !element_run; d++) {
         if (a->shape[d] > 1 && (inner < 0 || llabs(a->strides[d]) < llabs(a->strides[inner]))) inner = d;
     }
     *start = (uintptr_t)a->data;
@@ -203,15 +206,19 @@ static void innermost_run(const lab_array *a, int64_t *period, uintptr_t *start,
     }
 }
 
-int lab_disjoint_views(const lab_array *a, const lab_array *b) {
+static int runs_apart(const lab_array *a, const lab_array *b, int element_run) {
     int64_t period = 0, a_span, b_span;
     uintptr_t a_start, b_start;
-    innermost_run(a, &period, &a_start, &a_span);
-    innermost_run(b, &period, &b_start, &b_span);
+    address_run(a, element_run, &period, &a_start, &a_span);
+    address_run(b, element_run, &period, &b_start, &b_span);
     if (period == 0 || a_span + b_span > period) return 0;
     int64_t delta = (int64_t)(b_start - a_start) % period; /* where b's run starts after a's, mod period */
     if (delta < 0) delta += period;
     return delta >= a_span && delta <= period - b_span;
+}
+
+int lab_disjoint_views(const lab_array *a, const lab_array *b) {
+    return runs_apart(a, b, 0) || runs_apart(a, b, 1);
 }
 
 int lab_raise_partial_overlap(const char *in_name, const char *out_name, const char *func) {
