@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "casting.cuh"
 #include "dtype_traits.cuh"
 #include "indexing.cuh"
 #include "launch.h"
@@ -199,25 +200,6 @@ __device__ __forceinline__ void store_statistic(const RowArgs &a, char *at, doub
 __device__ __forceinline__ double load_statistic(const RowArgs &a, const char *at) {
     return a.stats_double ? *reinterpret_cast<const double *>(at)
                           : double(*reinterpret_cast<const float *>(at));
-}
-
-// One value of a float dtype the host chose at run time (cross-entropy's loss, its upstream gradient).
-__device__ __forceinline__ void store_as(lab_dtype dtype, char *at, double value) {
-    switch (dtype) {
-    case LAB_FLOAT16: *reinterpret_cast<__half *>(at) = __double2half(value); break;
-    case LAB_BFLOAT16: *reinterpret_cast<__nv_bfloat16 *>(at) = __double2bfloat16(value); break;
-    case LAB_FLOAT32: *reinterpret_cast<float *>(at) = static_cast<float>(value); break;
-    default: *reinterpret_cast<double *>(at) = value; break;
-    }
-}
-
-__device__ __forceinline__ double load_as(lab_dtype dtype, const char *at) {
-    switch (dtype) {
-    case LAB_FLOAT16: return double(__half2float(*reinterpret_cast<const __half *>(at)));
-    case LAB_BFLOAT16: return double(__bfloat162float(*reinterpret_cast<const __nv_bfloat16 *>(at)));
-    case LAB_FLOAT32: return double(*reinterpret_cast<const float *>(at));
-    default: return *reinterpret_cast<const double *>(at);
-    }
 }
 
 // float: ex2.approx after a multiply (__expf), two instructions instead of expf's ten - the kernels

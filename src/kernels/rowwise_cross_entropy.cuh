@@ -51,7 +51,7 @@ struct CrossEntropy {
 
     template <typename A> __device__ static void store_loss(const RowArgs &a, int64_t row, A loss) {
         if (a.reduction == LAB_LOSS_NONE) {
-            store_as(a.loss_dtype, row_at(a, row, LAB_ROW_LOSS), double(loss));
+            store_converted(row_at(a, row, LAB_ROW_LOSS), a.loss_dtype, loss);
         } else {
             static_cast<A *>(a.row_losses)[row] = loss;
         }
@@ -223,7 +223,7 @@ struct CrossEntropyBackward {
     }
 
     template <typename T> __device__ static compute_t<T> upstream(const RowArgs &a, int64_t row) {
-        return compute_t<T>(load_as(a.loss_dtype, row_at(a, row, LAB_ROW_LOSS)));
+        return load_converted<compute_t<T>>(row_at(a, row, LAB_ROW_LOSS), a.loss_dtype);
     }
 
     template <typename T, int kChunks>
@@ -263,8 +263,8 @@ template <typename A> __global__ void __launch_bounds__(1024) sum_row_losses(Row
     for (int64_t row = threadIdx.x; row < a.rows; row += blockDim.x) total += losses[row];
     total = group_sum(total, int(blockDim.x));
     if (threadIdx.x == 0) {
-        store_as(a.loss_dtype, a.row[LAB_ROW_LOSS],
-                 double(a.reduction == LAB_LOSS_MEAN ? total / counts[1] : total));
+        store_converted(a.row[LAB_ROW_LOSS], a.loss_dtype,
+                        a.reduction == LAB_LOSS_MEAN ? total / counts[1] : total);
     }
 }
 
