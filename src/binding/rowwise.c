@@ -30,6 +30,7 @@ typedef struct {
     param_role role;
     int slot;     /* ROLE_ROW: a lab_row_operand, ROLE_COL: a lab_col_operand */
     int optional; /* an array that may be None (or left out) */
+    int in_place; /* ROLE_ROW: the array is read as the row input X too (scaled in place) */
 } row_param;
 
 typedef struct {
@@ -44,6 +45,7 @@ typedef struct {
 #define N(id) LAB_NAME_##id
 #define ROW(k) {ROLE_ROW, LAB_ROW_##k, 0}
 #define ROW_OPTIONAL(k) {ROLE_ROW, LAB_ROW_##k, 1}
+#define ROW_IN_PLACE(k) {ROLE_ROW, LAB_ROW_##k, 0, 1}
 #define COL_OPTIONAL(k) {ROLE_COL, LAB_COL_##k, 1}
 #define AXIS {ROLE_AXIS, 0, 0}
 #define EPS {ROLE_EPS, 0, 0}
@@ -134,7 +136,7 @@ static const row_function FUNCTIONS[] = {
     [CROSS_ENTROPY_BACKWARD] = {"cross_entropy_backward",
                                 LAB_ROW_CROSS_ENTROPY_BACKWARD,
                                 {2, 2, 3, {N(grad_loss), N(grad), N(stream)}},
-                                {ROW(LOSS), ROW(OUT), STREAM},
+                                {ROW(LOSS), ROW_IN_PLACE(OUT), STREAM},
                                 0,
                                 RETURN_OUT},
     [SWIGLU_BACKWARD] = GLU_BACKWARD("swiglu_backward", LAB_ROW_SWIGLU_BACKWARD),
@@ -143,6 +145,7 @@ static const row_function FUNCTIONS[] = {
 #undef N
 #undef ROW
 #undef ROW_OPTIONAL
+#undef ROW_IN_PLACE
 #undef COL_OPTIONAL
 #undef AXIS
 #undef EPS
@@ -253,6 +256,10 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
             if (p->role == ROLE_ROW) {
                 description.rows[p->slot] = &arrays[i];
                 description.row_names[p->slot] = name;
+                if (p->in_place) {
+                    description.rows[LAB_ROW_X] = &arrays[i];
+                    description.row_names[LAB_ROW_X] = name;
+                }
                 if (p->slot == LAB_ROW_OUT) out_obj = obj;
                 if (p->slot == LAB_ROW_LOSS) loss_obj = obj;
                 if (p->slot == LAB_ROW_GRAD_UP) grad_up_obj = obj;
@@ -267,13 +274,6 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
         PyErr_Format(PyExc_TypeError,
                      "%s(): arguments 'residual' and 'residual_out' go together: give both or neither", func);
         return NULL;
-    }
-    if (f->op == LAB_ROW_CROSS_ENTROPY_BACKWARD) {
-        /* grad is scaled in place: it is the row input too. A 0-dimensional grad_loss (the gradient
-         * of a reduced loss) scales every row. */
-        description.rows[LAB_ROW_X] = description.rows[LAB_ROW_OUT];
-        description.row_names[LAB_ROW_X] = description.row_names[LAB_ROW_OUT];
-        description.reduction = description.rows[LAB_ROW_LOSS]->ndim == 0 ? LAB_LOSS_SUM : LAB_LOSS_NONE;
     }
     const lab_array *x = description.rows[LAB_ROW_X];
     if (x->ndim == 0) {

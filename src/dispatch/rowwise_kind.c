@@ -25,9 +25,11 @@ static int is_per_row(int k) {
     return k == LAB_ROW_MEAN || k == LAB_ROW_RSTD || k == LAB_ROW_TARGET || k == LAB_ROW_LOSS;
 }
 
-/* Cross-entropy's loss reduced to one number: a 0-dimensional operand. */
+/* Cross-entropy's loss reduced to one number, and its backward's upstream gradient of one (it
+ * scales every row): a 0-dimensional operand. */
 static int is_reduced_loss(const lab_rowwise_call *c, int k) {
-    return k == LAB_ROW_LOSS && c->reduction != LAB_LOSS_NONE;
+    if (k != LAB_ROW_LOSS) return 0;
+    return c->op == LAB_ROW_CROSS_ENTROPY_BACKWARD ? c->rows[k]->ndim == 0 : c->reduction != LAB_LOSS_NONE;
 }
 
 /* A per-row operand's dtype, or -1 with a TypeError saying what it must be. */
