@@ -76,27 +76,22 @@ __global__ void __launch_bounds__(kRowBlockLimit<kChunks>, kChunks >= 4 ? 4 : 1)
     if constexpr (Op::kColumnSums) write_partials<T, kChunks>(a, lane, slot, sums);
 }
 
-// How a streamed row is walked: chunks a lane loads per step (Op::kStreamChunks, else 1) and threads
-// per block, one block per row (Op::kStreamThreads, else 1024). At 64 registers an SM holds 1024
-// threads: blocks of 512 are two rows in flight, one streaming while the other reduces.
-template <class Op, typename = void> struct StreamChunks {
-    static constexpr int value = 1;
+// How a streamed row is walked: chunks a lane loads per step and threads per block, one block per
+// row - Op::kStreamChunks and Op::kStreamThreads where the op sets them, else 1 and 1024. At 64
+// registers an SM holds 1024 threads: blocks of 512 are two rows in flight, one streaming while the
+// other reduces.
+template <class Op, typename = void> struct StreamShape {
+    static constexpr int chunks = 1, threads = 1024;
 };
-template <class Op> struct StreamChunks<Op, std::void_t<decltype(Op::kStreamChunks)>> {
-    static constexpr int value = Op::kStreamChunks;
-};
-template <class Op, typename = void> struct StreamThreads {
-    static constexpr int value = 1024;
-};
-template <class Op> struct StreamThreads<Op, std::void_t<decltype(Op::kStreamThreads)>> {
-    static constexpr int value = Op::kStreamThreads;
+template <class Op> struct StreamShape<Op, std::void_t<decltype(Op::kStreamChunks)>> {
+    static constexpr int chunks = Op::kStreamChunks, threads = Op::kStreamThreads;
 };
 
 // Streamed rows: a block per row, grid-stride.
 template <class Op, typename T>
-__global__ void __launch_bounds__(StreamThreads<Op>::value, 1024 / StreamThreads<Op>::value)
+__global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<Op>::threads)
     rows_streamed(RowArgs a) {
-    const int64_t steps = ceil_div(a.n, int64_t(a.group) * kRowVec<T> * StreamChunks<Op>::value);
+    const int64_t steps = ceil_div(a.n, int64_t(a.group) * kRowVec<T> * StreamShape<Op>::chunks);
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         if constexpr (Op::kColumnSums) {
             Op::template streamed_row<T>(a, row, steps, row == blockIdx.x);

@@ -123,7 +123,7 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
         chunks = chunks == 3 ? 4 : chunks;
     }
     const bool streamed = chunks == 0;
-    if (streamed) group = StreamThreads<Op>::value;
+    if (streamed) group = StreamShape<Op>::threads;
     const int threads = group > 256 ? group : 256;
     const int64_t rows_per_block = threads / group;
     int64_t resident = 0;
