@@ -77,3 +77,22 @@ def print_goals(rows, goals):
             continue
         ratio = r[f"{peer}_ms"] / r["lab_ms"]
         print(f"{r['case'] + ' >= ' + str(target) + 'x ' + peer:60s} {ratio:9.2f}  {'yes' if ratio >= target else 'NO'}")
+
+
+def save_eager_compile_results(out_dir, name, torch, rows, title):
+    """<out_dir>/<name>.json (the GPU, date, torch version and rows) and <name>.png: lab, torch
+    eager and torch.compile side by side per case. Nothing without out_dir."""
+    import json
+    import os
+    import time
+    if not out_dir:
+        return
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
+        json.dump(dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__,
+                       rows=rows), f, indent=1)
+    try:
+        plot_bars(rows, [("lab", "lab_ms", "tab:blue"), ("torch eager", "eager_ms", "tab:orange"),
+                         ("torch.compile", "compile_ms", "tab:red")], title, os.path.join(out_dir, f"{name}.png"))
+    except ImportError:
+        print("(matplotlib is not installed: no plot)")

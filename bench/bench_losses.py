@@ -10,15 +10,13 @@ Bytes a perfect kernel moves per second; medians of event-timed repeats after wa
 the peer's time over lab's (> 1: lab is faster).
     python3 bench/bench_losses.py [--out-dir DIR] [--quick]   (LAB_BENCH_NO_COMPILE=1: no torch.compile column)
 """
-import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 from lab._timing import median_ms  # noqa: E402
-from _peers import plot_bars, print_goals, print_ratio_table, start  # noqa: E402
+from _peers import print_goals, print_ratio_table, save_eager_compile_results, start  # noqa: E402
 
 MEMORY_GOAL_MIB = 64
 
@@ -123,18 +121,8 @@ def main():
     extra = next(r["lab_extra_mib"] for r in rows if r["case"] == ce)
     print(f"{ce + ' extra peak <= ' + str(MEMORY_GOAL_MIB) + ' MiB':60s} {extra:9.1f}  "
           f"{'yes' if extra <= MEMORY_GOAL_MIB else 'NO'}")
-    if args.out_dir:
-        os.makedirs(args.out_dir, exist_ok=True)
-        with open(os.path.join(args.out_dir, "losses.json"), "w") as f:
-            json.dump(dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__,
-                           rows=rows), f, indent=1)
-        try:
-            plot_bars(rows, [("lab", "lab_ms", "tab:blue"), ("torch eager", "eager_ms", "tab:orange"),
-                             ("torch.compile", "compile_ms", "tab:red")],
-                      "Cross-entropy and GLUs, bfloat16, one GPU, one run (bench/bench_losses.py)",
-                      os.path.join(args.out_dir, "losses.png"))
-        except ImportError:
-            print("(matplotlib is not installed: no plot)")
+    save_eager_compile_results(args.out_dir, "losses", torch, rows,
+                               "Cross-entropy and GLUs, bfloat16, one GPU, one run (bench/bench_losses.py)")
     return 0
 
 

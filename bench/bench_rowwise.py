@@ -7,15 +7,13 @@ event-timed repeats after warm-up (lab/_timing.py); ratios are the peer's time o
 is faster).
     python3 bench/bench_rowwise.py [--out-dir DIR] [--quick]   (LAB_BENCH_NO_COMPILE=1: no torch.compile column)
 """
-import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 from lab._timing import median_ms  # noqa: E402
-from _peers import plot_bars, print_goals, print_ratio_table, start  # noqa: E402
+from _peers import print_goals, print_ratio_table, save_eager_compile_results, start  # noqa: E402
 
 # Issue 15's goals: (case, peer, at least this ratio of the peer's time over lab's).
 GOALS = [("softmax, 16384x4096", "eager", 2.5), ("softmax, 16384x4096", "compile", 2.5),
@@ -91,18 +89,8 @@ def main():
     goals = [(case.replace("16384", size), peer, target) for case, peer, target in GOALS]
     goals += [(r["case"], "eager", SMALL_ROWS_GOAL) for r in rows if r["case"].endswith(("x128", "x1024"))]
     print_goals(rows, goals)
-    if args.out_dir:
-        os.makedirs(args.out_dir, exist_ok=True)
-        with open(os.path.join(args.out_dir, "rowwise.json"), "w") as f:
-            json.dump(dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__,
-                           rows=rows), f, indent=1)
-        try:
-            plot_bars(rows, [("lab", "lab_ms", "tab:blue"), ("torch eager", "eager_ms", "tab:orange"),
-                             ("torch.compile", "compile_ms", "tab:red")],
-                      "Row-wise ops, bfloat16, one GPU, one run (bench/bench_rowwise.py)",
-                      os.path.join(args.out_dir, "rowwise.png"))
-        except ImportError:
-            print("(matplotlib is not installed: no plot)")
+    save_eager_compile_results(args.out_dir, "rowwise", torch, rows,
+                               "Row-wise ops, bfloat16, one GPU, one run (bench/bench_rowwise.py)")
     return 0
 
 
