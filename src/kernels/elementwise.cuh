@@ -7,6 +7,7 @@
 
 #include "dtype_traits.cuh"
 #include "functors.cuh"
+#include "indexing.cuh"
 #include "launch.h"
 
 namespace lab {
@@ -31,6 +32,14 @@ template <typename C> OpParams<C> to_params(const lab_scalars &s) {
     } else {
         return OpParams<C>{static_cast<C>(s.as_float[0]), static_cast<C>(s.as_float[1])};
     }
+}
+
+// From the plan (outermost first) to the strided kernels' layout (innermost first).
+template <int kOperands> StridedLayout<kOperands> make_layout(const lab_elementwise_launch &launch) {
+    StridedLayout<kOperands> layout{};
+    lab_fill_layout(&layout.dims, layout.strides, kOperands, launch.ndim, launch.shape, launch.byte_strides,
+                    launch.numel);
+    return layout;
 }
 
 // One per path; each lives in its own .cu file so nvcc builds them in parallel.

@@ -9,6 +9,8 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include "strided_layout.h" /* LAB_MAX_DIMS */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,7 +45,6 @@ typedef struct {
     int64_t as_int[2];
 } lab_scalars;
 
-#define LAB_MAX_DIMS 8
 #define LAB_MAX_OPERANDS 4 /* the output and up to three inputs */
 
 /* How the kernels walk memory; the plan (dispatch/elementwise_kind.c) picks one per call. */

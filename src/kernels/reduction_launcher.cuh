@@ -54,25 +54,9 @@ template <typename R> ReductionArgs make_args(const lab_reduction_launch &l) {
     a.n_outputs = l.n_outputs;
     a.n_reduce = l.n_reduce;
     a.slices = 1;
-    a.kept.ndim = l.kept_ndim;
-    a.kept.index32 = l.n_outputs < (int64_t(1) << 31);
-    const int kept_operands[3] = {0, 1, 2};
-    for (int d = 0; d < l.kept_ndim; ++d) { // innermost first for indexing.cuh
-        const int from = l.kept_ndim - 1 - d;
-        a.kept.sizes[d] = l.kept_shape[from];
-        if (a.kept.index32) a.kept.divisors[d] = FastDivmod(static_cast<uint32_t>(l.kept_shape[from]));
-        for (int k : kept_operands) a.kept.strides[k][d] = l.kept_strides[k][from];
-    }
+    lab_fill_layout(&a.kept.dims, a.kept.strides, 3, l.kept_ndim, l.kept_shape, l.kept_strides, l.n_outputs);
     StridedLayout<2> &r = a.reduced.layout;
-    r.ndim = l.reduced_ndim;
-    r.index32 = l.n_reduce < (int64_t(1) << 31);
-    for (int d = 0; d < l.reduced_ndim; ++d) {
-        const int from = l.reduced_ndim - 1 - d;
-        r.sizes[d] = l.reduced_shape[from];
-        if (r.index32) r.divisors[d] = FastDivmod(static_cast<uint32_t>(l.reduced_shape[from]));
-        r.strides[0][d] = l.reduced_strides[0][from];
-        r.strides[1][d] = l.reduced_strides[1][from];
-    }
+    lab_fill_layout(&r.dims, r.strides, 2, l.reduced_ndim, l.reduced_shape, l.reduced_strides, l.n_reduce);
     a.reduced.single = l.reduced_ndim <= 1;
     a.reduced.stride[0] = l.reduced_ndim == 1 ? l.reduced_strides[0][0] : 0;
     a.reduced.stride[1] = l.reduced_ndim == 1 ? l.reduced_strides[1][0] : 0;

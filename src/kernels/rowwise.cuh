@@ -49,7 +49,7 @@ struct RowArgs {
 // more go through indexing.cuh's divisions. Computed where used, not kept for every operand: seven
 // live pointers cost the registers that decide how many rows an SM keeps in flight.
 __device__ __forceinline__ char *row_at(const RowArgs &a, int64_t row, int k) {
-    if (a.lead.ndim <= 1) return a.row[k] + row * a.lead.strides[k][0];
+    if (a.lead.dims.ndim <= 1) return a.row[k] + row * a.lead.strides[k][0];
     int64_t offsets[LAB_ROW_OPERANDS];
     byte_offsets(a.lead, row, offsets);
     return a.row[k] + offsets[k];

@@ -48,14 +48,8 @@ RowArgs make_row_args(const lab_rowwise_launch &l, int group, bool vectorized) {
         a.row[k] = l.row_data[k];
         a.col_stride[k] = l.col_strides[k];
     }
-    a.lead.ndim = l.lead_ndim;
-    a.lead.index32 = l.rows < (int64_t(1) << 31);
-    for (int d = 0; d < l.lead_ndim; ++d) { // innermost first for indexing.cuh
-        const int from = l.lead_ndim - 1 - d;
-        a.lead.sizes[d] = l.lead_shape[from];
-        if (a.lead.index32) a.lead.divisors[d] = FastDivmod(static_cast<uint32_t>(l.lead_shape[from]));
-        for (int k = 0; k < LAB_ROW_OPERANDS; ++k) a.lead.strides[k][d] = l.lead_strides[k][from];
-    }
+    lab_fill_layout(&a.lead.dims, a.lead.strides, LAB_ROW_OPERANDS, l.lead_ndim, l.lead_shape, l.lead_strides,
+                    l.rows);
     for (int k = 0; k < LAB_COL_OPERANDS; ++k) {
         a.col[k] = l.col_data[k];
         a.col_data_stride[k] = l.col_data_strides[k];
