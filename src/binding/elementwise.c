@@ -75,6 +75,7 @@ static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, Py
     lab_elementwise_call description;
     lab_operands *ops = &description.operands;
     ops->count = 1;
+    ops->n_outputs = 1;
     description.op = entry->op;
     description.scalars[0].name = description.scalars[1].name = NULL;
     PyObject *out_obj = NULL, *stream_obj = NULL;

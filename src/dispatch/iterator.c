@@ -8,10 +8,12 @@
 
 #include "dispatch/dtype.h"
 
+static int outputs_of(const lab_operands *ops) { return ops->n_outputs > 0 ? ops->n_outputs : 1; }
+
 /* "'a' has shape (3, 4), 'b' has shape (5,)" for the broadcast error message. */
 static void raise_broadcast_error(const lab_operands *ops, const char *func) {
     PyObject *parts = PyList_New(0);
-    for (int i = 1; parts && i < ops->count; i++) {
+    for (int i = outputs_of(ops); parts && i < ops->count; i++) {
         PyObject *shape = lab_shape_tuple(ops->arrays[i].shape, ops->arrays[i].ndim);
         PyObject *part = shape ? PyUnicode_FromFormat("'%s' has shape %R", ops->names[i], shape) : NULL;
         Py_XDECREF(shape);
@@ -35,7 +37,9 @@ static int check_broadcast(const lab_operands *ops, uint32_t reduced, const char
     const lab_array *out = &ops->arrays[0];
     const int ndim = out->ndim;
     for (int d = 0; d < ndim; d++) shape[d] = 1;
-    for (int i = 1; i < ops->count; i++) { /* inputs first, so a mismatch among them is named as such */
+    const int first_input = outputs_of(ops);
+    for (int i = first_input; i < ops->count;
+         i++) { /* inputs first, so a mismatch among them is named as such */
         const lab_array *a = &ops->arrays[i];
         if (a->ndim > ndim) goto output_mismatch;
         for (int d = 0; d < a->ndim; d++) {
@@ -60,10 +64,10 @@ static int check_broadcast(const lab_operands *ops, uint32_t reduced, const char
 output_mismatch:;
     int64_t inputs_shape[LAB_MAX_DIMS];
     int inputs_ndim = 0;
-    for (int i = 1; i < ops->count; i++)
+    for (int i = first_input; i < ops->count; i++)
         if (ops->arrays[i].ndim > inputs_ndim) inputs_ndim = ops->arrays[i].ndim;
     for (int d = 0; d < inputs_ndim; d++) inputs_shape[d] = 1;
-    for (int i = 1; i < ops->count; i++) {
+    for (int i = first_input; i < ops->count; i++) {
         const lab_array *a = &ops->arrays[i];
         for (int d = 0; d < a->ndim; d++)
             if (a->shape[d] != 1) inputs_shape[inputs_ndim - a->ndim + d] = a->shape[d];
@@ -257,6 +261,24 @@ static void swap_dims(lab_iteration *it, int n_operands, int a, int b) {
     it->reduced |= (bit_a << b) | (bit_b << a);
 }
 
+/* Output k (k > 0) has the first output's shape exactly: outputs are never broadcast. */
+static int check_same_shape(const lab_operands *ops, int k, const char *func) {
+    const lab_array *first = &ops->arrays[0], *other = &ops->arrays[k];
+    int same = first->ndim == other->ndim;
+    for (int d = 0; same && d < first->ndim; d++) same = first->shape[d] == other->shape[d];
+    if (same) return 0;
+    PyObject *a = lab_shape_tuple(other->shape, other->ndim), *b = lab_shape_tuple(first->shape, first->ndim);
+    if (a && b) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): output '%s' has shape %R but output '%s' has shape %R; the outputs must "
+                     "have one shape",
+                     func, ops->names[k], a, ops->names[0], b);
+    }
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return -1;
+}
+
 int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab_iteration *it) {
     return lab_iterate_with(ops, reduced, 0, func, it);
 }
@@ -264,8 +286,11 @@ int lab_iterate(const lab_operands *ops, uint32_t reduced, const char *func, lab
 int lab_iterate_with(const lab_operands *ops, uint32_t reduced, unsigned flags, const char *func,
                      lab_iteration *it) {
     const lab_array *out = &ops->arrays[0];
-    const int n = ops->count;
-    if (lab_check_writable(out, func, ops->names[0]) < 0) return -1;
+    const int n = ops->count, n_outputs = outputs_of(ops);
+    for (int k = 0; k < n_outputs; k++) {
+        if (lab_check_writable(&ops->arrays[k], func, ops->names[k]) < 0) return -1;
+        if (k > 0 && check_same_shape(ops, k, func) < 0) return -1;
+    }
     int64_t shape[LAB_MAX_DIMS];
     if (check_broadcast(ops, reduced, func, shape) < 0) return -1;
     const int ndim = out->ndim;
@@ -275,10 +300,21 @@ int lab_iterate_with(const lab_operands *ops, uint32_t reduced, unsigned flags, 
     it->ndim = 0;
     it->reduced = 0;
     if (it->numel == 0) return 0;
-    if (lab_check_no_self_overlap(out, ops->names[0], func) < 0) return -1;
-    for (int i = 1; i < n; i++) {
-        if (lab_partially_overlap(&ops->arrays[i], out)) {
-            return lab_raise_partial_overlap(ops->names[i], ops->names[0], func);
+    for (int k = 0; k < n_outputs; k++) {
+        const lab_array *written = &ops->arrays[k];
+        if (lab_check_no_self_overlap(written, ops->names[k], func) < 0) return -1;
+        for (int j = 0; j < k; j++) { /* two outputs: one element would be written twice, or raced */
+            if (lab_share_memory(&ops->arrays[j], written) && !lab_disjoint_views(&ops->arrays[j], written)) {
+                PyErr_Format(PyExc_ValueError,
+                             "%s(): outputs '%s' and '%s' share memory; each output needs its own", func,
+                             ops->names[j], ops->names[k]);
+                return -1;
+            }
+        }
+        for (int i = n_outputs; i < n; i++) {
+            if (lab_partially_overlap(&ops->arrays[i], written)) {
+                return lab_raise_partial_overlap(ops->names[i], ops->names[k], func);
+            }
         }
     }
 

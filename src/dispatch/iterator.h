@@ -2,8 +2,9 @@
  * walks (level 3). Every op kind that walks arrays element by element plans on top of it: the
  * elementwise kind (elementwise_kind.c), and reductions, which mark the dimensions they reduce.
  *
- * lab_iterate() checks the output is writable and never writes one element twice, broadcasts the
- * inputs (NumPy's rules) against the output, refuses inputs that partially overlap the output, then
+ * lab_iterate() checks each output is writable, never writes one element twice and shares no
+ * memory with another output, broadcasts the inputs (NumPy's rules) against the outputs' shape,
+ * refuses inputs that partially overlap an output, then
  * simplifies the iteration space: drop size-1 dimensions, flip dimensions the output walks
  * backwards, order dimensions outermost first by the operands' strides, and merge neighbours that
  * are contiguous with each other - never a kept dimension with a reduced one. No CUDA call;
@@ -13,11 +14,18 @@
 
 #include "dispatch/operand.h"
 
-/* Operands of one call: the output first (it decides device and stream), then the array inputs. */
+/* The most operands one iteration walks: lab's own ops take at most LAB_MAX_OPERANDS, a
+ * lab.ElementwiseKernel up to this many arrays (and its position counter). */
+#define LAB_ITER_MAX_OPERANDS (LAB_MAX_GROUPS + 1)
+
+/* Operands of one call: the outputs first (the first decides device and stream), then the array
+ * inputs. n_outputs 0 means 1: lab's own ops write one array; a lab.ElementwiseKernel may write
+ * several, all of the first one's shape. */
 typedef struct {
-    lab_array arrays[LAB_MAX_OPERANDS];
-    const char *names[LAB_MAX_OPERANDS];
+    lab_array arrays[LAB_ITER_MAX_OPERANDS];
+    const char *names[LAB_ITER_MAX_OPERANDS];
     int count;
+    int n_outputs;
 } lab_operands;
 
 /* The simplified iteration space: dimensions outermost first, strides in bytes per operand (in the
@@ -27,8 +35,8 @@ typedef struct {
     int ndim;      /* 0 when numel is 0 */
     int64_t numel; /* elements of the iteration space (the inputs' side, for reductions) */
     int64_t shape[LAB_MAX_DIMS];
-    int64_t byte_strides[LAB_MAX_OPERANDS][LAB_MAX_DIMS];
-    char *data[LAB_MAX_OPERANDS];
+    int64_t byte_strides[LAB_ITER_MAX_OPERANDS][LAB_MAX_DIMS];
+    char *data[LAB_ITER_MAX_OPERANDS];
     uint32_t reduced; /* bit d: dimension d of this space is reduced (the output does not move) */
 } lab_iteration;
 

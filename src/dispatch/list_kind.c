@@ -175,6 +175,7 @@ static int plan(lab_op_call *call) {
             /* foreach op: the elementwise plan takes any layout and dtype mix (out is the last list) */
             lab_operands ops;
             ops.count = 0;
+            ops.n_outputs = 1;
             ops.arrays[ops.count] = c->lists[roles->n_lists - 1][i];
             ops.names[ops.count++] = c->names[roles->n_lists - 1];
             for (int k = 0; k < roles->n_lists - 1; k++) {
@@ -262,7 +263,7 @@ static cudaError_t launch_fast(const lab_list_call *c, const lab_list_roles *rol
 
 /* dst[...] = src through the elementwise copy kernel (a strided copy of one array's two layouts). */
 static cudaError_t copy_array(const lab_array *dst, const lab_array *src, cudaStream_t stream) {
-    lab_operands ops = {{*dst, *src}, {"dst", "src"}, 2};
+    lab_operands ops = {.arrays = {*dst, *src}, .names = {"dst", "src"}, .count = 2, .n_outputs = 1};
     lab_elementwise_launch copy;
     if (lab_plan_elementwise(&ops, 1, "staging copy", &copy) < 0) {
         PyErr_Clear(); /* two layouts of one shape and dtype, disjoint: validation cannot fail */

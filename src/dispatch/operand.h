@@ -15,7 +15,7 @@
 #include "kernels/launch.h"
 
 /* The most array arguments (single arrays or lists) one op takes. */
-#define LAB_MAX_GROUPS 8
+#define LAB_MAX_GROUPS 16 /* a lab.ElementwiseKernel call: one per array argument */
 
 typedef enum { LAB_SOURCE_DLPACK_EXCHANGE, LAB_SOURCE_CAI, LAB_SOURCE_LAB_ARRAY } lab_array_source;
 

@@ -122,6 +122,7 @@ static int plan(lab_op_call *call) {
     if (c->in2 && check_second_input(c, func) < 0) return -1;
     lab_operands ops;
     ops.count = c->in2 ? 3 : 2;
+    ops.n_outputs = 1;
     ops.names[0] = "out";
     ops.names[1] = c->in_names[0];
     ops.names[2] = c->in_names[1];

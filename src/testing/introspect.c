@@ -43,6 +43,7 @@ static int read_operands(PyObject *module, PyObject *args, const char *func, lab
     }
     static const char *const names[LAB_MAX_OPERANDS] = {"out", "in0", "in1", "in2"};
     ops->count = (int)n;
+    ops->n_outputs = 1;
     for (int i = 0; i < ops->count; i++) {
         ops->names[i] = names[i];
         if (lab_read_array(lab_get_state(module), PyTuple_GET_ITEM(args, i), func, names[i],
