@@ -197,10 +197,26 @@ def _nvrtc_identity():
     return _identity
 
 
+_headers: "list | None" = None
+
+
+def _headers_identity():
+    """lab's kernel headers a source may include, by name, size and modification time: an edited
+    header (a checkout between versions) must not bring back a kernel compiled from the old one."""
+    global _headers
+    if _headers is None:
+        folder = kernel_include_dirs()[0] if kernel_include_dirs() else None
+        names = sorted(f for f in os.listdir(folder) if f.endswith((".cuh", ".h"))) if folder else []
+        _headers = [[n, os.stat(os.path.join(folder, n)).st_size, os.stat(os.path.join(folder, n)).st_mtime_ns]
+                    for n in names]
+    return _headers
+
+
 def _key(source, options, name_expressions, arch):
     """The cache key: the source, options, name expressions, the requested architecture (with the
-    NVRTC it fixes the compiled target), NVRTC and lab's version."""
-    text = json.dumps([source, list(options), list(name_expressions), arch, _nvrtc_identity(), __version__])
+    NVRTC it fixes the compiled target), NVRTC, lab's headers and lab's version."""
+    text = json.dumps([source, list(options), list(name_expressions), arch, _nvrtc_identity(), _headers_identity(),
+                       __version__])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
