@@ -117,7 +117,7 @@ def files_under(folder, endings):
 
 # Kernel headers user kernels compiled by lab.compile may include: no host headers, NVRTC-clean
 # (tests/test_source_layout.py compiles them with NVRTC). Shipped in the package as lab/include/.
-USER_HEADERS = ["functors.cuh", "dtype_traits.cuh"]
+USER_HEADERS = ["functors.cuh", "dtype_traits.cuh", "strided_layout.h", "indexing.cuh", "elementwise_kernel.cuh"]
 
 # The four levels of DESIGN.md, one folder each (kernels/ holds the .cu files nvcc compiles).
 LEVEL_FOLDERS = ["binding", "dispatch", "kernels", "testing"]

@@ -1,6 +1,8 @@
 """Runtime-compiled kernels (issue 17's table): per-call cost of lab.RawKernel on torch tensors
-against CuPy's RawKernel on CuPy arrays and the bare launch floor, a cached kernel's start-up in a
-new process, and a fresh compile against cuda.core's where it is installed.
+against CuPy's RawKernel on CuPy arrays and the bare launch floor, lab.ElementwiseKernel against
+CuPy's ElementwiseKernel (per call) and against lab's built-in fused_add_mul (bandwidth, the same
+expression), a cached kernel's start-up in a new process, and a fresh compile against cuda.core's
+where it is installed.
     python3 bench/bench_jit.py [--out-dir DIR]
 """
 import argparse
@@ -16,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 from _peers import peers  # noqa: E402
 from bench_elementwise import per_call_us  # noqa: E402
+from lab._timing import median_ms, torch_timer  # noqa: E402
 
 ADD = r'''extern "C" __global__ void add3(const float* a, const float* b, float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -33,6 +36,36 @@ kernel(4, 256, (x, x, x, np.int32(1024)))
 lab.synchronize()
 print((time.perf_counter() - start) * 1e3)
 '''
+
+
+# (x + y) * s, as lab.fused_add_mul computes it: the bandwidth goal compares the two
+FUSED = ("T x, T y, T s", "T z", "z = (x + y) * s", "fused_add_mul_jit")
+BANDWIDTH_N = 1 << 26
+
+
+def elementwise_kernel_rows(torch, cupy, rows, sync_torch):
+    """Per-call microseconds of ElementwiseKernel (lab's on torch, CuPy's on CuPy) into rows; returns
+    {dtype: (lab ElementwiseKernel TB/s, built-in fused_add_mul TB/s)} on BANDWIDTH_N elements."""
+    kernel = lab.ElementwiseKernel(*FUSED)
+    a, b, s, out = (torch.rand(1024, device="cuda") for _ in range(4))
+    rows["lab.ElementwiseKernel on torch"] = per_call_us(lambda: kernel(a, b, s, out), sync_torch)
+    torch.testing.assert_close(out, (a + b) * s)
+    if cupy is not None:
+        ca, cb, cs, cout = (cupy.random.rand(1024, dtype=cupy.float32) for _ in range(4))
+        theirs = cupy.ElementwiseKernel(*FUSED)
+        sync = cupy.cuda.runtime.deviceSynchronize
+        rows["cupy.ElementwiseKernel on CuPy"] = per_call_us(lambda: theirs(ca, cb, cs, cout), sync)
+        rows["lab.ElementwiseKernel on CuPy"] = per_call_us(lambda: kernel(ca, cb, cs, cout), sync)
+    timer = torch_timer(torch)
+    bandwidth = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        x, y, z, o = (torch.rand(BANDWIDTH_N, device="cuda").to(dtype) for _ in range(4))
+        moved = 4 * BANDWIDTH_N * x.element_size()
+        jit_ms = median_ms(lambda: kernel(x, y, z, o), *timer)
+        torch.testing.assert_close(o, (x + y) * z)
+        builtin_ms = median_ms(lambda: lab.fused_add_mul(x, y, z, o), *timer)
+        bandwidth[str(dtype).split(".")[1]] = (moved / jit_ms / 1e9, moved / builtin_ms / 1e9)
+    return bandwidth
 
 
 def fresh_compile_ms(source, repeats=5):
@@ -86,6 +119,7 @@ def main():
         sync = cupy.cuda.runtime.deviceSynchronize
         rows["cupy.RawKernel on CuPy"] = per_call_us(lambda: raw((4,), (256,), (ca, cb, cout, n32)), sync)
         rows["lab.RawKernel on CuPy"] = per_call_us(lambda: kernel(4, 256, (ca, cb, cout, n32)), sync)
+    bandwidth = elementwise_kernel_rows(torch, cupy, rows, sync_torch)
     child = subprocess.run([sys.executable, "-c", CHILD.replace("SOURCE", repr(ADD))], capture_output=True, text=True,
                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     cached_ms = float(child.stdout.strip().splitlines()[-1]) if child.returncode == 0 else None
@@ -96,6 +130,9 @@ def main():
     print(f"\n{'runtime-compiled kernel, 1024 float32':40s} {'us':>8s}")
     for what, us in rows.items():
         print(f"{what:40s} {us:8.2f}")
+    print(f"\n{'(x + y) * s, 2^26 elements':28s} {'ElementwiseKernel':>18s} {'fused_add_mul':>14s}  (TB/s)")
+    for dtype, (jit_tbs, builtin_tbs) in bandwidth.items():
+        print(f"{dtype:28s} {jit_tbs:18.2f} {builtin_tbs:14.2f}")
     print(f"\ncached kernel ready in a new process: {cached_ms if cached_ms is None else f'{cached_ms:.2f} ms'}")
     print(f"fresh compile of the kernel: lab {compile_ms:.1f} ms, cuda.core "
           f"{'not installed' if core_ms is None else f'{core_ms:.1f} ms'}")
@@ -104,6 +141,12 @@ def main():
     if "cupy.RawKernel on CuPy" in rows:
         ratio = ours / rows["cupy.RawKernel on CuPy"]
         goals.append(("RawKernel on torch <= 0.8x CuPy RawKernel on CuPy", ratio, ratio <= 0.8))
+    if "cupy.ElementwiseKernel on CuPy" in rows:
+        ratio = rows["lab.ElementwiseKernel on torch"] / rows["cupy.ElementwiseKernel on CuPy"]
+        goals.append(("ElementwiseKernel on torch <= 0.8x CuPy's on CuPy", ratio, ratio <= 0.8))
+    for dtype, (jit_tbs, builtin_tbs) in bandwidth.items():
+        goals.append((f"ElementwiseKernel {dtype} >= 0.95x fused_add_mul", jit_tbs / builtin_tbs,
+                      jit_tbs >= 0.95 * builtin_tbs))
     if cached_ms is not None:
         goals.append(("cached kernel ready in a new process <= 5 ms", cached_ms, cached_ms <= 5))
     if core_ms is not None:
@@ -115,6 +158,8 @@ def main():
         os.makedirs(args.out_dir, exist_ok=True)
         with open(os.path.join(args.out_dir, "jit.json"), "w") as f:
             json.dump(dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), per_call_us=rows,
+                           elementwise_kernel_tbs={k: dict(elementwise_kernel=v[0], fused_add_mul=v[1])
+                                                   for k, v in bandwidth.items()},
                            cached_start_ms=cached_ms, fresh_compile_ms=compile_ms, cuda_core_compile_ms=core_ms),
                       f, indent=1)
     return 0

@@ -23,6 +23,7 @@ except ImportError as error:  # the extension is not built
 
 from ._nvrtc import CompileError, Program, compile  # noqa: E402  (NVRTC itself loads at the first compile)
 from ._jit import RawKernel, RawModule  # noqa: E402
+from ._elementwise_kernel import ElementwiseKernel  # noqa: E402
 from ._runtime import asarray, stream  # noqa: E402
 from .lab import (  # noqa: E402  (re-exported: the public API)
     Array,
@@ -101,7 +102,7 @@ __all__ = [
     "__version__", "abs", "adam_step", "add", "add_relu", "amax", "amin", "argmax", "argmin",
     "Array", "asarray", "axpby", "compile", "compiled_architectures", "CompileError", "copy", "cross_entropy", "cross_entropy_backward",
     "cuda_driver_version", "cuda_runtime_version", "CudaError", "current_stream", "device_count",
-    "div", "dot", "empty", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
+    "div", "dot", "ElementwiseKernel", "empty", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
     "foreach_norm", "foreach_scale", "fused_add_mul", "geglu", "geglu_backward", "gelu", "get_device_properties",
     "is_available", "layer_norm", "layer_norm_backward", "log_softmax", "log_softmax_backward", "logsumexp", "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved",
     "minimum", "mul", "neg", "norm", "prod", "Program", "RawKernel", "RawModule", "relu", "rms_norm", "rms_norm_backward", "sgd_step", "sigmoid", "silu", "softmax", "softmax_backward", "sqrt",

@@ -69,13 +69,14 @@ static uint16_t bfloat16_bits(float value) {
     return (uint16_t)((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
 }
 
-/* A Python number as the scalar type `letter` (the signature's). */
-static int convert_number(PyObject *obj, char letter, const char *func, int position,
-                          lab_parameter_bytes *out) {
+int lab_convert_number(PyObject *obj, char letter, const char *func, const char *argname, int index,
+                       lab_parameter_bytes *out) {
+    char name[64];
     if (!PyNumber_Check(obj) || PyUnicode_Check(obj)) {
+        lab_indexed_name(name, sizeof name, argname, index);
         PyErr_Format(PyExc_TypeError,
-                     "%s(): argument 'args[%d]' must be a number for this scalar parameter, got %s", func,
-                     position, Py_TYPE(obj)->tp_name);
+                     "%s(): argument '%s' must be a number for this scalar parameter, got %s", func, name,
+                     Py_TYPE(obj)->tp_name);
         return -1;
     }
     if (letter == 'f' || letter == 'd' || letter == 'e' || letter == 'E') {
@@ -99,8 +100,9 @@ static int convert_number(PyObject *obj, char letter, const char *func, int posi
         return 0;
     }
     if (PyFloat_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument 'args[%d]' is a float; this parameter is an integer",
-                     func, position);
+        lab_indexed_name(name, sizeof name, argname, index);
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' is a float; this parameter is an integer", func,
+                     name);
         return -1;
     }
     PyObject *as_int = PyNumber_Index(obj);
@@ -126,12 +128,37 @@ static int convert_number(PyObject *obj, char letter, const char *func, int posi
     Py_DECREF(as_int);
     if (!fits) {
         PyErr_Clear();
+        lab_indexed_name(name, sizeof name, argname, index);
         PyErr_Format(PyExc_OverflowError,
-                     "%s(): argument 'args[%d]' = %R does not fit the parameter's %d-bit %s integer", func,
-                     position, obj, bits, is_unsigned ? "unsigned" : "signed");
+                     "%s(): argument '%s' = %R does not fit the parameter's %d-bit %s integer", func, name,
+                     obj, bits, is_unsigned ? "unsigned" : "signed");
         return -1;
     }
     return 0;
+}
+
+char lab_numpy_scalar_letter(lab_state *state, PyObject *obj) {
+    for (int k = 0; k < state->scalar_types_len; k++) { /* a type seen before */
+        if (state->scalar_types[k].type == Py_TYPE(obj)) return state->scalar_types[k].letter;
+    }
+    if (!PyObject_CheckBuffer(obj) || !PyNumber_Check(obj)) return 0;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_FORMAT | PyBUF_ND) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *format = view.format ? view.format : "";
+    if (*format && strchr("<=@!>", *format)) format++;
+    const char letter = *format == 'l' ? 'q' : *format == 'L' ? 'Q' : *format;
+    const int ok = view.ndim == 0 && format[0] && !format[1] && type_size(letter) == view.itemsize;
+    PyBuffer_Release(&view);
+    if (!ok) return 0;
+    /* remember scalar types (not 0-d arrays: a sequence type, whose dtype varies) */
+    if (!PyObject_HasAttrString(obj, "__len__") && state->scalar_types_len < LAB_SCALAR_TYPE_CACHE_SIZE) {
+        state->scalar_types[state->scalar_types_len].type = (PyTypeObject *)Py_NewRef(Py_TYPE(obj));
+        state->scalar_types[state->scalar_types_len++].letter = letter;
+    }
+    return letter;
 }
 
 typedef struct {
@@ -184,39 +211,16 @@ static int marshal_by_type(marshalling *m, int i) {
         memcpy(p->bytes, &v, 8);
         return 8;
     }
-    lab_state *state = m->state;
-    for (int k = 0; k < state->scalar_types_len; k++) { /* a NumPy scalar of a type seen before */
-        if (state->scalar_types[k].type == Py_TYPE(obj)) {
-            const char letter = state->scalar_types[k].letter;
-            return convert_number(obj, letter, m->kernel_name, i, p) < 0 ? -1 : type_size(letter);
-        }
+    const char letter = lab_numpy_scalar_letter(m->state, obj); /* its exact C type */
+    if (letter) {
+        return lab_convert_number(obj, letter, m->kernel_name, "args", i, p) < 0 ? -1 : type_size(letter);
     }
-    if (lab_has_array_protocol(state, obj)) {
+    if (lab_has_array_protocol(m->state, obj)) {
         lab_array *a = &m->arrays[m->n_arrays];
         if (read_array_argument(m, obj, i, a) < 0) return -1;
         m->argv[i] = &a->data;
         m->n_arrays++;
         return 8;
-    }
-    if (PyObject_CheckBuffer(obj)) { /* a NumPy scalar (or 0-d array): its bytes are its C value */
-        Py_buffer view;
-        if (PyObject_GetBuffer(obj, &view, PyBUF_FORMAT | PyBUF_ND) == 0) {
-            const char *format = view.format ? view.format : "";
-            if (*format && strchr("<=@!>", *format)) format++;
-            const char letter = *format == 'l' ? 'q' : *format == 'L' ? 'Q' : *format;
-            const int ok = view.ndim == 0 && format[0] && !format[1] && type_size(letter) == view.itemsize;
-            if (ok) memcpy(p->bytes, view.buf, (size_t)view.itemsize);
-            const int size = (int)view.itemsize;
-            PyBuffer_Release(&view);
-            /* remember scalar types (not 0-d arrays: a sequence type, whose dtype varies) */
-            if (ok && PyNumber_Check(obj) && !PyObject_HasAttrString(obj, "__len__") &&
-                state->scalar_types_len < LAB_SCALAR_TYPE_CACHE_SIZE) {
-                state->scalar_types[state->scalar_types_len].type = (PyTypeObject *)Py_NewRef(Py_TYPE(obj));
-                state->scalar_types[state->scalar_types_len++].letter = letter;
-            }
-            if (ok) return size;
-        }
-        PyErr_Clear();
     }
     PyErr_Format(PyExc_TypeError,
                  "%s(): argument 'args[%d]' is a %s, which cannot be a kernel argument (CUDA arrays from any "
@@ -232,7 +236,7 @@ static int marshal_by_signature(marshalling *m, int i) {
     const char kind = m->signature[2 * i], letter = m->signature[2 * i + 1];
     m->argv[i] = m->scalars[i].bytes;
     if (kind == 's') {
-        const int converted = convert_number(obj, letter, m->kernel_name, i, &m->scalars[i]);
+        const int converted = lab_convert_number(obj, letter, m->kernel_name, "args", i, &m->scalars[i]);
         return converted < 0 ? -1 : type_size(letter);
     }
     lab_array *a = &m->arrays[m->n_arrays];

@@ -34,6 +34,16 @@ int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, 
                             Py_ssize_t n_params, const char *signature, lab_kernel_args *out);
 void lab_kernel_args_release(lab_kernel_args *args);
 
+/* A Python number as the C scalar type `letter` (struct module letters, 'E' for bfloat16): checked
+ * (an int that does not fit is OverflowError, a float for an integer TypeError) into *out. Messages
+ * name the argument "argname[index]" (index < 0: "argname"). Returns 0 or -1. */
+int lab_convert_number(PyObject *obj, char letter, const char *func, const char *argname, int index,
+                       lab_parameter_bytes *out);
+
+/* The exact C type letter of a NumPy scalar (or 0-d array) - 'f' for numpy.float32 - learned once
+ * a type through the buffer protocol; 0 when obj is not one (no exception set). */
+char lab_numpy_scalar_letter(lab_state *state, PyObject *obj);
+
 /* grid / block: an int or a tuple or list of 1 to 3 ints, each in 1 .. 2^31 - 1. */
 int lab_read_launch_dimensions(PyObject *obj, const char *kernel_name, const char *what,
                                unsigned int dims[3]);

@@ -5,6 +5,7 @@
  * State, not C globals, so every (sub)interpreter that imports lab gets its own, and traverse/clear/
  * free let the garbage collector see and release what the state holds. */
 #include "binding/elementwise.h"
+#include "binding/elementwise_kernel.h"
 #include "binding/foreach.h"
 #include "binding/module_state.h"
 #include "binding/raw_kernel.h"
@@ -51,10 +52,14 @@ static int lab_exec(PyObject *module) {
         PyModule_AddType(module, state->ArrayType) < 0) {
         return -1;
     }
-    PyObject *launcher = PyType_FromModuleAndSpec(module, &lab_kernel_launcher_spec, NULL);
-    const int added = launcher ? PyModule_AddType(module, (PyTypeObject *)launcher) : -1;
-    Py_XDECREF(launcher);
-    if (added < 0) return -1;
+    /* the C bases of lab.RawKernel and lab.ElementwiseKernel */
+    PyType_Spec *const launchers[] = {&lab_kernel_launcher_spec, &lab_elementwise_launcher_spec};
+    for (size_t k = 0; k < sizeof launchers / sizeof launchers[0]; k++) {
+        PyObject *launcher = PyType_FromModuleAndSpec(module, launchers[k], NULL);
+        const int added = launcher ? PyModule_AddType(module, (PyTypeObject *)launcher) : -1;
+        Py_XDECREF(launcher);
+        if (added < 0) return -1;
+    }
     if (PyModule_AddFunctions(module, lab_stream_functions) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_array_functions) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_elementwise_methods) < 0) return -1;
@@ -66,6 +71,19 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_launch_floor_methods) < 0) return -1;
     if (PyModule_AddStringConstant(module, "__version__", LAB_VERSION) < 0) return -1;
     return 0;
+}
+
+lab_state *lab_state_of_type(PyTypeObject *type) {
+    PyObject *mro = type->tp_mro;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
+        PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
+        if (!PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE)) continue;
+        PyObject *module = PyType_GetModule(t);
+        if (module) return lab_get_state(module);
+        PyErr_Clear();
+    }
+    PyErr_Format(PyExc_SystemError, "%s: lab's module state not found", type->tp_name);
+    return NULL;
 }
 
 static int lab_traverse(PyObject *module, visitproc visit, void *arg) {

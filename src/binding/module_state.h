@@ -48,6 +48,10 @@ typedef struct {
 
 static inline lab_state *lab_get_state(PyObject *module) { return (lab_state *)PyModule_GetState(module); }
 
+/* The module state of a type's instance: from the first type in the MRO that belongs to lab's
+ * module (a Python subclass such as lab.RawKernel has none of its own). NULL with SystemError. */
+lab_state *lab_state_of_type(PyTypeObject *type);
+
 #define LAB_NAME_OBJ(state, id) ((state)->names[LAB_NAME_##id])
 
 #endif

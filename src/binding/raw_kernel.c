@@ -172,21 +172,6 @@ typedef struct {
     PyObject *handle;
 } kernel_launcher;
 
-/* The module state, from the first type in the MRO that belongs to lab's module (a Python subclass
- * such as RawKernel has none of its own). */
-static lab_state *state_of_type(PyTypeObject *type) {
-    PyObject *mro = type->tp_mro;
-    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); i++) {
-        PyTypeObject *t = (PyTypeObject *)PyTuple_GET_ITEM(mro, i);
-        if (!PyType_HasFeature(t, Py_TPFLAGS_HEAPTYPE)) continue;
-        PyObject *module = PyType_GetModule(t);
-        if (module) return lab_get_state(module);
-        PyErr_Clear();
-    }
-    PyErr_SetString(PyExc_SystemError, "_KernelLauncher: lab's module state not found");
-    return NULL;
-}
-
 static PyObject *launcher_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
     kernel_launcher *self = (kernel_launcher *)self_obj;
@@ -219,7 +204,7 @@ static PyObject *launcher_vectorcall(PyObject *self_obj, PyObject *const *args, 
 }
 
 static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    lab_state *state = state_of_type(type);
+    lab_state *state = lab_state_of_type(type);
     if (!state) return NULL;
     kernel_launcher *self = (kernel_launcher *)type->tp_alloc(type, 0);
     if (!self) return NULL;

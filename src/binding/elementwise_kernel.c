@@ -1,0 +1,327 @@
+/* elementwise_kernel.c - lab.lab._ElementwiseLauncher, the C base of lab.ElementwiseKernel (level 2
+ * for dispatch/elementwise_kernel_kind.c; lab/_elementwise_kernel.py is the Python face).
+ *
+ * A call `kernel(x, y, z, stream=None)` goes from Python straight to C (vectorcall): each argument
+ * is read - an array from any producer into a lab_array, a number by its own type - and the types
+ * found make a key, one byte an argument. The first call with a key asks the subclass's
+ * _specialize(key) for the compiled kernels of those types (Python generates and compiles them once);
+ * later calls find them in a dict, or in the one-entry cache in front of it. Then the numbers are
+ * converted to their parameters' C types and the op driver runs the elementwise-kernel kind. */
+#include "binding/elementwise_kernel.h"
+
+#include <string.h>
+
+#include <structmember.h>
+
+#include "binding/args.h"
+#include "binding/array_reader.h"
+#include "binding/kernel_arguments.h"
+#include "dispatch/elementwise_kernel_kind.h"
+
+#define KERNEL_CAPSULE "lab.kernel"
+#define MAX_ARGS (LAB_KERNEL_MAX_ARRAYS + LAB_KERNEL_MAX_SCALARS)
+
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    lab_state *state;
+    int n_inputs, n_outputs;
+    PyObject *name;            /* the kernel's name (str), for messages */
+    PyObject *param_names;     /* tuple of str: the inputs', then the outputs' */
+    PyObject *specializations; /* dict: key (bytes) -> handle */
+    char last_key[MAX_ARGS];   /* the last call's key and handle (borrowed from the dict) */
+    PyObject *last_handle;
+} elementwise_launcher;
+
+/* A handle, as _specialize returns it: (vectorized kernel, strided kernel, one letter an input -
+ * '*' for an array, a scalar's C type letter - whether the operation uses `i`, the elements of one
+ * vectorized item). */
+typedef struct {
+    const void *vectorized, *strided;
+    const char *input_letters;
+    int uses_index, vector_elements;
+} specialization;
+
+static int read_handle(PyObject *handle, int n_inputs, specialization *s) {
+    if (!PyTuple_Check(handle) || PyTuple_GET_SIZE(handle) != 5 ||
+        !PyBytes_Check(PyTuple_GET_ITEM(handle, 2)) ||
+        PyBytes_GET_SIZE(PyTuple_GET_ITEM(handle, 2)) != n_inputs) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_specialize() must return (vectorized kernel, strided kernel, input letters (bytes, "
+                        "one an input), uses index, vector elements)");
+        return -1;
+    }
+    s->vectorized = PyCapsule_GetPointer(PyTuple_GET_ITEM(handle, 0), KERNEL_CAPSULE);
+    s->strided = s->vectorized ? PyCapsule_GetPointer(PyTuple_GET_ITEM(handle, 1), KERNEL_CAPSULE) : NULL;
+    if (!s->strided) return -1;
+    s->input_letters = PyBytes_AS_STRING(PyTuple_GET_ITEM(handle, 2));
+    s->uses_index = PyObject_IsTrue(PyTuple_GET_ITEM(handle, 3));
+    s->vector_elements = (int)PyLong_AsLong(PyTuple_GET_ITEM(handle, 4));
+    if (s->uses_index < 0 || (s->vector_elements == -1 && PyErr_Occurred())) return -1;
+    if (s->vector_elements < 1 || s->vector_elements > 16) {
+        PyErr_SetString(PyExc_ValueError, "_specialize(): vector elements must be 1 to 16");
+        return -1;
+    }
+    return 0;
+}
+
+/* The handle for this call's key: the last call's, the dict's, or a new one from _specialize. */
+static PyObject *find_handle(elementwise_launcher *self, const char *key, int n) {
+    if (self->last_handle && memcmp(self->last_key, key, (size_t)n) == 0) return self->last_handle;
+    PyObject *key_bytes = PyBytes_FromStringAndSize(key, n);
+    if (!key_bytes) return NULL;
+    PyObject *handle = PyDict_GetItemWithError(self->specializations, key_bytes); /* borrowed */
+    if (!handle && !PyErr_Occurred()) {
+        PyObject *made = PyObject_CallMethod((PyObject *)self, "_specialize", "O", key_bytes);
+        /* never replace an entry: another thread may have added this key while this one compiled,
+         * and a call in flight may be using it */
+        if (made) handle = PyDict_SetDefault(self->specializations, key_bytes, made);
+        Py_XDECREF(made);
+    }
+    Py_DECREF(key_bytes);
+    if (handle) {
+        memcpy(self->last_key, key, (size_t)n);
+        self->last_handle = handle;
+    }
+    return handle;
+}
+
+static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject *stream, const char *func,
+                     const char *const *names, lab_elementwise_kernel_call *call_description,
+                     PyObject *handle);
+
+/* The call with every output given: read the arguments, find the kernels for their types. */
+static PyObject *launch(elementwise_launcher *self, PyObject *const *args, PyObject *stream) {
+    const char *func = PyUnicode_AsUTF8(self->name);
+    if (!func) return NULL;
+    const int n_in = self->n_inputs, n_out = self->n_outputs, n_args = n_in + n_out;
+    const char *names[MAX_ARGS];
+    for (int i = 0; i < n_args; i++) {
+        names[i] = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self->param_names, i));
+        if (!names[i]) return NULL;
+    }
+    lab_elementwise_kernel_call c;
+    lab_operands *ops = &c.operands;
+    ops->n_outputs = n_out;
+    char key[MAX_ARGS];
+    for (int k = 0; k < n_out; k++) { /* outputs first, as the iterator wants them */
+        PyObject *obj = args[n_in + k];
+        if (lab_read_array(self->state, obj, func, names[n_in + k], &ops->arrays[k]) < 0) return NULL;
+        ops->names[k] = names[n_in + k];
+        key[n_in + k] = (char)('0' + ops->arrays[k].dtype);
+    }
+    int n_arrays = n_out;
+    for (int i = 0; i < n_in; i++) {
+        PyObject *obj = args[i];
+        char letter = PyBool_Check(obj) ? '?' : PyLong_Check(obj) ? 'q' : PyFloat_Check(obj) ? 'd' : 0;
+        if (!letter) letter = lab_numpy_scalar_letter(self->state, obj);
+        if (letter) {
+            key[i] = letter;
+            continue;
+        }
+        if (n_arrays == LAB_KERNEL_MAX_ARRAYS) {
+            PyErr_Format(PyExc_ValueError, "%s(): at most %d array arguments", func, LAB_KERNEL_MAX_ARRAYS);
+            return NULL;
+        }
+        if (lab_read_array(self->state, obj, func, names[i], &ops->arrays[n_arrays]) < 0) return NULL;
+        ops->names[n_arrays] = names[i];
+        key[i] = (char)('0' + ops->arrays[n_arrays].dtype);
+        n_arrays++;
+    }
+    ops->count = n_arrays;
+
+    PyObject *handle = find_handle(self, key, n_args);
+    if (!handle) return NULL;
+    Py_INCREF(handle); /* its kernels stay loaded through the call, whatever other threads do */
+    PyObject *result = run(self, args, stream, func, names, &c, handle);
+    Py_DECREF(handle);
+    return result;
+}
+
+/* The call, its kernels found: convert the numbers, run the op driver, return the outputs. */
+static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject *stream, const char *func,
+                     const char *const *names, lab_elementwise_kernel_call *call_description,
+                     PyObject *handle) {
+    const int n_in = self->n_inputs, n_out = self->n_outputs;
+    lab_elementwise_kernel_call *cp = call_description;
+    lab_operands *ops = &cp->operands;
+    const int n_arrays = ops->count;
+    specialization s;
+    if (read_handle(handle, n_in, &s) < 0) return NULL;
+    lab_parameter_bytes scalars[LAB_KERNEL_MAX_SCALARS];
+    cp->n_scalars = 0;
+    for (int i = 0; i < n_in; i++) {
+        if (s.input_letters[i] == '*') continue;
+        if (cp->n_scalars == LAB_KERNEL_MAX_SCALARS) {
+            PyErr_Format(PyExc_ValueError, "%s(): at most %d scalar arguments", func, LAB_KERNEL_MAX_SCALARS);
+            return NULL;
+        }
+        if (lab_convert_number(args[i], s.input_letters[i], func, names[i], -1, &scalars[cp->n_scalars]) <
+            0) {
+            return NULL;
+        }
+        cp->scalar_argv[cp->n_scalars] = scalars[cp->n_scalars].bytes;
+        cp->n_scalars++;
+    }
+    cp->uses_index = s.uses_index;
+    if (s.uses_index) {
+        ops->arrays[ops->count] = lab_position_counter(&ops->arrays[0]);
+        ops->names[ops->count++] = "i";
+    }
+    cp->vector_elements = s.vector_elements;
+    cp->vectorized = s.vectorized;
+    cp->strided = s.strided;
+    PyOS_snprintf(cp->step, sizeof cp->step, "launching kernel '%s'", func);
+
+    lab_op_call call = {.func = func, .description = cp};
+    if (lab_parse_stream_arg(self->state, stream, func, &call.stream) < 0) return NULL;
+    for (int k = 0; k < n_arrays; k++)
+        lab_op_call_add(&call, ops->names[k], &ops->arrays[k], 1, 0, k < n_out);
+    if (lab_run_op(&self->state->dispatch, &lab_elementwise_kernel_kind, &call) < 0) return NULL;
+    if (n_out == 1) return Py_NewRef(args[n_in]);
+    PyObject *outputs = PyTuple_New(n_out);
+    for (int k = 0; outputs && k < n_out; k++) PyTuple_SET_ITEM(outputs, k, Py_NewRef(args[n_in + k]));
+    return outputs;
+}
+
+static PyObject *launcher_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
+                                     PyObject *kwnames) {
+    elementwise_launcher *self = (elementwise_launcher *)self_obj;
+    const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *stream = NULL;
+    const Py_ssize_t n_kw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < n_kw; k++) {
+        PyObject *kw = PyTuple_GET_ITEM(kwnames, k);
+        if (PyUnicode_CompareWithASCIIString(kw, "stream") != 0) {
+            PyErr_Format(PyExc_TypeError, "%U() got an unexpected keyword argument '%U' (it takes stream=)",
+                         self->name, kw);
+            return NULL;
+        }
+        stream = args[nargs + k] == Py_None ? NULL : args[nargs + k];
+    }
+    if (self->param_names == NULL) {
+        PyErr_SetString(PyExc_TypeError, "_ElementwiseLauncher: _setup() was not called");
+        return NULL;
+    }
+    if (nargs == self->n_inputs && self->n_outputs > 0) { /* outputs left out: Python allocates them */
+        PyObject *given = PyTuple_New(nargs);
+        for (Py_ssize_t i = 0; given && i < nargs; i++) PyTuple_SET_ITEM(given, i, Py_NewRef(args[i]));
+        PyObject *result =
+            given ? PyObject_CallMethod(self_obj, "_call_allocating", "OO", given, stream ? stream : Py_None)
+                  : NULL;
+        Py_XDECREF(given);
+        return result;
+    }
+    if (nargs != self->n_inputs + self->n_outputs) {
+        PyErr_Format(PyExc_TypeError,
+                     "%U() takes %d inputs and %d outputs (the outputs may be left out), got %zd arguments",
+                     self->name, self->n_inputs, self->n_outputs, nargs);
+        return NULL;
+    }
+    return launch(self, args, stream);
+}
+
+/* _setup(name, input names, output names): what the Python subclass parsed from the parameters. */
+static PyObject *launcher_setup(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+    elementwise_launcher *self = (elementwise_launcher *)self_obj;
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "_setup(name: str, input names: tuple, output names: tuple)");
+        return NULL;
+    }
+    const Py_ssize_t n_in = PyTuple_GET_SIZE(args[1]), n_out = PyTuple_GET_SIZE(args[2]);
+    if (n_out < 1 || n_out > LAB_KERNEL_MAX_ARRAYS || n_in + n_out > MAX_ARGS) {
+        PyErr_Format(PyExc_ValueError,
+                     "an elementwise kernel takes 1 to %d outputs and at most %d parameters",
+                     LAB_KERNEL_MAX_ARRAYS, MAX_ARGS);
+        return NULL;
+    }
+    PyObject *names = PySequence_Concat(args[1], args[2]);
+    if (!names) return NULL;
+    for (Py_ssize_t i = 0; i < n_in + n_out; i++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i))) {
+            Py_DECREF(names);
+            PyErr_SetString(PyExc_TypeError, "_setup(): parameter names must be str");
+            return NULL;
+        }
+    }
+    Py_XSETREF(self->name, Py_NewRef(args[0]));
+    Py_XSETREF(self->param_names, names);
+    self->n_inputs = (int)n_in;
+    self->n_outputs = (int)n_out;
+    PyDict_Clear(self->specializations);
+    self->last_handle = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    lab_state *state = lab_state_of_type(type);
+    if (!state) return NULL;
+    elementwise_launcher *self = (elementwise_launcher *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    self->vectorcall = launcher_vectorcall;
+    self->state = state;
+    self->specializations = PyDict_New();
+    if (!self->specializations) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int launcher_traverse(PyObject *self_obj, visitproc visit, void *arg) {
+    elementwise_launcher *self = (elementwise_launcher *)self_obj;
+    Py_VISIT(self->name);
+    Py_VISIT(self->param_names);
+    Py_VISIT(self->specializations);
+    Py_VISIT(Py_TYPE(self_obj));
+    return 0;
+}
+
+static int launcher_clear(PyObject *self_obj) {
+    elementwise_launcher *self = (elementwise_launcher *)self_obj;
+    self->last_handle = NULL;
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->param_names);
+    Py_CLEAR(self->specializations);
+    return 0;
+}
+
+static void launcher_dealloc(PyObject *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    launcher_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"_setup", (PyCFunction)(void (*)(void))launcher_setup, METH_FASTCALL,
+     "_setup(name, input_names, output_names, /)\n--\n\nThe kernel's name and parameters "
+     "(ElementwiseKernel's "
+     "__init__)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef launcher_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(elementwise_launcher, vectorcall), READONLY, NULL},
+    {"_specializations", T_OBJECT, offsetof(elementwise_launcher, specializations), READONLY,
+     "{argument type key (bytes): the compiled kernels' handle}, one entry per combination of types called"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot launcher_slots[] = {
+    {Py_tp_doc, "The C base of lab.ElementwiseKernel: calling it reads the arguments, finds the kernels "
+                "_specialize() compiled for their types, and launches one."},
+    {Py_tp_new, launcher_new},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_traverse, launcher_traverse},
+    {Py_tp_clear, launcher_clear},
+    {Py_tp_dealloc, launcher_dealloc},
+    {Py_tp_methods, launcher_methods},
+    {Py_tp_members, launcher_members},
+    {0, NULL},
+};
+
+PyType_Spec lab_elementwise_launcher_spec = {"lab.lab._ElementwiseLauncher", sizeof(elementwise_launcher), 0,
+                                             Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
+                                                 Py_TPFLAGS_HAVE_VECTORCALL,
+                                             launcher_slots};
