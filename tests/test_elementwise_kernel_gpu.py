@@ -79,7 +79,8 @@ def test_layouts_take_the_strided_kernel(layout):
     z = torch.full(shape, float("nan"), device="cuda")
     FMA(x_view, y_view, np.float32(0.5), z)
     torch.testing.assert_close(z, x_view * 0.5 + y_view)
-    zt = torch.full(tuple(reversed(shape)), float("nan"), device="cuda").t()  # a transposed output
+    reverse = tuple(reversed(range(len(shape))))  # a transposed output
+    zt = torch.full(tuple(reversed(shape)), float("nan"), device="cuda").permute(*reverse)
     FMA(x_view, y_view, np.float32(0.5), zt)
     torch.testing.assert_close(zt, x_view * 0.5 + y_view)
 

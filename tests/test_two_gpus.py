@@ -3,7 +3,7 @@ GPUs (the GPU machine's `nvidia-h200-x2` kind) and skips everywhere else.
 
 On device 1 while the caller's current device is 0: results are right and the caller's current
 device is unchanged; operands on two devices are refused naming both (DLPack and CAI operands);
-lab.Array and lab.Stream made on device 1; an event recorded on one device waited on by a stream
+lab.Array and lab.Stream made on device 1; runtime-compiled kernels; an event recorded on one device waited on by a stream
 of the other; and a two-process NCCL job where each rank runs lab.adam_step on its own GPU between
 all-reduces, the ranks' parameters staying identical."""
 import os
@@ -41,6 +41,25 @@ def test_torch_and_cupy_arrays_on_device_1_from_device_0():
     with cupy.cuda.Device(1):
         cupy.cuda.runtime.deviceSynchronize()
         np.testing.assert_array_equal(cupy.asnumpy(c_out), np.arange(4099, dtype=np.float32) ** 2)
+
+
+def test_runtime_compiled_kernels_on_device_1():
+    """lab.RawKernel and lab.ElementwiseKernel (issue 17): one compiled library, launched on the
+    device the arrays are on (the runtime loads a library into each device's context on first use)."""
+    torch = producer_or_skip("torch").torch
+    torch.cuda.set_device(0)
+    fma = lab.ElementwiseKernel("T x, T y", "T z", "z = x * 2 + y", "fma_two_devices")
+    for device in ("cuda:0", "cuda:1"):
+        x, y = torch.randn(3, 1000, device=device), torch.randn(1000, device=device)
+        z = torch.full_like(x, float("nan"))
+        fma(x, y, z)
+        assert torch.cuda.current_device() == 0
+        torch.testing.assert_close(z, x * 2 + y)
+    scale = lab.RawKernel('extern "C" __global__ void scale(float* x, int n) {'
+                          " int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 3; }", "scale")
+    x = torch.ones(1000, device="cuda:1")
+    scale(4, 256, (x, np.int32(1000)))
+    assert torch.equal(x, torch.full_like(x, 3.0)) and torch.cuda.current_device() == 0
 
 
 def test_operands_on_two_devices_are_refused_naming_both():
