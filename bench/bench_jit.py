@@ -3,7 +3,7 @@ against CuPy's RawKernel on CuPy arrays and the bare launch floor, lab.Elementwi
 CuPy's ElementwiseKernel (per call) and against lab's built-in fused_add_mul (bandwidth, the same
 expression), a cached kernel's start-up in a new process, and a fresh compile against cuda.core's
 where it is installed.
-    python3 bench/bench_jit.py [--out-dir DIR]
+    python3 bench/bench_jit.py [--out-dir DIR] [--compile-only]
 """
 import argparse
 import json
@@ -68,22 +68,29 @@ def elementwise_kernel_rows(torch, cupy, rows, sync_torch):
     return bandwidth
 
 
-def fresh_compile_ms(source, repeats=5):
+def fresh_compile_ms(source, repeats=5, arch=None):
     times = []
     for k in range(repeats):
         start = time.perf_counter()
-        lab.compile(source + f"\n// {k} {time.time()}", cache=False)
+        lab.compile(source + f"\n// {k} {time.time()}", arch=arch, cache=False)
         times.append((time.perf_counter() - start) * 1e3)
     return sorted(times)[len(times) // 2]
 
 
-def cuda_core_compile_ms(source, repeats=5):
+def cuda_core_compile_ms(source, repeats=5, arch=None):
+    """cuda.core's Program compiling the same source to a cubin (None where it is not installed);
+    arch None: device 0's."""
     try:
-        from cuda.core.experimental import Device, Program, ProgramOptions
+        from cuda.core import Program, ProgramOptions
     except ImportError:
-        return None
-    Device(0).set_current()
-    arch = "sm_" + "".join(map(str, Device(0).compute_capability))
+        try:
+            from cuda.core.experimental import Program, ProgramOptions
+        except ImportError:
+            return None
+    if arch is None:
+        from cuda.core import Device
+        Device(0).set_current()
+        arch = "sm_" + "".join(map(str, Device(0).compute_capability))
     times = []
     for k in range(repeats):
         start = time.perf_counter()
@@ -92,10 +99,22 @@ def cuda_core_compile_ms(source, repeats=5):
     return sorted(times)[len(times) // 2]
 
 
+def compile_only():
+    """--compile-only: the fresh-compile comparison alone, for sm_90, on a machine without a GPU."""
+    core_ms = cuda_core_compile_ms(ADD, repeats=9, arch="sm_90")
+    lab_ms = fresh_compile_ms(ADD, repeats=9, arch="sm_90")
+    print(f"fresh compile of the kernel for sm_90: lab {lab_ms:.1f} ms, cuda.core "
+          f"{'not installed' if core_ms is None else f'{core_ms:.1f} ms (lab / cuda.core {lab_ms / core_ms:.2f})'}")
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out-dir")
+    parser.add_argument("--compile-only", action="store_true", help="only lab.compile against cuda.core (no GPU)")
     args = parser.parse_args()
+    if args.compile_only:
+        return compile_only()
     found = peers("bench_jit")
     if found is None:
         return 1
