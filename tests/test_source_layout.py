@@ -120,6 +120,18 @@ def test_kernel_headers_compile_with_nvrtc():
     assert rc == 0, f"NVRTC could not compile lab's kernel headers:\n{log}"
 
 
+def shipped_headers():
+    """setup.py's USER_HEADERS: the headers the wheel ships for user kernels (lab/include)."""
+    text = open(os.path.join(os.path.dirname(SRC), "setup.py")).read()
+    return re.findall(r'"([\w.]+)"', re.search(r"USER_HEADERS = \[(.*?)\]", text, re.S).group(1))
+
+
+@pytest.mark.parametrize("header", shipped_headers())
+def test_every_shipped_header_compiles_with_nvrtc_on_its_own(header):
+    rc, log = nvrtc_compile(f'#include "{header}"\n')
+    assert rc == 0, f"NVRTC could not compile {header} alone:\n{log}"
+
+
 def test_nvrtc_reports_errors_in_the_headers_test():
     """The compile test above can fail: a wrong program gives a non-zero result and a log."""
     rc, log = nvrtc_compile('#include "functors.cuh"\nlab::NoSuchOp x;\n')

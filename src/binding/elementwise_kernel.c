@@ -295,7 +295,7 @@ static void launcher_dealloc(PyObject *self) {
 
 static PyMethodDef launcher_methods[] = {
     {"_setup", (PyCFunction)(void (*)(void))launcher_setup, METH_FASTCALL,
-     "_setup(name, input_names, output_names, /)\n--\n\nThe kernel's name and parameters "
+     "_setup($self, name, input_names, output_names, /)\n--\n\nThe kernel's name and parameters "
      "(ElementwiseKernel's "
      "__init__)."},
     {NULL, NULL, 0, NULL},
