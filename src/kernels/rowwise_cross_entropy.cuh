@@ -187,7 +187,8 @@ struct CrossEntropy {
                 hit = scale * (A(1) - smoothing);
         const ShiftedExp<A> exp_minus_max(total.max);
         char *out = row_at(a, row, LAB_ROW_OUT);
-        for (int64_t step = 0; step < steps; ++step) {
+        // Backwards: the end of the row was read last, so it is the part most likely still in L2.
+        for (int64_t step = steps - 1; step >= 0; --step) {
             const int64_t chunk0 = step * kStreamChunks;
             A x[kSize];
             load_row<T, kStreamChunks, int64_t>(x, in, a.col_stride[LAB_ROW_X], a, lane, chunk0, true, A(0));
