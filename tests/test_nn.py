@@ -68,3 +68,82 @@ def test_losses_and_glus_fall_back_to_torch_on_the_cpu():
     gate, up = torch.randn(4, 8), torch.randn(4, 8)
     torch.testing.assert_close(lab.nn.swiglu(gate, up), F.silu(gate) * up)
     torch.testing.assert_close(lab.nn.geglu(gate, up), F.gelu(gate, approximate="tanh") * up)
+
+
+class TorchKernels:
+    """lab's row-wise kernels written with torch ops on CPU tensors, same signatures: the eager
+    autograd.Functions run through them on a machine without a GPU."""
+
+    @staticmethod
+    def softmax(x, out, axis):
+        out.copy_(torch.softmax(x, axis))
+
+    @staticmethod
+    def log_softmax(x, out, axis):
+        out.copy_(torch.log_softmax(x, axis))
+
+    @staticmethod
+    def softmax_backward(g, y, gx, axis):
+        gx.copy_(y * (g - (g * y).sum(axis, keepdim=True)))
+
+    @staticmethod
+    def log_softmax_backward(g, y, gx, axis):
+        gx.copy_(g - y.exp() * g.sum(axis, keepdim=True))
+
+    @staticmethod
+    def layer_norm(x, w, b, out, eps, mean, rstd):
+        mean.copy_(x.mean(-1))
+        rstd.copy_((x.var(-1, unbiased=False) + eps).rsqrt())
+        out.copy_(torch.nn.functional.layer_norm(x, x.shape[-1:], w, b, eps))
+
+    @staticmethod
+    def layer_norm_backward(g, x, w, mean, rstd, gx, gw=None, gb=None):
+        xhat = (x - mean[..., None]) * rstd[..., None]
+        gxhat = g * w if w is not None else g
+        n = x.shape[-1]
+        gx.copy_(rstd[..., None] * (gxhat - gxhat.mean(-1, keepdim=True) - xhat * (gxhat * xhat).sum(-1, keepdim=True) / n))
+        if gw is not None:
+            gw.copy_((g * xhat).reshape(-1, n).sum(0))
+        if gb is not None:
+            gb.copy_(g.reshape(-1, n).sum(0))
+
+    @staticmethod
+    def rms_norm(x, w, out, eps, rstd, residual=None, residual_out=None):
+        h = x if residual is None else x + residual
+        if residual_out is not None:
+            residual_out.copy_(h)
+        eps = torch.finfo(x.dtype).eps if eps is None else eps
+        rstd.copy_((h.pow(2).mean(-1) + eps).rsqrt())
+        out.copy_(h * rstd[..., None] * (w if w is not None else 1))
+
+    @staticmethod
+    def rms_norm_backward(g, h, w, rstd, gx, gw=None):
+        n = h.shape[-1]
+        hhat = h * rstd[..., None]
+        ghat = g * w if w is not None else g
+        gx.copy_(rstd[..., None] * (ghat - hhat * (ghat * hhat).sum(-1, keepdim=True) / n))
+        if gw is not None:
+            gw.copy_((g * hhat).reshape(-1, n).sum(0))
+
+
+def test_eager_functions_wire_autograd(monkeypatch):
+    """lab.nn's eager path (autograd.Functions calling lab directly): gradcheck in float64 of each
+    Function over stand-in kernels - what it saves, which gradients it returns, and for
+    rms_norm with a residual the gradient of h added to the norm's."""
+    from lab.nn import _eager
+    for name in ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "layer_norm",
+                 "layer_norm_backward", "rms_norm", "rms_norm_backward"):
+        monkeypatch.setattr(_eager.lab, name, getattr(TorchKernels, name))
+    g = torch.Generator().manual_seed(0)
+    x, r = (torch.randn(3, 5, 7, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(2))
+    w, b = (torch.randn(7, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(2))
+    torch.autograd.gradcheck(lambda x: _eager.Softmax.apply(x, -1, False), (x,))
+    torch.autograd.gradcheck(lambda x: _eager.Softmax.apply(x, 1, True), (x,))
+    torch.autograd.gradcheck(lambda x, w, b: _eager.LayerNorm.apply(x, w, b, 1e-5), (x, w, b))
+    torch.autograd.gradcheck(lambda x, w: _eager.LayerNorm.apply(x, w, None, 1e-5), (x, w))
+    torch.autograd.gradcheck(lambda x, w: _eager.RmsNorm.apply(x, None, w, None), (x, w))
+    torch.autograd.gradcheck(lambda x, r, w: _eager.RmsNorm.apply(x, r, w, 1e-6), (x, r, w))
+    out, h = _eager.RmsNorm.apply(x, r, w, 1e-6)  # only h used: its gradient flows to x and residual
+    (gx, gr) = torch.autograd.grad(h.sum(), (x, r))
+    assert torch.equal(gx, torch.ones_like(x)) and torch.equal(gr, torch.ones_like(r))
+    torch.testing.assert_close(out, torch.nn.functional.rms_norm(x + r, (7,), w, 1e-6))

@@ -1,6 +1,9 @@
-"""lab.nn.functional: torch.nn.functional's signatures over lab's kernels (the operators of
-lab/nn/_ops.py and _loss_ops.py). CUDA tensors go to lab; anything else (CPU tensors) to torch's own function, so a
-model using these runs wherever torch does."""
+"""lab.nn.functional: torch.nn.functional's signatures over lab's kernels. CUDA tensors go to lab;
+anything else (CPU tensors) to torch's own function, so a model using these runs wherever torch does.
+
+Under torch.compile the softmax and norms are the operators of lab/nn/_ops.py (traced, no graph
+break); in eager mode they are the autograd.Functions of _eager.py, the same kernels with less host
+time a call. Cross-entropy and the GLUs are always the operators of _loss_ops.py."""
 import math
 from typing import Optional, Sequence, Tuple, Union
 
@@ -8,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import _loss_ops, _ops  # noqa: F401  (registers torch.ops.lab.*)
+from . import _eager, _loss_ops, _ops  # noqa: F401  (registers torch.ops.lab.*)
 
 _lab = torch.ops.lab
 
@@ -19,12 +22,19 @@ def _on_lab(x: Tensor) -> bool:
     return x.is_cuda and x.dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
+_compiling = torch.compiler.is_compiling
+
+
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
-    return _lab.softmax.default(x, dim) if _on_lab(x) else F.softmax(x, dim)
+    if not _on_lab(x):
+        return F.softmax(x, dim)
+    return _lab.softmax.default(x, dim) if _compiling() else _eager.Softmax.apply(x, dim, False)
 
 
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
-    return _lab.log_softmax.default(x, dim) if _on_lab(x) else F.log_softmax(x, dim)
+    if not _on_lab(x):
+        return F.log_softmax(x, dim)
+    return _lab.log_softmax.default(x, dim) if _compiling() else _eager.Softmax.apply(x, dim, True)
 
 
 def _rows(x: Tensor, normalized_shape: _Shape, what: str) -> Tuple[Tensor, Tuple[int, ...]]:
@@ -48,6 +58,8 @@ def layer_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = N
     if not _on_lab(x):
         return F.layer_norm(x, normalized_shape, weight, bias, eps)
     rows, _ = _rows(x, normalized_shape, "layer_norm")
+    if not _compiling():
+        return _eager.LayerNorm.apply(rows, _flat(weight, x), _flat(bias, x), eps).view(x.shape)
     out, _, _ = _lab.layer_norm.default(rows, _flat(weight, x), _flat(bias, x), eps)
     return out.view(x.shape)
 
@@ -57,6 +69,8 @@ def rms_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = Non
     if not _on_lab(x):
         return F.rms_norm(x, normalized_shape, weight, eps)
     rows, _ = _rows(x, normalized_shape, "rms_norm")
+    if not _compiling():
+        return _eager.RmsNorm.apply(rows, None, _flat(weight, x), eps).view(x.shape)
     out, _ = _lab.rms_norm.default(rows, _flat(weight, x), eps)
     return out.view(x.shape)
 
@@ -69,7 +83,10 @@ def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape: _Shape, weight: 
         return F.rms_norm(h, normalized_shape, weight, eps), h
     rows, _ = _rows(x, normalized_shape, "add_rms_norm")
     residual_rows, _ = _rows(residual.to(x.dtype), normalized_shape, "add_rms_norm")
-    out, h, _ = _lab.add_rms_norm.default(rows, residual_rows, _flat(weight, x), eps)
+    if not _compiling():
+        out, h = _eager.RmsNorm.apply(rows, residual_rows, _flat(weight, x), eps)
+    else:
+        out, h, _ = _lab.add_rms_norm.default(rows, residual_rows, _flat(weight, x), eps)
     return out.view(x.shape), h.view(x.shape)
 
 

@@ -1,0 +1,92 @@
+"""The eager path of lab.nn's softmax and norms: torch.autograd.Functions that call lab directly.
+
+The operators of _ops.py are what torch.compile traces and what torch.ops.lab users call; in eager
+mode their custom_op layers (Python wrappers around dispatch, and around autograd) cost more host
+time than the kernels take on a 16384 x 4096 bfloat16 input (bench_rowwise.py: lab.nn's rms_norm
+forward + backward at 0.53x torch eager while the two kernels alone ran at 0.98x). These Functions
+do the same work - the same kernels, the same saved tensors and statistics - with one autograd node
+and no dispatch. lab.nn.functional picks them when torch is not compiling."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+import lab
+
+from ._ops import _plain, _stats_like
+
+
+class Softmax(torch.autograd.Function):
+    """softmax or log_softmax (`log`) along `dim`; the backward reads the saved output."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, dim: int, log: bool) -> Tensor:
+        out = torch.empty_like(x)
+        (lab.log_softmax if log else lab.softmax)(_plain(x), out, axis=dim)
+        ctx.dim, ctx.log = dim, log
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        (y,) = ctx.saved_tensors
+        grad_x = torch.empty_like(y)
+        (lab.log_softmax_backward if ctx.log else lab.softmax_backward)(grad, y, grad_x, axis=ctx.dim)
+        return grad_x, None, None
+
+
+class LayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float) -> Tensor:
+        out, mean, rstd = torch.empty_like(x), _stats_like(x), _stats_like(x)
+        x, weight = _plain(x), _plain(weight)
+        lab.layer_norm(x, weight, _plain(bias), out, eps=eps, mean=mean, rstd=rstd)
+        ctx.weight_grad = weight is not None and ctx.needs_input_grad[1]
+        ctx.bias_grad = bias is not None and ctx.needs_input_grad[2]
+        ctx.save_for_backward(x, weight, mean, rstd)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        x, weight, mean, rstd = ctx.saved_tensors
+        grad_x = torch.empty_like(x)
+        grad_weight = x.new_empty(x.shape[-1]) if ctx.weight_grad else None
+        grad_bias = x.new_empty(x.shape[-1]) if ctx.bias_grad else None
+        lab.layer_norm_backward(grad, x, weight, mean, rstd, grad_x, grad_weight, grad_bias)
+        return grad_x, grad_weight, grad_bias, None
+
+
+class RmsNorm(torch.autograd.Function):
+    """rms_norm(x), or with `residual` rms_norm(h) and h = x + residual (two outputs)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, residual: Optional[Tensor], weight: Optional[Tensor], eps: Optional[float]):
+        out, rstd = torch.empty_like(x), _stats_like(x)
+        weight = _plain(weight)
+        if residual is None:
+            h = _plain(x)
+            lab.rms_norm(h, weight, out, eps=eps, rstd=rstd)
+        else:
+            h = torch.empty_like(x)
+            lab.rms_norm(_plain(x), weight, out, eps=eps, rstd=rstd, residual=_plain(residual), residual_out=h)
+        ctx.set_materialize_grads(False)
+        ctx.weight_grad = weight is not None and ctx.needs_input_grad[2]
+        ctx.with_residual = residual is not None
+        ctx.save_for_backward(h, weight, rstd)
+        return (out, h) if residual is not None else out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Optional[Tensor], grad_h: Optional[Tensor] = None):
+        h, weight, rstd = ctx.saved_tensors
+        if grad is None:  # only h was used downstream: its gradient passes straight to x and residual
+            return grad_h, grad_h, None, None
+        grad_x = torch.empty_like(h)
+        grad_weight = h.new_empty(h.shape[-1]) if ctx.weight_grad else None
+        lab.rms_norm_backward(grad, h, weight, rstd, grad_x, grad_weight)
+        if grad_h is not None:  # h also fed the next residual: its own gradient adds
+            grad_x += grad_h
+        return grad_x, grad_x if ctx.with_residual else None, grad_weight, None
