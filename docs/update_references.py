@@ -8,8 +8,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REFERENCE = re.compile(r"`([\w/.]+):(\d+)-(\d+)`\s+`(\w+)`")  # a reference may wrap across a line
 
 
+def python_definition_range(lines, symbol):
+    """A Python def or class: its line through the last line indented under it."""
+    for start, line in enumerate(lines):
+        if re.match(rf"\s*(def|class) {symbol}\b", line):
+            indent = len(line) - len(line.lstrip())
+            end = start
+            for k in range(start + 1, len(lines)):
+                if lines[k].strip() and len(lines[k]) - len(lines[k].lstrip()) <= indent:
+                    break
+                if lines[k].strip():
+                    end = k
+            return start + 1, end + 1
+    return None
+
+
 def definition_range(path, symbol):
     lines = open(os.path.join(ROOT, path)).read().split("\n")
+    if path.endswith(".py"):
+        found = python_definition_range(lines, symbol)
+        if found:
+            return found
     for start, line in enumerate(lines):
         text = line.strip()
         if text.startswith(("/*", "*", "//", "#include")) or not re.search(rf"\b{symbol}\b", line):
