@@ -86,8 +86,7 @@ static PyObject *find_handle(elementwise_launcher *self, const char *key, int n)
 }
 
 static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject *stream, const char *func,
-                     const char *const *names, lab_elementwise_kernel_call *call_description,
-                     PyObject *handle);
+                     const char *const *names, lab_elementwise_kernel_call *c, PyObject *handle);
 
 /* The call with every output given: read the arguments, find the kernels for their types. */
 static PyObject *launch(elementwise_launcher *self, PyObject *const *args, PyObject *stream) {
@@ -139,40 +138,37 @@ static PyObject *launch(elementwise_launcher *self, PyObject *const *args, PyObj
 
 /* The call, its kernels found: convert the numbers, run the op driver, return the outputs. */
 static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject *stream, const char *func,
-                     const char *const *names, lab_elementwise_kernel_call *call_description,
-                     PyObject *handle) {
+                     const char *const *names, lab_elementwise_kernel_call *c, PyObject *handle) {
     const int n_in = self->n_inputs, n_out = self->n_outputs;
-    lab_elementwise_kernel_call *cp = call_description;
-    lab_operands *ops = &cp->operands;
+    lab_operands *ops = &c->operands;
     const int n_arrays = ops->count;
     specialization s;
     if (read_handle(handle, n_in, &s) < 0) return NULL;
     lab_parameter_bytes scalars[LAB_KERNEL_MAX_SCALARS];
-    cp->n_scalars = 0;
+    c->n_scalars = 0;
     for (int i = 0; i < n_in; i++) {
         if (s.input_letters[i] == '*') continue;
-        if (cp->n_scalars == LAB_KERNEL_MAX_SCALARS) {
+        if (c->n_scalars == LAB_KERNEL_MAX_SCALARS) {
             PyErr_Format(PyExc_ValueError, "%s(): at most %d scalar arguments", func, LAB_KERNEL_MAX_SCALARS);
             return NULL;
         }
-        if (lab_convert_number(args[i], s.input_letters[i], func, names[i], -1, &scalars[cp->n_scalars]) <
-            0) {
+        if (lab_convert_number(args[i], s.input_letters[i], func, names[i], -1, &scalars[c->n_scalars]) < 0) {
             return NULL;
         }
-        cp->scalar_argv[cp->n_scalars] = scalars[cp->n_scalars].bytes;
-        cp->n_scalars++;
+        c->scalar_argv[c->n_scalars] = scalars[c->n_scalars].bytes;
+        c->n_scalars++;
     }
-    cp->uses_index = s.uses_index;
+    c->uses_index = s.uses_index;
     if (s.uses_index) {
         ops->arrays[ops->count] = lab_position_counter(&ops->arrays[0]);
         ops->names[ops->count++] = "i";
     }
-    cp->vector_elements = s.vector_elements;
-    cp->vectorized = s.vectorized;
-    cp->strided = s.strided;
-    PyOS_snprintf(cp->step, sizeof cp->step, "launching kernel '%s'", func);
+    c->vector_elements = s.vector_elements;
+    c->vectorized = s.vectorized;
+    c->strided = s.strided;
+    PyOS_snprintf(c->step, sizeof c->step, "launching kernel '%s'", func);
 
-    lab_op_call call = {.func = func, .description = cp};
+    lab_op_call call = {.func = func, .description = c};
     if (lab_parse_stream_arg(self->state, stream, func, &call.stream) < 0) return NULL;
     for (int k = 0; k < n_arrays; k++)
         lab_op_call_add(&call, ops->names[k], &ops->arrays[k], 1, 0, k < n_out);
