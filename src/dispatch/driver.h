@@ -8,8 +8,9 @@
  *   (the kind's) -> close the scope (order back, restore device, raise lab.CudaError) -> note the
  *   launch stream on lab.Arrays.
  *
- * An op kind - elementwise, list (foreach and optimizer steps), reduction, and raw (a user's
- * runtime-compiled kernel) so far - supplies only its plan and its launch. */
+ * An op kind - elementwise, list (foreach and optimizer steps), reduction, raw (a user's
+ * runtime-compiled kernel), row-wise, and elementwise kernel (a user's lab.ElementwiseKernel) -
+ * supplies only its plan and its launch. */
 #ifndef LAB_DRIVER_H
 #define LAB_DRIVER_H
 
