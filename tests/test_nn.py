@@ -126,14 +126,19 @@ class TorchKernels:
             gw.copy_((g * hhat).reshape(-1, n).sum(0))
 
 
-def test_eager_functions_wire_autograd(monkeypatch):
-    """lab.nn's eager path (autograd.Functions calling lab directly): gradcheck in float64 of each
-    Function over stand-in kernels - what it saves, which gradients it returns, and for
-    rms_norm with a residual the gradient of h added to the norm's."""
+def use_stand_in_kernels(monkeypatch):
     from lab.nn import _eager
     for name in ("softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "layer_norm",
                  "layer_norm_backward", "rms_norm", "rms_norm_backward"):
         monkeypatch.setattr(_eager.lab, name, getattr(TorchKernels, name))
+    return _eager
+
+
+def test_eager_functions_wire_autograd(monkeypatch):
+    """lab.nn's eager path (autograd.Functions calling lab directly): gradcheck in float64 of each
+    Function over stand-in kernels - what it saves, which gradients it returns, and for
+    rms_norm with a residual the gradient of h added to the norm's."""
+    _eager = use_stand_in_kernels(monkeypatch)
     g = torch.Generator().manual_seed(0)
     x, r = (torch.randn(3, 5, 7, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(2))
     w, b = (torch.randn(7, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(2))
@@ -147,3 +152,33 @@ def test_eager_functions_wire_autograd(monkeypatch):
     (gx, gr) = torch.autograd.grad(h.sum(), (x, r))
     assert torch.equal(gx, torch.ones_like(x)) and torch.equal(gr, torch.ones_like(r))
     torch.testing.assert_close(out, torch.nn.functional.rms_norm(x + r, (7,), w, 1e-6))
+
+
+def test_functional_eager_path_shapes_and_gradients(monkeypatch):
+    """lab.nn.functional's eager path end to end (CPU tensors routed to it, stand-in kernels):
+    trailing normalized shapes of one or two dimensions, weights of those shapes, the residual
+    form - against torch's functions, values and gradients."""
+    use_stand_in_kernels(monkeypatch)
+    F = torch.nn.functional
+    monkeypatch.setattr(lab.nn.functional, "_on_lab", lambda x: True)
+    g = torch.Generator().manual_seed(1)
+    for shape in ((7,), (5, 7)):
+        x, r = (torch.randn(3, 5, 7, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(2))
+        w, b = (torch.randn(shape, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(2))
+        pairs = [(lambda: lab.nn.functional.layer_norm(x, shape, w, b), lambda: F.layer_norm(x, shape, w, b)),
+                 (lambda: lab.nn.functional.rms_norm(x, shape, w, 1e-6), lambda: F.rms_norm(x, shape, w, 1e-6)),
+                 (lambda: lab.nn.functional.add_rms_norm(x, r, shape, w, 1e-6)[0],
+                  lambda: F.rms_norm(x + r, shape, w, 1e-6)),
+                 (lambda: lab.nn.functional.softmax(x, 1), lambda: F.softmax(x, 1))]
+        for ours, theirs in pairs:
+            got, want = ours(), theirs()
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want)
+            leaves = (x, r, w, b)
+            got_grads = torch.autograd.grad(got.sum(), leaves, allow_unused=True)
+            want_grads = torch.autograd.grad(want.sum(), leaves, allow_unused=True)
+            for mine, reference in zip(got_grads, want_grads):
+                if reference is None:
+                    assert mine is None or not mine.any()
+                else:
+                    torch.testing.assert_close(mine, reference)

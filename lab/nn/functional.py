@@ -49,8 +49,17 @@ def _rows(x: Tensor, normalized_shape: _Shape, what: str) -> Tuple[Tensor, Tuple
 
 
 def _flat(t: Optional[Tensor], x: Tensor) -> Optional[Tensor]:
-    """A weight or bias as lab takes it: 1-dimensional, in x's dtype."""
-    return None if t is None else t.reshape(-1).to(x.dtype)
+    """A weight or bias as lab takes it: 1-dimensional, in x's dtype - the tensor itself when it is
+    already, since every view adds an autograd node (~12 us of host time a step on the GPU machine,
+    bench/host_cost.py)."""
+    if t is None or (t.dim() == 1 and t.dtype == x.dtype):
+        return t
+    return t.reshape(-1).to(x.dtype)
+
+
+def _shaped(out: Tensor, rows: Tensor, x: Tensor) -> Tensor:
+    """A result over `rows` in x's shape: itself when rows is x (one normalized dimension)."""
+    return out if rows is x else out.view(x.shape)
 
 
 def layer_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
@@ -59,9 +68,9 @@ def layer_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = N
         return F.layer_norm(x, normalized_shape, weight, bias, eps)
     rows, _ = _rows(x, normalized_shape, "layer_norm")
     if not _compiling():
-        return _eager.LayerNorm.apply(rows, _flat(weight, x), _flat(bias, x), eps).view(x.shape)
+        return _shaped(_eager.LayerNorm.apply(rows, _flat(weight, x), _flat(bias, x), eps), rows, x)
     out, _, _ = _lab.layer_norm.default(rows, _flat(weight, x), _flat(bias, x), eps)
-    return out.view(x.shape)
+    return _shaped(out, rows, x)
 
 
 def rms_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = None,
@@ -70,9 +79,9 @@ def rms_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = Non
         return F.rms_norm(x, normalized_shape, weight, eps)
     rows, _ = _rows(x, normalized_shape, "rms_norm")
     if not _compiling():
-        return _eager.RmsNorm.apply(rows, None, _flat(weight, x), eps).view(x.shape)
+        return _shaped(_eager.RmsNorm.apply(rows, None, _flat(weight, x), eps), rows, x)
     out, _ = _lab.rms_norm.default(rows, _flat(weight, x), eps)
-    return out.view(x.shape)
+    return _shaped(out, rows, x)
 
 
 def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = None,
@@ -87,7 +96,7 @@ def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape: _Shape, weight: 
         out, h = _eager.RmsNorm.apply(rows, residual_rows, _flat(weight, x), eps)
     else:
         out, h, _ = _lab.add_rms_norm.default(rows, residual_rows, _flat(weight, x), eps)
-    return out.view(x.shape), h.view(x.shape)
+    return _shaped(out, rows, x), _shaped(h, rows, x)
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
