@@ -205,10 +205,10 @@ def _headers_identity():
     header (a checkout between versions) must not bring back a kernel compiled from the old one."""
     global _headers
     if _headers is None:
-        folder = kernel_include_dirs()[0] if kernel_include_dirs() else None
+        folder = next(iter(kernel_include_dirs()), None)
         names = sorted(f for f in os.listdir(folder) if f.endswith((".cuh", ".h"))) if folder else []
-        _headers = [[n, os.stat(os.path.join(folder, n)).st_size, os.stat(os.path.join(folder, n)).st_mtime_ns]
-                    for n in names]
+        stats = [(n, os.stat(os.path.join(folder, n))) for n in names]
+        _headers = [[n, info.st_size, info.st_mtime_ns] for n, info in stats]
     return _headers
 
 
