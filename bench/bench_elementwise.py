@@ -47,6 +47,28 @@ def per_call_us(fn, sync, calls=20000, warmup=200):
     return (time.perf_counter() - start) / calls * 1e6
 
 
+def per_call_rounds(cases, rounds=5, calls=8000):
+    """{name: [host microseconds per call, one a round]} for cases [(name, fn, sync)], measured in
+    rounds that visit every case in turn. Between rounds one launch drifts from 5.2 to 7.5 us on the
+    GPU machine (bench/host_cost.py, 2026-11-30), so cases measured minutes apart are not comparable;
+    within a round they see the same machine, and a ratio per round cancels the drift."""
+    samples = {name: [] for name, _, _ in cases}
+    for _ in range(rounds):
+        for name, fn, sync in cases:
+            samples[name].append(per_call_us(fn, sync, calls=calls))
+    return samples
+
+
+def median(values):
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def median_ratio(samples, ours, theirs):
+    """The median over rounds of ours / theirs (per_call_rounds' samples)."""
+    return median([a / b for a, b in zip(samples[ours], samples[theirs])])
+
+
 def compile_fused(torch):
     """torch.compile of (a + b) * s (Inductor fuses it into one Triton kernel), or None if it fails."""
     try:

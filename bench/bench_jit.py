@@ -17,7 +17,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 from _peers import peers  # noqa: E402
-from bench_elementwise import per_call_us  # noqa: E402
+from bench_elementwise import median, median_ratio, per_call_rounds  # noqa: E402
 from lab._timing import median_ms, torch_timer  # noqa: E402
 
 ADD = r'''extern "C" __global__ void add3(const float* a, const float* b, float* out, int n) {
@@ -41,21 +41,23 @@ print((time.perf_counter() - start) * 1e3)
 # (x + y) * s, as lab.fused_add_mul computes it: the bandwidth goal compares the two
 FUSED = ("T x, T y, T s", "T z", "z = (x + y) * s", "fused_add_mul_jit")
 BANDWIDTH_N = 1 << 26
+ADD_FLOOR = "floor: _bare_add(raw pointers)"
 
 
-def elementwise_kernel_rows(torch, cupy, rows, sync_torch):
-    """Per-call microseconds of ElementwiseKernel (lab's on torch, CuPy's on CuPy) into rows; returns
-    {dtype: (lab ElementwiseKernel TB/s, built-in fused_add_mul TB/s)} on BANDWIDTH_N elements."""
+def elementwise_kernel_cases(torch, cupy, cases, sync_torch):
+    """ElementwiseKernel's per-call cases (lab's on torch and CuPy, CuPy's on CuPy) added to cases;
+    returns {dtype: (lab ElementwiseKernel TB/s, built-in fused_add_mul TB/s)} on BANDWIDTH_N elements."""
     kernel = lab.ElementwiseKernel(*FUSED)
     a, b, s, out = (torch.rand(1024, device="cuda") for _ in range(4))
-    rows["lab.ElementwiseKernel on torch"] = per_call_us(lambda: kernel(a, b, s, out), sync_torch)
+    kernel(a, b, s, out)
     torch.testing.assert_close(out, (a + b) * s)
+    cases.append(("lab.ElementwiseKernel on torch", lambda: kernel(a, b, s, out), sync_torch))
     if cupy is not None:
         ca, cb, cs, cout = (cupy.random.rand(1024, dtype=cupy.float32) for _ in range(4))
         theirs = cupy.ElementwiseKernel(*FUSED)
         sync = cupy.cuda.runtime.deviceSynchronize
-        rows["cupy.ElementwiseKernel on CuPy"] = per_call_us(lambda: theirs(ca, cb, cs, cout), sync)
-        rows["lab.ElementwiseKernel on CuPy"] = per_call_us(lambda: kernel(ca, cb, cs, cout), sync)
+        cases.append(("cupy.ElementwiseKernel on CuPy", lambda: theirs(ca, cb, cs, cout), sync))
+        cases.append(("lab.ElementwiseKernel on CuPy", lambda: kernel(ca, cb, cs, cout), sync))
     timer = torch_timer(torch)
     bandwidth = {}
     for dtype in (torch.float32, torch.bfloat16):
@@ -120,25 +122,27 @@ def main():
         return 1
     torch, cupy = found
     sync_torch = torch.cuda.synchronize
-    rows = {}
     la, lb, lout = lab.empty(1024), lab.empty(1024), lab.empty(1024)
     pointers = (lout.__cuda_array_interface__["data"][0], la.__cuda_array_interface__["data"][0],
                 lb.__cuda_array_interface__["data"][0], 1024)
-    rows["floor: _bare_add(raw pointers)"] = per_call_us(lambda: lab.lab._bare_add(*pointers), lab.synchronize)
     kernel, typed = lab.RawKernel(ADD, "add3"), lab.RawKernel(ADD, "add3", signature="const float*, const float*, float*, int")
     a, b, out = (torch.rand(1024, device="cuda") for _ in range(3))
     n32 = np.int32(1024)
-    rows["lab.RawKernel on torch"] = per_call_us(lambda: kernel(4, 256, (a, b, out, n32)), sync_torch)
-    rows["lab.RawKernel on torch, signature"] = per_call_us(lambda: typed(4, 256, (a, b, out, 1024)), sync_torch)
-    rows["lab.RawKernel on lab.Array"] = per_call_us(lambda: kernel(4, 256, (la, lb, lout, n32)), lab.synchronize)
+    kernel(4, 256, (a, b, out, n32))
     torch.testing.assert_close(out, a + b)
+    cases = [(ADD_FLOOR, lambda: lab.lab._bare_add(*pointers), lab.synchronize),
+             ("lab.RawKernel on torch", lambda: kernel(4, 256, (a, b, out, n32)), sync_torch),
+             ("lab.RawKernel on torch, signature", lambda: typed(4, 256, (a, b, out, 1024)), sync_torch),
+             ("lab.RawKernel on lab.Array", lambda: kernel(4, 256, (la, lb, lout, n32)), lab.synchronize)]
     if cupy is not None:
         ca, cb, cout = (cupy.random.rand(1024, dtype=cupy.float32) for _ in range(3))
         raw = cupy.RawKernel(ADD, "add3")
         sync = cupy.cuda.runtime.deviceSynchronize
-        rows["cupy.RawKernel on CuPy"] = per_call_us(lambda: raw((4,), (256,), (ca, cb, cout, n32)), sync)
-        rows["lab.RawKernel on CuPy"] = per_call_us(lambda: kernel(4, 256, (ca, cb, cout, n32)), sync)
-    bandwidth = elementwise_kernel_rows(torch, cupy, rows, sync_torch)
+        cases.append(("cupy.RawKernel on CuPy", lambda: raw((4,), (256,), (ca, cb, cout, n32)), sync))
+        cases.append(("lab.RawKernel on CuPy", lambda: kernel(4, 256, (ca, cb, cout, n32)), sync))
+    bandwidth = elementwise_kernel_cases(torch, cupy, cases, sync_torch)
+    samples = per_call_rounds(cases)
+    rows = {name: median(values) for name, values in samples.items()}
     child = subprocess.run([sys.executable, "-c", CHILD.replace("SOURCE", repr(ADD))], capture_output=True, text=True,
                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     cached_ms = float(child.stdout.strip().splitlines()[-1]) if child.returncode == 0 else None
@@ -148,7 +152,8 @@ def main():
     # an ElementwiseKernel's first call with new types: its generated source, compiled afresh
     ew_compile_ms = fresh_compile_ms(lab.ElementwiseKernel(*FUSED).source("float32", "float32", "float32", "float32"))
 
-    print(f"\n{'runtime-compiled kernel, 1024 float32':40s} {'us':>8s}")
+    print(f"\n{'runtime-compiled kernel, 1024 float32':40s} {'us':>8s}  (median of {len(samples[ADD_FLOOR])} "
+          "alternating rounds; ratios below are medians of per-round ratios)")
     for what, us in rows.items():
         print(f"{what:40s} {us:8.2f}")
     print(f"\n{'(x + y) * s, 2^26 elements':28s} {'ElementwiseKernel':>18s} {'fused_add_mul':>14s}  (TB/s)")
@@ -158,13 +163,13 @@ def main():
     print(f"fresh compile of the kernel: lab {compile_ms:.1f} ms, cuda.core "
           f"{'not installed' if core_ms is None else f'{core_ms:.1f} ms'}")
     print(f"fresh compile of an ElementwiseKernel's specialization ((x + y) * s, float32): {ew_compile_ms:.1f} ms")
-    floor, ours = rows["floor: _bare_add(raw pointers)"], rows["lab.RawKernel on torch"]
-    goals = [("RawKernel on torch <= floor + 0.7 us", ours - floor, ours - floor <= 0.7)]
+    above_floor = median([o - f for o, f in zip(samples["lab.RawKernel on torch"], samples[ADD_FLOOR])])
+    goals = [("RawKernel on torch <= floor + 0.7 us", above_floor, above_floor <= 0.7)]
     if "cupy.RawKernel on CuPy" in rows:
-        ratio = ours / rows["cupy.RawKernel on CuPy"]
+        ratio = median_ratio(samples, "lab.RawKernel on torch", "cupy.RawKernel on CuPy")
         goals.append(("RawKernel on torch <= 0.8x CuPy RawKernel on CuPy", ratio, ratio <= 0.8))
     if "cupy.ElementwiseKernel on CuPy" in rows:
-        ratio = rows["lab.ElementwiseKernel on torch"] / rows["cupy.ElementwiseKernel on CuPy"]
+        ratio = median_ratio(samples, "lab.ElementwiseKernel on torch", "cupy.ElementwiseKernel on CuPy")
         goals.append(("ElementwiseKernel on torch <= 0.8x CuPy's on CuPy", ratio, ratio <= 0.8))
     for dtype, (jit_tbs, builtin_tbs) in bandwidth.items():
         goals.append((f"ElementwiseKernel {dtype} >= 0.95x fused_add_mul", jit_tbs / builtin_tbs,
@@ -180,6 +185,7 @@ def main():
         os.makedirs(args.out_dir, exist_ok=True)
         with open(os.path.join(args.out_dir, "jit.json"), "w") as f:
             json.dump(dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), per_call_us=rows,
+                           per_call_rounds_us=samples,
                            elementwise_kernel_tbs={k: dict(elementwise_kernel=v[0], fused_add_mul=v[1])
                                                    for k, v in bandwidth.items()},
                            cached_start_ms=cached_ms, fresh_compile_ms=compile_ms,

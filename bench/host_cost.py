@@ -10,7 +10,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
-from bench_elementwise import per_call_us  # noqa: E402
+from bench_elementwise import median, per_call_rounds  # noqa: E402
 from bench_jit import ADD  # noqa: E402
 
 
@@ -38,15 +38,14 @@ def main():
     a, b, out = (torch.rand(1024, device="cuda") for _ in range(3))
     n32, sync = np.int32(1024), torch.cuda.synchronize
     la, lb, lo = lab.empty(1024), lab.empty(1024), lab.empty(1024)
-    rows = {"untyped, torch": [], "typed, torch": [], "untyped, lab.Array": [], "typed, lab.Array": []}
-    for _ in range(5):
-        rows["untyped, torch"].append(per_call_us(lambda: untyped(4, 256, (a, b, out, n32)), sync))
-        rows["typed, torch"].append(per_call_us(lambda: typed(4, 256, (a, b, out, 1024)), sync))
-        rows["untyped, lab.Array"].append(per_call_us(lambda: untyped(4, 256, (la, lb, lo, n32)), lab.synchronize))
-        rows["typed, lab.Array"].append(per_call_us(lambda: typed(4, 256, (la, lb, lo, 1024)), lab.synchronize))
+    samples = per_call_rounds([("untyped, torch", lambda: untyped(4, 256, (a, b, out, n32)), sync),
+                               ("typed, torch", lambda: typed(4, 256, (a, b, out, 1024)), sync),
+                               ("untyped, lab.Array", lambda: untyped(4, 256, (la, lb, lo, n32)), lab.synchronize),
+                               ("typed, lab.Array", lambda: typed(4, 256, (la, lb, lo, 1024)), lab.synchronize)],
+                              calls=20000)
     print("RawKernel per call, us, five alternating rounds:")
-    for what, values in rows.items():
-        print(f"  {what:22s} " + " ".join(f"{v:5.2f}" for v in values) + f"   median {sorted(values)[2]:.2f}")
+    for what, values in samples.items():
+        print(f"  {what:22s} " + " ".join(f"{v:5.2f}" for v in values) + f"   median {median(values):.2f}")
     return 0
 
 
