@@ -10,12 +10,16 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
+from _peers import peers  # noqa: E402
 from bench_elementwise import median, per_call_rounds  # noqa: E402
 from bench_jit import ADD  # noqa: E402
 
 
 def main():
-    import torch
+    found = peers("host_cost")
+    if found is None:
+        return 1
+    torch = found[0]
     import lab.nn
     x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     w = torch.randn(4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
