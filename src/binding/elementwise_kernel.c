@@ -281,13 +281,7 @@ static int launcher_clear(PyObject *self_obj) {
     return 0;
 }
 
-static void launcher_dealloc(PyObject *self) {
-    PyTypeObject *type = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    launcher_clear(self);
-    type->tp_free(self);
-    Py_DECREF(type);
-}
+static void launcher_dealloc(PyObject *self) { lab_gc_dealloc(self, launcher_clear); }
 
 static PyMethodDef launcher_methods[] = {
     {"_setup", (PyCFunction)(void (*)(void))launcher_setup, METH_FASTCALL,

@@ -86,6 +86,14 @@ lab_state *lab_state_of_type(PyTypeObject *type) {
     return NULL;
 }
 
+void lab_gc_dealloc(PyObject *self, inquiry clear) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
 static int lab_traverse(PyObject *module, visitproc visit, void *arg) {
     lab_state *state = lab_get_state(module);
     if (!state) return 0;

@@ -52,6 +52,10 @@ static inline lab_state *lab_get_state(PyObject *module) { return (lab_state *)P
  * module (a Python subclass such as lab.RawKernel has none of its own). NULL with SystemError. */
 lab_state *lab_state_of_type(PyTypeObject *type);
 
+/* The tp_dealloc of lab's garbage-collected heap types (the kernel launchers): untrack, `clear`
+ * every reference the instance holds, free it, and drop its reference to its type. */
+void lab_gc_dealloc(PyObject *self, inquiry clear);
+
 #define LAB_NAME_OBJ(state, id) ((state)->names[LAB_NAME_##id])
 
 #endif

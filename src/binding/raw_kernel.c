@@ -225,13 +225,7 @@ static int launcher_clear(PyObject *self) {
     return 0;
 }
 
-static void launcher_dealloc(PyObject *self) {
-    PyTypeObject *type = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    launcher_clear(self);
-    type->tp_free(self);
-    Py_DECREF(type);
-}
+static void launcher_dealloc(PyObject *self) { lab_gc_dealloc(self, launcher_clear); }
 
 static PyMemberDef launcher_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(kernel_launcher, vectorcall), READONLY, NULL},
