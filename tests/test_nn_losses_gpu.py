@@ -13,14 +13,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import lab  # noqa: E402
+from test_nn_gpu import DTYPES, TOL  # noqa: E402  (one tolerance table for lab.nn's GPU tests)
 from training import assert_tracks, losses_of_training  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 F = torch.nn.functional
-
-TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.float16: dict(rtol=2e-3, atol=2e-3),
-       torch.bfloat16: dict(rtol=1.6e-2, atol=1.6e-2)}
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
 def _nn():
