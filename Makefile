@@ -8,7 +8,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test package-check format format-check demo gpu-check gpu-sanitize leak-check sweep profile profile-rowwise sanitize bench fuzz clean
+.PHONY: build test package-check format format-check demo gpu-check gpu-sanitize leak-check sweep sweep-norms profile profile-rowwise sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -104,6 +104,14 @@ sweep:
 	mkdir -p $(LOGS)
 	nvcc -std=c++17 -O3 -arch=sm_90 -Isrc/kernels bench/sweep_vectorized.cu -o $(LOGS)/sweep
 	$(LOGS)/sweep > $(LOGS)/sweep.txt; rm -f $(LOGS)/sweep; cp $(LOGS)/sweep.txt $(OUT)/; head -2 $(LOGS)/sweep.txt
+
+# Issue 15's prototype: rms_norm forward in register-light layouts (rows staged in shared memory
+# with cp.async, or read twice), checked and timed on bench_rowwise.py's headline input.
+sweep-norms:
+	mkdir -p $(LOGS)
+	nvcc -std=c++17 -O3 -arch=sm_90 -Xptxas -v bench/sweep_norms.cu -o $(LOGS)/sweep_norms 2> $(LOGS)/sweep_norms_ptxas.txt
+	grep -E "registers|spill" $(LOGS)/sweep_norms_ptxas.txt | sort | uniq -c
+	$(LOGS)/sweep_norms | tee $(LOGS)/sweep_norms.txt; rm -f $(LOGS)/sweep_norms
 
 # Nsight Compute counters for lab's and torch's add/relu/gelu (ncu.csv), and the SASS of lab's
 # add kernels for each float dtype (sass.txt). Both also land beside logs.tgz.
