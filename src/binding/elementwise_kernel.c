@@ -21,17 +21,6 @@
 #define KERNEL_CAPSULE "lab.kernel"
 #define MAX_ARGS (LAB_KERNEL_MAX_ARRAYS + LAB_KERNEL_MAX_SCALARS)
 
-typedef struct {
-    PyObject_HEAD vectorcallfunc vectorcall;
-    lab_state *state;
-    int n_inputs, n_outputs;
-    PyObject *name;            /* the kernel's name (str), for messages */
-    PyObject *param_names;     /* tuple of str: the inputs', then the outputs' */
-    PyObject *specializations; /* dict: key (bytes) -> handle */
-    char last_key[MAX_ARGS];   /* the last call's key and handle (borrowed from the dict) */
-    PyObject *last_handle;
-} elementwise_launcher;
-
 /* A handle, as _specialize returns it: (vectorized kernel, strided kernel, one letter an input -
  * '*' for an array, a scalar's C type letter - whether the operation uses `i`, the elements of one
  * vectorized item). */
@@ -40,6 +29,20 @@ typedef struct {
     const char *input_letters;
     int uses_index, vector_elements;
 } specialization;
+
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    lab_state *state;
+    int n_inputs, n_outputs;
+    PyObject *name;        /* the kernel's name (str), for messages */
+    PyObject *param_names; /* tuple of str: the inputs', then the outputs' */
+    const char *func;      /* their UTF-8, read once by _setup (the objects above own it) */
+    const char *names[MAX_ARGS];
+    PyObject *specializations; /* dict: key (bytes) -> handle */
+    char last_key[MAX_ARGS];   /* the last call's key, its handle (borrowed from the dict), read */
+    PyObject *last_handle;
+    specialization last;
+} elementwise_launcher;
 
 static int read_handle(PyObject *handle, int n_inputs, specialization *s) {
     if (!PyTuple_Check(handle) || PyTuple_GET_SIZE(handle) != 5 ||
@@ -64,9 +67,13 @@ static int read_handle(PyObject *handle, int n_inputs, specialization *s) {
     return 0;
 }
 
-/* The handle for this call's key: the last call's, the dict's, or a new one from _specialize. */
-static PyObject *find_handle(elementwise_launcher *self, const char *key, int n) {
-    if (self->last_handle && memcmp(self->last_key, key, (size_t)n) == 0) return self->last_handle;
+/* The handle for this call's key - the last call's, the dict's, or a new one from _specialize -
+ * read into *s. A handle is read once, when it becomes the last call's. */
+static PyObject *find_handle(elementwise_launcher *self, const char *key, int n, specialization *s) {
+    if (self->last_handle && memcmp(self->last_key, key, (size_t)n) == 0) {
+        *s = self->last;
+        return self->last_handle;
+    }
     PyObject *key_bytes = PyBytes_FromStringAndSize(key, n);
     if (!key_bytes) return NULL;
     PyObject *handle = PyDict_GetItemWithError(self->specializations, key_bytes); /* borrowed */
@@ -78,26 +85,20 @@ static PyObject *find_handle(elementwise_launcher *self, const char *key, int n)
         Py_XDECREF(made);
     }
     Py_DECREF(key_bytes);
-    if (handle) {
-        memcpy(self->last_key, key, (size_t)n);
-        self->last_handle = handle;
-    }
+    if (!handle || read_handle(handle, self->n_inputs, s) < 0) return NULL;
+    memcpy(self->last_key, key, (size_t)n);
+    self->last_handle = handle;
+    self->last = *s;
     return handle;
 }
 
-static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject *stream, const char *func,
-                     const char *const *names, lab_elementwise_kernel_call *c, PyObject *handle);
+static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject *stream,
+                     lab_elementwise_kernel_call *c, const specialization *s);
 
 /* The call with every output given: read the arguments, find the kernels for their types. */
 static PyObject *launch(elementwise_launcher *self, PyObject *const *args, PyObject *stream) {
-    const char *func = PyUnicode_AsUTF8(self->name);
-    if (!func) return NULL;
+    const char *func = self->func, *const *names = self->names;
     const int n_in = self->n_inputs, n_out = self->n_outputs, n_args = n_in + n_out;
-    const char *names[MAX_ARGS];
-    for (int i = 0; i < n_args; i++) {
-        names[i] = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self->param_names, i));
-        if (!names[i]) return NULL;
-    }
     lab_elementwise_kernel_call c;
     lab_operands *ops = &c.operands;
     ops->n_outputs = n_out;
@@ -128,44 +129,45 @@ static PyObject *launch(elementwise_launcher *self, PyObject *const *args, PyObj
     }
     ops->count = n_arrays;
 
-    PyObject *handle = find_handle(self, key, n_args);
+    specialization s;
+    PyObject *handle = find_handle(self, key, n_args, &s);
     if (!handle) return NULL;
     Py_INCREF(handle); /* its kernels stay loaded through the call, whatever other threads do */
-    PyObject *result = run(self, args, stream, func, names, &c, handle);
+    PyObject *result = run(self, args, stream, &c, &s);
     Py_DECREF(handle);
     return result;
 }
 
 /* The call, its kernels found: convert the numbers, run the op driver, return the outputs. */
-static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject *stream, const char *func,
-                     const char *const *names, lab_elementwise_kernel_call *c, PyObject *handle) {
+static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject *stream,
+                     lab_elementwise_kernel_call *c, const specialization *s) {
+    const char *func = self->func, *const *names = self->names;
     const int n_in = self->n_inputs, n_out = self->n_outputs;
     lab_operands *ops = &c->operands;
     const int n_arrays = ops->count;
-    specialization s;
-    if (read_handle(handle, n_in, &s) < 0) return NULL;
     lab_parameter_bytes scalars[LAB_KERNEL_MAX_SCALARS];
     c->n_scalars = 0;
     for (int i = 0; i < n_in; i++) {
-        if (s.input_letters[i] == '*') continue;
+        if (s->input_letters[i] == '*') continue;
         if (c->n_scalars == LAB_KERNEL_MAX_SCALARS) {
             PyErr_Format(PyExc_ValueError, "%s(): at most %d scalar arguments", func, LAB_KERNEL_MAX_SCALARS);
             return NULL;
         }
-        if (lab_convert_number(args[i], s.input_letters[i], func, names[i], -1, &scalars[c->n_scalars]) < 0) {
+        if (lab_convert_number(args[i], s->input_letters[i], func, names[i], -1, &scalars[c->n_scalars]) <
+            0) {
             return NULL;
         }
         c->scalar_argv[c->n_scalars] = scalars[c->n_scalars].bytes;
         c->n_scalars++;
     }
-    c->uses_index = s.uses_index;
-    if (s.uses_index) {
+    c->uses_index = s->uses_index;
+    if (s->uses_index) {
         ops->arrays[ops->count] = lab_position_counter(&ops->arrays[0]);
         ops->names[ops->count++] = "i";
     }
-    c->vector_elements = s.vector_elements;
-    c->vectorized = s.vectorized;
-    c->strided = s.strided;
+    c->vector_elements = s->vector_elements;
+    c->vectorized = s->vectorized;
+    c->strided = s->strided;
     PyOS_snprintf(c->step, sizeof c->step, "launching kernel '%s'", func);
 
     lab_op_call call = {.func = func, .description = c};
@@ -239,6 +241,16 @@ static PyObject *launcher_setup(PyObject *self_obj, PyObject *const *args, Py_ss
             return NULL;
         }
     }
+    const char *func = PyUnicode_AsUTF8(args[0]);
+    for (Py_ssize_t i = 0; func && i < n_in + n_out; i++) {
+        self->names[i] = PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i));
+        if (!self->names[i]) func = NULL;
+    }
+    if (!func) {
+        Py_DECREF(names);
+        return NULL;
+    }
+    self->func = func;
     Py_XSETREF(self->name, Py_NewRef(args[0]));
     Py_XSETREF(self->param_names, names);
     self->n_inputs = (int)n_in;
