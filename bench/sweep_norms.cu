@@ -12,7 +12,9 @@
 //                normalize, as torch's kernel does.
 // Each is checked against a float64 CPU reference on sampled rows, then timed (median of event-timed
 // repeats); TB/s counts the row read once and written once, plus the weight. Then layer_norm forward
-// (weight and bias) staged the same way, with an exact two-pass variance from shared memory.
+// (weight and bias) staged the same way, with an exact two-pass variance from shared memory; softmax
+// staged (the maximum, then the sum of exponentials, then the output, each from shared memory); and a
+// plain copy of the same bytes, the ceiling any of them can reach.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -87,6 +89,31 @@ __global__ void __launch_bounds__(kThreads) staged(const Vec8 *x, const Vec8 *w,
     for (int v = threadIdx.x; v < vectors; v += kThreads) y[base + v] = normalized(row[v], w[v], rstd);
 }
 
+// staged, with this thread's weight vectors loaded into registers (kept packed) while the row's
+// copies are in flight, so the normalize phase waits on shared memory only: kPer = vectors / kThreads.
+template <int kThreads, int kPer>
+__global__ void __launch_bounds__(kThreads) staged_weight_held(const Vec8 *x, const Vec8 *w, Vec8 *y, int vectors) {
+    extern __shared__ Vec8 row[];
+    __shared__ float scratch[32];
+    const int64_t base = int64_t(blockIdx.x) * vectors;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) copy_async_16(&row[threadIdx.x + k * kThreads], &x[base + threadIdx.x + k * kThreads]);
+    asm volatile("cp.async.commit_group;\n" ::);
+    Vec8 weight[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+        const int4 bits = __ldg(reinterpret_cast<const int4 *>(&w[threadIdx.x + k * kThreads]));
+        weight[k] = *reinterpret_cast<const Vec8 *>(&bits);
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) s += squares(row[threadIdx.x + k * kThreads]);
+    const float rstd = rsqrtf(block_sum(s, scratch) / float(vectors * kVec) + kEps);
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) y[base + threadIdx.x + k * kThreads] = normalized(row[threadIdx.x + k * kThreads], weight[k], rstd);
+}
+
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) two_pass(const Vec8 *x, const Vec8 *w, Vec8 *y, int vectors) {
     __shared__ float scratch[32];
@@ -149,7 +176,174 @@ __global__ void __launch_bounds__(kThreads)
     for (int v = threadIdx.x; v < vectors; v += kThreads) y[base + v] = layer_normalized(row[v], w[v], b[v], mean, rstd);
 }
 
+__device__ __forceinline__ float block_max(float v, float *scratch) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < warps ? scratch[lane] : -INFINITY;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// softmax from a row staged in shared memory: three reads of shared memory, two exponentials an
+// element (cheaper than a float copy of the row, which would halve the rows an SM stages).
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) staged_softmax(const Vec8 *x, Vec8 *y, int vectors) {
+    extern __shared__ Vec8 row[];
+    __shared__ float scratch[2][32];
+    const int64_t base = int64_t(blockIdx.x) * vectors;
+    for (int v = threadIdx.x; v < vectors; v += kThreads) copy_async_16(&row[v], &x[base + v]);
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::);
+    __syncthreads();
+    float m = -INFINITY;
+    for (int v = threadIdx.x; v < vectors; v += kThreads) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const float2 f = __bfloat1622float2(row[v].h[k]);
+            m = fmaxf(m, fmaxf(f.x, f.y));
+        }
+    }
+    const float scaled_max = block_max(m, scratch[0]) * kLog2e;
+    float s = 0.f;
+    for (int v = threadIdx.x; v < vectors; v += kThreads) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const float2 f = __bfloat1622float2(row[v].h[k]);
+            s += exp2f(fmaf(f.x, kLog2e, -scaled_max)) + exp2f(fmaf(f.y, kLog2e, -scaled_max));
+        }
+    }
+    const float scale = 1.f / block_sum(s, scratch[1]);
+    for (int v = threadIdx.x; v < vectors; v += kThreads) {
+        Vec8 out;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const float2 f = __bfloat1622float2(row[v].h[k]);
+            out.h[k] = __floats2bfloat162_rn(exp2f(fmaf(f.x, kLog2e, -scaled_max)) * scale,
+                                             exp2f(fmaf(f.y, kLog2e, -scaled_max)) * scale);
+        }
+        y[base + v] = out;
+    }
+}
+
+// The same bytes copied: the bandwidth a row-wise kernel that reads and writes each element once can
+// at best reach.
+// Four loads issued before the stores (x and y are not known apart, so a plain loop would wait for
+// each load); vectors is a multiple of 4 * 256.
+__global__ void __launch_bounds__(256) copy_rows(const Vec8 *__restrict__ x, Vec8 *__restrict__ y, int64_t vectors) {
+    for (int64_t v = int64_t(blockIdx.x) * 1024 + threadIdx.x; v < vectors; v += int64_t(gridDim.x) * 1024) {
+        Vec8 held[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) held[k] = x[v + k * 256];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) y[v + k * 256] = held[k];
+    }
+}
+
+// Persistent, pipelined: a grid of resident blocks, each walking rows blockIdx.x, + gridDim.x, ...
+// with kStages rows staged in shared memory at a time - while it computes one row, the copies of the
+// next kStages - 1 are in flight, so an SM always has bytes on the way (Little's law: ~4 TB/s at a
+// loaded DRAM latency of a few microseconds needs ~100 KB in flight per SM). A thread reads back only
+// the 16-byte vectors it copied itself, so its own cp.async.wait_group makes them visible and a stage
+// can be refilled without a barrier; the reductions' scratch alternates between two halves, so one
+// row's reduction never overwrites what a slower warp still reads from the previous row's.
+struct RmsRow {
+    __device__ static void row(const Vec8 *staged, Vec8 *out, const Vec8 *w, const Vec8 *, int vectors,
+                               float (*scratch)[32]) {
+        float s = 0.f;
+        for (int v = threadIdx.x; v < vectors; v += blockDim.x) s += squares(staged[v]);
+        const float rstd = rsqrtf(block_sum(s, scratch[0]) / float(vectors * kVec) + kEps);
+        for (int v = threadIdx.x; v < vectors; v += blockDim.x) out[v] = normalized(staged[v], w[v], rstd);
+    }
+};
+struct LayerNormRow {
+    __device__ static void row(const Vec8 *staged, Vec8 *out, const Vec8 *w, const Vec8 *b, int vectors,
+                               float (*scratch)[32]) {
+        const float n = float(vectors * kVec);
+        float s = 0.f;
+        for (int v = threadIdx.x; v < vectors; v += blockDim.x) s += sum_of(staged[v]);
+        const float mean = block_sum(s, scratch[0]) / n;
+        float q = 0.f;
+        for (int v = threadIdx.x; v < vectors; v += blockDim.x) q += squares_about(staged[v], mean);
+        const float rstd = rsqrtf(block_sum(q, scratch[1]) / n + kEps);
+        for (int v = threadIdx.x; v < vectors; v += blockDim.x)
+            out[v] = layer_normalized(staged[v], w[v], b[v], mean, rstd);
+    }
+};
+struct SoftmaxRow {
+    __device__ static void row(const Vec8 *staged, Vec8 *out, const Vec8 *, const Vec8 *, int vectors,
+                               float (*scratch)[32]) {
+        float m = -INFINITY;
+        for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const float2 f = __bfloat1622float2(staged[v].h[k]);
+                m = fmaxf(m, fmaxf(f.x, f.y));
+            }
+        }
+        const float scaled_max = block_max(m, scratch[0]) * kLog2e;
+        float s = 0.f;
+        for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const float2 f = __bfloat1622float2(staged[v].h[k]);
+                s += exp2f(fmaf(f.x, kLog2e, -scaled_max)) + exp2f(fmaf(f.y, kLog2e, -scaled_max));
+            }
+        }
+        const float scale = 1.f / block_sum(s, scratch[1]);
+        for (int v = threadIdx.x; v < vectors; v += blockDim.x) {
+            Vec8 o;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const float2 f = __bfloat1622float2(staged[v].h[k]);
+                o.h[k] = __floats2bfloat162_rn(exp2f(fmaf(f.x, kLog2e, -scaled_max)) * scale,
+                                               exp2f(fmaf(f.y, kLog2e, -scaled_max)) * scale);
+            }
+            out[v] = o;
+        }
+    }
+};
+
+template <class Op, int kThreads, int kStages>
+__global__ void __launch_bounds__(kThreads)
+    pipelined(const Vec8 *x, const Vec8 *w, const Vec8 *b, Vec8 *y, int vectors, int rows) {
+    extern __shared__ Vec8 stages[]; // [kStages][vectors]
+    __shared__ float scratch[2][2][32];
+    auto issue = [&](int row, int stage) {
+        if (row < rows) {
+            for (int v = threadIdx.x; v < vectors; v += kThreads)
+                copy_async_16(&stages[stage * vectors + v], &x[int64_t(row) * vectors + v]);
+        }
+        asm volatile("cp.async.commit_group;\n" ::); // an empty group keeps the count uniform
+    };
+    for (int s = 0; s < kStages - 1; ++s) issue(blockIdx.x + s * gridDim.x, s);
+    int it = 0;
+    for (int row = blockIdx.x; row < rows; row += gridDim.x, ++it) {
+        issue(row + (kStages - 1) * gridDim.x, (it + kStages - 1) % kStages);
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1));
+        Op::row(&stages[(it % kStages) * vectors], &y[int64_t(row) * vectors], w, b, vectors, scratch[it & 1]);
+    }
+}
+
+// SWEEP_ONCE=1 (under ncu): each variant launched once, untimed.
+static const bool kOnce = std::getenv("SWEEP_ONCE") != nullptr;
+
+// Copy as lab's elementwise kernel walks: no grid-stride, each thread two vectors, both loads first.
+__global__ void __launch_bounds__(256) copy_flat(const Vec8 *__restrict__ x, Vec8 *__restrict__ y) {
+    const int64_t v = int64_t(blockIdx.x) * 512 + threadIdx.x;
+    const Vec8 a = x[v], b = x[v + 256];
+    y[v] = a;
+    y[v + 256] = b;
+}
+
 template <typename Fn> float median_ms(Fn &&fn) {
+    if (kOnce) {
+        fn();
+        CHECK(cudaDeviceSynchronize());
+        return 1.f;
+    }
     cudaEvent_t start, stop;
     CHECK(cudaEventCreate(&start));
     CHECK(cudaEventCreate(&stop));
@@ -216,9 +410,14 @@ int main() {
     report("staged<" #T ">", median_ms([&] { staged<T><<<kRows, T, row_bytes>>>(x, w, y, vectors); }))
 #define TWO_PASS(T)                                                                                         \
     report("two_pass<" #T ">", median_ms([&] { two_pass<T><<<kRows, T>>>(x, w, y, vectors); }))
+    STAGED(64);
     STAGED(128);
     STAGED(256);
     STAGED(512);
+    CHECK(cudaFuncSetAttribute(staged_weight_held<128, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(row_bytes)));
+    report("staged_weight_held<128>", median_ms([&] { staged_weight_held<128, 4><<<kRows, 128, row_bytes>>>(x, w, y, vectors); }));
+    report("staged_weight_held<64>", median_ms([&] { staged_weight_held<64, 8><<<kRows, 64, row_bytes>>>(x, w, y, vectors); }));
+    report("staged_weight_held<256>", median_ms([&] { staged_weight_held<256, 2><<<kRows, 256, row_bytes>>>(x, w, y, vectors); }));
     TWO_PASS(128);
     TWO_PASS(256);
     TWO_PASS(512);
@@ -262,6 +461,73 @@ int main() {
     STAGED_LN(128);
     STAGED_LN(256);
     STAGED_LN(512);
+    CHECK(cudaGetLastError());
+
+    std::printf("softmax forward, bfloat16 %d x %d\n", kRows, kCols);
+    auto check_softmax = [&](const char *name) {
+        CHECK(cudaMemcpy(hy.data(), y, n * 2, cudaMemcpyDeviceToHost));
+        double worst = 0;
+        for (int r = 0; r < kRows; r += 997) {
+            const __nv_bfloat16 *in = &hx[size_t(r) * kCols];
+            double m = -INFINITY, s = 0;
+            for (int c = 0; c < kCols; ++c) m = std::max(m, double(to_float(in[c])));
+            for (int c = 0; c < kCols; ++c) s += std::exp(double(to_float(in[c])) - m);
+            for (int c = 0; c < kCols; ++c) {
+                const double want = std::exp(double(to_float(in[c])) - m) / s;
+                worst = std::max(worst, std::fabs(to_float(hy[size_t(r) * kCols + c]) - want) / want);
+            }
+        }
+        if (worst > 2e-2) {
+            std::fprintf(stderr, "%s: wrong result (relative error %.3g)\n", name, worst);
+            std::exit(1);
+        }
+    };
+#define STAGED_SOFTMAX(T)                                                                                   \
+    do {                                                                                                    \
+        const float ms = median_ms([&] { staged_softmax<T><<<kRows, T, row_bytes>>>(x, y, vectors); });     \
+        check_softmax("staged_softmax<" #T ">");                                                           \
+        std::printf("%-22s %8.4f ms  %5.2f TB/s\n", "staged_softmax<" #T ">", ms, 2.0 * n * 2 / ms / 1e9); \
+    } while (0)
+    STAGED_SOFTMAX(128);
+    STAGED_SOFTMAX(256);
+    STAGED_SOFTMAX(512);
+
+    // The persistent pipelined kernels, each op: grid = SMs x resident blocks.
+    int sms = 0;
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    auto report_pipelined = [&](const char *name, auto kernel, int threads, int stages, double traffic,
+                                auto checker) {
+        const size_t smem = size_t(stages) * row_bytes;
+        CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        int per_sm = 0;
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+        const int grid = sms * per_sm;
+        CHECK(cudaMemset(y, 0x7f, n * 2)); // poison: an unwritten element reads 3.4e38 and fails the check
+        const float ms = median_ms([&] { kernel<<<grid, threads, smem>>>(x, w, bias, y, vectors, kRows); });
+        CHECK(cudaGetLastError());
+        checker(name);
+        std::printf("%-30s %8.4f ms  %5.2f TB/s  (%d blocks/SM)\n", name, ms, traffic / ms / 1e9, per_sm);
+    };
+    const double ln_bytes = bytes + kCols * 2, softmax_bytes = 2.0 * n * 2;
+#define PIPELINED(Op, T, S, traffic, checker)                                                               \
+    report_pipelined("pipelined<" #Op "," #T "," #S ">", pipelined<Op, T, S>, T, S, traffic, checker)
+    PIPELINED(RmsRow, 128, 2, bytes, check);
+    PIPELINED(RmsRow, 128, 3, bytes, check);
+    PIPELINED(RmsRow, 256, 2, bytes, check);
+    PIPELINED(RmsRow, 256, 3, bytes, check);
+    PIPELINED(RmsRow, 512, 2, bytes, check);
+    PIPELINED(LayerNormRow, 128, 2, ln_bytes, check_layer_norm);
+    PIPELINED(LayerNormRow, 128, 3, ln_bytes, check_layer_norm);
+    PIPELINED(LayerNormRow, 256, 2, ln_bytes, check_layer_norm);
+    PIPELINED(LayerNormRow, 256, 3, ln_bytes, check_layer_norm);
+    PIPELINED(SoftmaxRow, 128, 2, softmax_bytes, check_softmax);
+    PIPELINED(SoftmaxRow, 128, 3, softmax_bytes, check_softmax);
+    PIPELINED(SoftmaxRow, 256, 2, softmax_bytes, check_softmax);
+    PIPELINED(SoftmaxRow, 256, 3, softmax_bytes, check_softmax);
+    const float copy_ms = median_ms([&] { copy_rows<<<132 * 8, 256>>>(x, y, int64_t(n / kVec)); });
+    std::printf("%-22s %8.4f ms  %5.2f TB/s\n", "copy", copy_ms, 2.0 * n * 2 / copy_ms / 1e9);
+    const float flat_ms = median_ms([&] { copy_flat<<<unsigned(n / kVec / 512), 256>>>(x, y); });
+    std::printf("%-22s %8.4f ms  %5.2f TB/s\n", "copy_flat", flat_ms, 2.0 * n * 2 / flat_ms / 1e9);
     CHECK(cudaGetLastError());
     return 0;
 }

@@ -1,5 +1,6 @@
-"""How the row-wise kernels' chunks per lane were chosen: each op at a few row lengths with the cap on
-16-byte chunks a lane holds at 4, 2 and 1 (lab.lab._rowwise_max_chunks), TB/s moved; and where
+"""How the row-wise kernels' layouts were chosen: each op at a few row lengths as lab launches it (rows
+staged in shared memory where the op and row allow), then with staging off and the cap on 16-byte
+chunks a lane holds at 4, 2 and 1 (lab.lab._rowwise_max_chunks), TB/s moved; and where
 lab.nn's time goes (torch.profiler over rms_norm forward + backward through autograd).
     python3 bench/sweep_rowwise.py
 """
@@ -19,7 +20,10 @@ def main():
         return 1
     torch, _ = found
     timer = torch_timer(torch)
-    print(f"{'op':34s} {'chunks<=4':>10s} {'chunks<=2':>10s} {'chunks<=1':>10s}   (TB/s)")
+    # (column, fewest vectors a staged row needs, chunk cap): as lab launches; every aligned row staged;
+    # staging off, the register-held layout at each chunk cap
+    settings = [("as launched", 256, 4), ("staged", 1, 4)] + [(f"chunks<={c}", 1 << 62, c) for c in (4, 2, 1)]
+    print(f"{'op':34s} " + " ".join(f"{name:>11s}" for name, _, _ in settings) + "   (TB/s)")
     for dtype, n in ((torch.bfloat16, 4096), (torch.bfloat16, 1024), (torch.float32, 4096), (torch.bfloat16, 16384)):
         rows = (1 << 26) // n
         x = torch.randn(rows, n, device="cuda", dtype=dtype)
@@ -29,15 +33,18 @@ def main():
         ops = {"softmax": (lambda: lab.softmax(x, out), 2), "softmax_backward": (lambda: lab.softmax_backward(dy, x, gx), 3),
                "layer_norm": (lambda: lab.layer_norm(x, w, w, out, rstd=stats, mean=means), 2),
                "rms_norm": (lambda: lab.rms_norm(x, w, out, rstd=stats), 2),
+               "rms_norm+residual": (lambda: lab.rms_norm(x, w, out, rstd=stats, residual=dy, residual_out=gx), 4),
                "rms_norm_backward": (lambda: lab.rms_norm_backward(dy, x, w, stats, gx, gw), 3)}
         for name, (fn, passes) in ops.items():
             speeds = []
-            for cap in (4, 2, 1):
+            for _, min_vectors, cap in settings:
+                lab.lab._rowwise_staged_min_vectors(min_vectors)
                 lab.lab._rowwise_max_chunks(cap)
                 speeds.append(passes * x.numel() * x.element_size() / median_ms(fn, *timer, repeats=20) / 1e9)
+            lab.lab._rowwise_staged_min_vectors(256)
             lab.lab._rowwise_max_chunks(4)
             label = f"{name} {str(dtype)[6:]} {rows}x{n}"
-            print(f"{label:34s} " + " ".join(f"{s:10.2f}" for s in speeds))
+            print(f"{label:34s} " + " ".join(f"{s:11.2f}" for s in speeds))
     from lab import nn as lab_nn
     from torch.profiler import ProfilerActivity, profile
     x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)

@@ -1,6 +1,7 @@
 """Row-wise ops on a GPU (issue 15): softmax, log_softmax, layer_norm, rms_norm (with and without a
 residual) and their backwards, against NumPy in float64 computed from the stored inputs, for every
-float dtype and row lengths 1 .. 262144 (rows in registers and streamed rows); strided, transposed,
+float dtype and row lengths 1 .. 262144 (rows in registers, staged in shared memory, and streamed);
+each staged op with staging forced down to one partial 16-byte piece and turned off; strided, transposed,
 misaligned and unmergeable layouts; in place; the weight gradients bitwise equal run to run; more
 than 2^31 elements; every producer. Outputs are poisoned (NaN) before each run."""
 import numpy as np
@@ -193,6 +194,31 @@ def test_rms_norm_with_residual(dtype, shape, torch_producer):
     check(p.to_host(out), want, dtype, row_scale(want) * (1 + np.abs(w_stored)), "in place")
 
 
+# Rows each layout may take: one partial 16-byte piece; one row ending in a partial piece (2051 x 2
+# bytes); the register and staged layouts' boundary (1000 float32 = 250 vectors); the headline length.
+STAGING_SHAPES = [(1, 7), (1, 2051), (5, 1000), (64, 4096), (3, 5000)]
+
+
+@pytest.mark.parametrize("staging", ["forced", "off"])
+@pytest.mark.parametrize("shape", STAGING_SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_staged_and_unstaged_rows(dtype, shape, staging):
+    """The ops that may be staged, with staging forced on every contiguous aligned row (cutting the copy's
+    last piece short) and with it turned off (the register-held and streamed layouts take those rows)."""
+    p = producer_or_skip("torch", dtype)
+    previous = lab.lab._rowwise_staged_min_vectors(1 if staging == "forced" else 1 << 62)
+    try:
+        for op in ("softmax", "log_softmax"):
+            test_softmax_forward(op, dtype, shape, p)
+            test_softmax_backward(op, dtype, shape, p)
+        for op in ("layer_norm", "rms_norm"):
+            test_norm_forward(op, dtype, shape, "weight_bias", p)
+        if dtype in ("bfloat16", "float32"):
+            test_rms_norm_with_residual(dtype, shape, p)
+    finally:
+        lab.lab._rowwise_staged_min_vectors(previous)
+
+
 def test_matches_torch_bfloat16():
     """Against torch's own ops on the benchmark's kind of input: bf16, rows of 4096."""
     torch = pytest.importorskip("torch")
@@ -296,7 +322,7 @@ def test_in_place_softmax_and_backward():
         torch.testing.assert_close(dy, want)
 
 
-@pytest.mark.parametrize("n", [4096, 65536])  # rows in registers, streamed rows
+@pytest.mark.parametrize("n", [4096, 65536])  # staged rows, streamed rows
 def test_past_two_to_the_31_elements(n):
     """2^31 + n elements in place (4 GiB of bfloat16): the last row's offset needs 64 bits."""
     torch = pytest.importorskip("torch")

@@ -257,6 +257,9 @@ cudaError_t lab_launch_rowwise(const lab_rowwise_launch *launch, cudaStream_t st
 /* Test-only tuning (src/testing): the most 16-byte chunks a row-wise lane holds, 1, 2 or 4 (the
  * default). Returns the previous value. */
 int lab_rowwise_set_max_chunks(int chunks);
+/* Test-only tuning: the fewest 16-byte vectors a row needs for the staged kernel (256 by default; a
+ * larger value than any row turns staging off). Returns the previous value. */
+int64_t lab_rowwise_set_staged_min_vectors(int64_t vectors);
 
 /* Scratch memory for a kernel's own use on `stream`, from lab's per-device pool (kernels/scratch.cu),
  * which keeps its memory between calls; give it back with cudaFreeAsync on the same stream. */

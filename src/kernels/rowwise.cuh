@@ -57,6 +57,42 @@ __device__ __forceinline__ char *row_at(const RowArgs &a, int64_t row, int k) {
 
 template <typename T> constexpr int kRowVec = Packed16<T>::kCount;
 
+// Where a streamed row's inputs are read from. GlobalRows: each operand's row in device memory.
+// StagedRows: the block's shared-memory copies (rows_staged made them) of X and of one second input
+// (GRAD for the backwards, RESIDUAL for rms_norm's residual path), contiguous like the operands they
+// copy; every other operand from device memory. `k` is a constant at every call, so the choice folds.
+struct GlobalRows {
+    using Index = int64_t; // rows in device memory may pass 2^31 elements
+    __device__ __forceinline__ const char *at(const RowArgs &a, int64_t row, int k) const {
+        return row_at(a, row, k);
+    }
+};
+struct StagedRows {
+    using Index = int; // a staged row is at most kStagedBytes long
+    const char *x, *second;
+    __device__ __forceinline__ const char *at(const RowArgs &a, int64_t row, int k) const {
+        if (k == LAB_ROW_X) return x;
+        if (k == LAB_ROW_GRAD || k == LAB_ROW_RESIDUAL) return second;
+        return row_at(a, row, k);
+    }
+};
+
+// Copies `bytes` (a 16-byte aligned row) to shared memory in 16-byte pieces, thread t taking pieces
+// t, t + blockDim.x, ... - the chunks the streamed walk gives lane t, so a thread reads back what its
+// own copies wrote. The last piece may be short: cp.async's source size reads only that much and
+// zero-fills the rest.
+__device__ __forceinline__ void stage_row(char *shared, const char *global, int64_t bytes) {
+    for (int64_t offset = int64_t(threadIdx.x) * 16; offset < bytes; offset += int64_t(blockDim.x) * 16) {
+        const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared + offset));
+        const int size = bytes - offset < 16 ? int(bytes - offset) : 16;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(global + offset),
+                     "r"(size));
+    }
+}
+__device__ __forceinline__ void wait_staged_rows() {
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+
 // The column of element i of chunk `chunk` held by `lane`. Rows in registers are under 2^31
 // elements and count in 32 bits (Index = int: a third of the instructions of 64-bit index math, and
 // these run for every element); streamed rows may be longer and count in 64.

@@ -140,12 +140,13 @@ struct CrossEntropy {
         }
     };
 
-    template <typename T> __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps) {
+    template <typename T, class Rows>
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows) {
         using A = compute_t<T>;
         constexpr int kVec = kRowVec<T>, kSize = kStreamChunks * kVec;
         const int lane = threadIdx.x;
         const int64_t t = target_of(a, row);
-        const char *in = row_at(a, row, LAB_ROW_X);
+        const char *in = rows.at(a, row, LAB_ROW_X);
         LogitStats<A> s{A(-INFINITY), A(0), A(0), A(0)};
         for (int64_t step = 0; step < steps; ++step) {
             const int64_t chunk0 = step * kStreamChunks;
@@ -235,7 +236,8 @@ struct CrossEntropyBackward {
         if (by != compute_t<T>(1)) scale<T, kChunks, int>(a, row, lane, 0, by);
     }
 
-    template <typename T> __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps) {
+    template <typename T, class Rows>
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows) {
         const compute_t<T> by = upstream<T>(a, row);
         if (by == compute_t<T>(1)) return;
         for (int64_t step = 0; step < steps; ++step) scale<T, 1, int64_t>(a, row, threadIdx.x, step, by);

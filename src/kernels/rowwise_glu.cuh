@@ -52,7 +52,8 @@ template <bool kGelu> struct GluBackward {
         step<T, kChunks, int>(a, row, lane, 0, valid);
     }
 
-    template <typename T> __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps) {
+    template <typename T, class Rows>
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows) {
         for (int64_t s = 0; s < steps; ++s) step<T, 1, int64_t>(a, row, threadIdx.x, s, true);
     }
 };

@@ -94,9 +94,9 @@ __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<O
     const int64_t steps = ceil_div(a.n, int64_t(a.group) * kRowVec<T> * StreamShape<Op>::chunks);
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         if constexpr (Op::kColumnSums) {
-            Op::template streamed_row<T>(a, row, steps, row == blockIdx.x);
+            Op::template streamed_row<T>(a, row, steps, GlobalRows{}, row == blockIdx.x);
         } else {
-            Op::template streamed_row<T>(a, row, steps);
+            Op::template streamed_row<T>(a, row, steps, GlobalRows{});
         }
     }
     if constexpr (Op::kColumnSums) { // a block with no row still owns partial rows: zero them
@@ -108,6 +108,42 @@ __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<O
                 partials[(int64_t(gridDim.x) + blockIdx.x) * a.n + column] = 0;
             }
         }
+    }
+}
+
+// Which ops may be staged (Op::kStagedInput names the second input copied beside X, or LAB_ROW_X
+// for none): the forwards and softmax's backward. The norms' backward keeps per-column sums across
+// rows and cross-entropy's rows are longer than shared memory; they are never staged.
+template <class Op, typename = void> struct Staging {
+    static constexpr bool allowed = false;
+    static constexpr int second = LAB_ROW_X;
+};
+template <class Op> struct Staging<Op, std::void_t<decltype(Op::kStagedInput)>> {
+    static constexpr bool allowed = true;
+    static constexpr int second = Op::kStagedInput;
+};
+
+// Staged rows: a block per row (grid-stride past the grid), the row's inputs copied into shared
+// memory by cp.async, then the streamed walk reading them from there - one read of device memory,
+// like rows in registers, at the registers of the streamed kernel. Capped at 32 registers (two
+// blocks of 1024 an SM): at 128 threads a block, an SM then holds 16 rows' copies in flight, which
+// is what lifts these ops from the register-held layout's half occupancy (bench/sweep_norms.cu).
+// `padded` is one staged row's bytes rounded up to 16; the second input's copy follows X's.
+template <class Op, typename T>
+__global__ void __launch_bounds__(1024, 2) rows_staged(RowArgs a, int64_t padded) {
+    extern __shared__ __align__(16) unsigned char staged_bytes[];
+    char *x = reinterpret_cast<char *>(staged_bytes), *second = x + padded;
+    const int64_t bytes = a.n * int64_t(sizeof(T));
+    const int64_t steps = ceil_div(a.n, int64_t(blockDim.x) * kRowVec<T>);
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        if (row != blockIdx.x) __syncthreads(); // every thread is done with the previous row's copies
+        stage_row(x, row_at(a, row, LAB_ROW_X), bytes);
+        constexpr int kSecond = Staging<Op>::second;
+        const bool has_second = kSecond != LAB_ROW_X && a.row[kSecond] != nullptr;
+        if (has_second) stage_row(second, row_at(a, row, kSecond), bytes);
+        wait_staged_rows();
+        __syncthreads(); // the copies visible to the whole block (layer_norm's shift reads column 0)
+        Op::template streamed_row<T>(a, row, steps, StagedRows{x, has_second ? second : nullptr});
     }
 }
 

@@ -3,11 +3,18 @@
 
 namespace lab {
 int rowwise_max_chunks = 4;
-}
+int64_t rowwise_staged_min_vectors = 256;
+} // namespace lab
 
 extern "C" int lab_rowwise_set_max_chunks(int chunks) {
     const int previous = lab::rowwise_max_chunks;
     lab::rowwise_max_chunks = chunks;
+    return previous;
+}
+
+extern "C" int64_t lab_rowwise_set_staged_min_vectors(int64_t vectors) {
+    const int64_t previous = lab::rowwise_staged_min_vectors;
+    lab::rowwise_staged_min_vectors = vectors;
     return previous;
 }
 

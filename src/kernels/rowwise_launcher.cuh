@@ -13,6 +13,13 @@ namespace lab {
 
 // The cap lab_rowwise_set_max_chunks sets (rowwise_launch.cu); 4 unless a tuning sweep lowers it.
 extern int rowwise_max_chunks;
+// The fewest 16-byte vectors a row needs to be staged (lab_rowwise_set_staged_min_vectors): 256
+// unless a tuning sweep moves it.
+extern int64_t rowwise_staged_min_vectors;
+
+// A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in; longer rows
+// are streamed (their second read mostly hits L2).
+constexpr int64_t kStagedBytes = 48 * 1024;
 
 // Per unit: the launch of one op family (softmax forward and backward; the norms'; cross-entropy;
 // the GLU backwards), by dtype.
@@ -96,15 +103,44 @@ cudaError_t resident_row_blocks(int threads, int64_t *blocks) {
     return err;
 }
 
-// Launches Op for storage type T: rows in registers when they fit kMaxChunks chunks a lane with at
-// most 1024 lanes a row, else streamed. Ops with column sums get partials from the scratch pool,
-// combined by sum_partial_columns in a fixed order, and freed on the stream.
+// Staged rows (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async
+// copies 16 bytes), a row of at least rowwise_staged_min_vectors, its copies within kStagedBytes.
+// Blocks of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax and layer_norm and
+// tied for rms_norm), more for longer rows, so that a thread walks at most 4 vectors. A grid of one
+// block per row. Sets *launched when it took the op.
+template <class Op, typename T>
+cudaError_t launch_staged_rows(const lab_rowwise_launch &l, cudaStream_t stream, int64_t vectors,
+                               bool vectorized, bool *launched) {
+    *launched = false;
+    if constexpr (Staging<Op>::allowed) { // the others never instantiate rows_staged
+        constexpr int kSecond = Staging<Op>::second;
+        const int64_t padded = ceil_div(l.n * int64_t(sizeof(T)), int64_t(16)) * 16;
+        const int64_t bytes = padded * (kSecond != LAB_ROW_X && l.row_data[kSecond] ? 2 : 1);
+        *launched = vectorized && vectors >= rowwise_staged_min_vectors && bytes <= kStagedBytes;
+        if (!*launched || l.rows == 0) return cudaSuccess;
+        int threads = 128;
+        while (threads < 1024 && int64_t(threads) * 4 < vectors) threads *= 2;
+        const RowArgs a = make_row_args(l, threads, true);
+        const int64_t grid = std::min<int64_t>(l.rows, int64_t(1) << 30);
+        rows_staged<Op, T><<<unsigned(grid), threads, size_t(bytes), stream>>>(a, padded);
+        return cudaGetLastError();
+    }
+    return cudaSuccess;
+}
+
+// Launches Op for storage type T: staged where launch_staged_rows takes it, else rows in registers when they
+// fit kMaxChunks chunks a lane with at most 1024 lanes a row, else streamed. Ops with column sums get
+// partials from the scratch pool, combined by sum_partial_columns in a fixed order, and freed on the stream.
 template <class Op, typename T>
 cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const RowScratch &scratch = {}) {
     using A = compute_t<T>;
     constexpr int kVec = kRowVec<T>;
     const int64_t vectors =
         std::max<int64_t>(ceil_div(l.n, kVec), 1); // an empty row still has its statistics
+    const bool vectorized = rows_vectorizable<T>(l);
+    bool staged = false;
+    cudaError_t err = launch_staged_rows<Op, T>(l, stream, vectors, vectorized, &staged);
+    if (staged || err != cudaSuccess) return err;
     // The most chunks a lane that fit: more 16-byte loads in flight per lane and smaller groups
     // (cheaper reductions), within the lanes each chunk count is built for.
     int group = 1;
@@ -121,7 +157,7 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
     const int threads = group > 256 ? group : 256;
     const int64_t rows_per_block = threads / group;
     int64_t resident = 0;
-    cudaError_t err = resident_row_blocks(threads, &resident);
+    err = resident_row_blocks(threads, &resident);
     if (err != cudaSuccess) return err;
     // With column sums every block is a set of partial rows: give each group several rows (fewer
     // partials to combine), about two waves (see resident_row_blocks). Without, more waves of a fixed grid.
@@ -132,7 +168,7 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
     const bool want_sums =
         Op::kColumnSums && (l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS]);
 
-    RowArgs a = make_row_args(l, group, rows_vectorizable<T>(l));
+    RowArgs a = make_row_args(l, group, vectorized);
     a.row_losses = scratch.row_losses;
     a.grad_scale = scratch.grad_scale;
     if (want_sums && l.rows > 0 && l.n > 0) {
@@ -143,9 +179,9 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
         if (streamed) {
             rows_streamed<Op, T><<<unsigned(grid), threads, 0, stream>>>(a);
         } else {
-            const size_t staged =
+            const size_t sums_bytes =
                 Op::kColumnSums && rows_per_block > 1 ? sizeof(A) * threads * chunks * kVec : 0;
-            auto launch = [&](auto kernel) { kernel<<<unsigned(grid), threads, staged, stream>>>(a); };
+            auto launch = [&](auto kernel) { kernel<<<unsigned(grid), threads, sums_bytes, stream>>>(a); };
             if (chunks == 1) {
                 launch(rows_in_registers<Op, T, 1>);
             } else if constexpr (Op::kMaxChunks >= 2) {

@@ -22,6 +22,7 @@ struct OnlineSoftmaxCombine {
 struct SoftmaxForward {
     static constexpr int kMaxChunks = 4;
     static constexpr bool kColumnSums = false;
+    static constexpr int kStagedInput = LAB_ROW_X; // X alone
 
     // Each lane's own (max, sum) over its elements, then one group reduction of the pairs: one pass
     // through shared memory per row instead of two (max, then sum).
@@ -70,15 +71,17 @@ struct SoftmaxForward {
     }
 
     // Online along the row too: a running maximum, the sum rescaled whenever the maximum grows.
-    template <typename T> __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps) {
+    template <typename T, class Rows>
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows) {
+        using Index = typename Rows::Index; // int where the row is staged: cheaper index math
         using A = compute_t<T>;
         constexpr int kSize = kRowVec<T>;
         const int lane = threadIdx.x;
-        const char *in = row_at(a, row, LAB_ROW_X);
+        const char *in = rows.at(a, row, LAB_ROW_X);
         A max = A(-INFINITY), sum = 0;
-        for (int64_t step = 0; step < steps; ++step) {
+        for (Index step = 0; step < steps; ++step) {
             A x[kSize];
-            load_row<T, 1, int64_t>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(-INFINITY));
+            load_row<T, 1, Index>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(-INFINITY));
             A tile_max = A(-INFINITY);
 #pragma unroll
             for (int i = 0; i < kSize; ++i) tile_max = x[i] > tile_max ? x[i] : tile_max;
@@ -94,12 +97,12 @@ struct SoftmaxForward {
         const Pair<A> total = group_reduce(Pair<A>{max, sum}, OnlineSoftmaxCombine{}, a.group);
         const A shift = total.first + row_log(total.second), scale = A(1) / total.second;
         char *out = row_at(a, row, LAB_ROW_OUT);
-        for (int64_t step = 0; step < steps; ++step) {
+        for (Index step = 0; step < steps; ++step) {
             A x[kSize];
-            load_row<T, 1, int64_t>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+            load_row<T, 1, Index>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
 #pragma unroll
             for (int i = 0; i < kSize; ++i) x[i] = a.log ? x[i] - shift : row_exp(x[i] - total.first) * scale;
-            store_row<T, 1, int64_t>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+            store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
         }
     }
 };
@@ -109,6 +112,7 @@ struct SoftmaxForward {
 struct SoftmaxBackward {
     static constexpr int kMaxChunks = 2;
     static constexpr bool kColumnSums = false;
+    static constexpr int kStagedInput = LAB_ROW_GRAD;
 
     template <typename T, int K>
     __device__ static void finish(const RowArgs &a, compute_t<T> (&y)[K], const compute_t<T> (&dy)[K],
@@ -150,24 +154,26 @@ struct SoftmaxBackward {
         store_row<T, kChunks>(y, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
     }
 
-    template <typename T> __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps) {
+    template <typename T, class Rows>
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows) {
+        using Index = typename Rows::Index; // int where the row is staged: cheaper index math
         using A = compute_t<T>;
         constexpr int kSize = kRowVec<T>;
         const int lane = threadIdx.x;
-        const char *y_row = row_at(a, row, LAB_ROW_X), *dy_row = row_at(a, row, LAB_ROW_GRAD);
+        const char *y_row = rows.at(a, row, LAB_ROW_X), *dy_row = rows.at(a, row, LAB_ROW_GRAD);
         A y[kSize], dy[kSize], s = 0;
-        for (int64_t step = 0; step < steps; ++step) {
-            load_row<T, 1, int64_t>(y, y_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
-            load_row<T, 1, int64_t>(dy, dy_row, a.col_stride[LAB_ROW_GRAD], a, lane, step, true, A(0));
+        for (Index step = 0; step < steps; ++step) {
+            load_row<T, 1, Index>(y, y_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+            load_row<T, 1, Index>(dy, dy_row, a.col_stride[LAB_ROW_GRAD], a, lane, step, true, A(0));
             s += partial<T>(a, y, dy);
         }
         const A total = group_sum(s, a.group);
         char *out = row_at(a, row, LAB_ROW_OUT);
-        for (int64_t step = 0; step < steps; ++step) {
-            load_row<T, 1, int64_t>(y, y_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
-            load_row<T, 1, int64_t>(dy, dy_row, a.col_stride[LAB_ROW_GRAD], a, lane, step, true, A(0));
+        for (Index step = 0; step < steps; ++step) {
+            load_row<T, 1, Index>(y, y_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+            load_row<T, 1, Index>(dy, dy_row, a.col_stride[LAB_ROW_GRAD], a, lane, step, true, A(0));
             finish<T>(a, y, dy, total);
-            store_row<T, 1, int64_t>(y, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+            store_row<T, 1, Index>(y, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
         }
     }
 };
@@ -182,6 +188,7 @@ struct SoftmaxBackward {
 struct NormForward {
     static constexpr int kMaxChunks = 2; // 4: 600 bytes of spills a thread for half types (ptxas)
     static constexpr bool kColumnSums = false;
+    static constexpr int kStagedInput = LAB_ROW_RESIDUAL; // where there is one
 
     // x (+ residual, rounded to T) at column 0 of the row: the shift.
     template <typename T> __device__ static compute_t<T> shift_of(const RowArgs &a, int64_t row, bool valid) {
@@ -249,50 +256,54 @@ struct NormForward {
 
     // Pass one: the sums (and h, where there is a residual); pass two: the output, reading the
     // normalized value back from where pass one left it (x, or h in RESIDUAL_OUT).
-    template <typename T> __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps) {
+    template <typename T, class Rows>
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows) {
+        using Index = typename Rows::Index; // int where the row is staged: cheaper index math
         using A = compute_t<T>;
         constexpr int kSize = kRowVec<T>;
         const int lane = threadIdx.x;
         const bool residual = a.row[LAB_ROW_RESIDUAL] != nullptr;
         const A shift = shift_of<T>(a, row, true);
+        // each row pointer found once (several leading dimensions cost divisions), outside the loops
+        const char *x_row = rows.at(a, row, LAB_ROW_X);
+        const char *residual_row = residual ? rows.at(a, row, LAB_ROW_RESIDUAL) : nullptr;
+        char *h_row = residual ? row_at(a, row, LAB_ROW_RESIDUAL_OUT) : nullptr;
         A s1 = 0, s2 = 0;
-        for (int64_t step = 0; step < steps; ++step) {
+        for (Index step = 0; step < steps; ++step) {
             A x[kSize];
-            load_row<T, 1, int64_t>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, step,
-                                    true, A(0));
+            load_row<T, 1, Index>(x, x_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
             if (residual) {
                 A r[kSize];
-                load_row<T, 1, int64_t>(r, row_at(a, row, LAB_ROW_RESIDUAL), a.col_stride[LAB_ROW_RESIDUAL],
-                                        a, lane, step, true, A(0));
+                load_row<T, 1, Index>(r, residual_row, a.col_stride[LAB_ROW_RESIDUAL], a, lane, step, true,
+                                      A(0));
 #pragma unroll
                 for (int i = 0; i < kSize; ++i) x[i] = round_to<T>(x[i] + r[i]);
-                store_row<T, 1, int64_t>(x, row_at(a, row, LAB_ROW_RESIDUAL_OUT),
-                                         a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, step, true);
+                store_row<T, 1, Index>(x, h_row, a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, step, true);
             }
 #pragma unroll
             for (int i = 0; i < kSize; ++i) {
-                const A d = tile_column<T, int64_t>(step, i, lane, a.group) < a.n ? x[i] - shift : A(0);
+                const A d = tile_column<T, Index>(step, i, lane, a.group) < a.n ? x[i] - shift : A(0);
                 s1 += d;
                 s2 += d * d;
             }
         }
         A mean, rstd;
         statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
-        const lab_row_operand source = residual ? LAB_ROW_RESIDUAL_OUT : LAB_ROW_X;
-        for (int64_t step = 0; step < steps; ++step) {
+        const char *normalized_row = residual ? h_row : x_row;
+        const int64_t normalized_stride = a.col_stride[residual ? LAB_ROW_RESIDUAL_OUT : LAB_ROW_X];
+        char *out = row_at(a, row, LAB_ROW_OUT);
+        for (Index step = 0; step < steps; ++step) {
             A x[kSize], w[kSize];
-            load_row<T, 1, int64_t>(x, row_at(a, row, source), a.col_stride[source], a, lane, step, true,
-                                    A(0));
-            load_columns<T, 1, int64_t>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
+            load_row<T, 1, Index>(x, normalized_row, normalized_stride, a, lane, step, true, A(0));
+            load_columns<T, 1, Index>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
 #pragma unroll
             for (int i = 0; i < kSize; ++i) x[i] = (x[i] - mean) * rstd * w[i];
             if (a.col[LAB_COL_BIAS]) {
-                load_columns<T, 1, int64_t>(w, a, LAB_COL_BIAS, lane, step, A(0));
+                load_columns<T, 1, Index>(w, a, LAB_COL_BIAS, lane, step, A(0));
 #pragma unroll
                 for (int i = 0; i < kSize; ++i) x[i] += w[i];
             }
-            store_row<T, 1, int64_t>(x, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, step,
-                                     true);
+            store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
         }
         if (lane == 0) {
             if (a.row[LAB_ROW_MEAN]) store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
@@ -367,28 +378,29 @@ struct NormBackward {
 
     // Streamed rows add their column sums straight into the block's partial row (this block's own
     // memory: no other block touches it, so no atomics); `first` says whether to start it.
-    template <typename T>
-    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, bool first) {
+    template <typename T, class Rows>
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows, bool first) {
+        using Index = typename Rows::Index; // int where the row is staged: cheaper index math
         using A = compute_t<T>;
         constexpr int kSize = kRowVec<T>;
         const int lane = threadIdx.x;
-        const char *x_row = row_at(a, row, LAB_ROW_X), *g_row = row_at(a, row, LAB_ROW_GRAD);
+        const char *x_row = rows.at(a, row, LAB_ROW_X), *g_row = rows.at(a, row, LAB_ROW_GRAD);
         A mean, rstd;
         statistics(a, row, true, mean, rstd);
         // x, grad_out and weight at one step along the row: both passes read the same three
-        auto load_step = [&](int64_t step, A(&x)[kSize], A(&g)[kSize], A(&w)[kSize]) {
-            load_row<T, 1, int64_t>(x, x_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
-            load_row<T, 1, int64_t>(g, g_row, a.col_stride[LAB_ROW_GRAD], a, lane, step, true, A(0));
-            load_columns<T, 1, int64_t>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
+        auto load_step = [&](Index step, A(&x)[kSize], A(&g)[kSize], A(&w)[kSize]) {
+            load_row<T, 1, Index>(x, x_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+            load_row<T, 1, Index>(g, g_row, a.col_stride[LAB_ROW_GRAD], a, lane, step, true, A(0));
+            load_columns<T, 1, Index>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
         };
         A s1 = 0, s2 = 0;
-        for (int64_t step = 0; step < steps; ++step) {
+        for (Index step = 0; step < steps; ++step) {
             A x[kSize], g[kSize], w[kSize];
             load_step(step, x, g, w);
 #pragma unroll
             for (int i = 0; i < kSize; ++i) {
                 const A xhat =
-                    tile_column<T, int64_t>(step, i, lane, a.group) < a.n ? (x[i] - mean) * rstd : A(0);
+                    tile_column<T, Index>(step, i, lane, a.group) < a.n ? (x[i] - mean) * rstd : A(0);
                 s1 += g[i] * w[i];
                 s2 += g[i] * w[i] * xhat;
             }
@@ -397,12 +409,12 @@ struct NormBackward {
         means(a, s1, s2, mean_g, mean_gx);
         A *partials = static_cast<A *>(a.partials);
         char *out = row_at(a, row, LAB_ROW_OUT);
-        for (int64_t step = 0; step < steps; ++step) {
+        for (Index step = 0; step < steps; ++step) {
             A x[kSize], g[kSize], w[kSize];
             load_step(step, x, g, w);
 #pragma unroll
             for (int i = 0; i < kSize; ++i) {
-                const int64_t column = tile_column<T, int64_t>(step, i, lane, a.group);
+                const int64_t column = tile_column<T, Index>(step, i, lane, a.group);
                 const A xhat = column < a.n ? (x[i] - mean) * rstd : A(0);
                 if (partials && column < a.n) {
                     A *weight_sum = partials + int64_t(blockIdx.x) * a.n + column;
@@ -412,7 +424,7 @@ struct NormBackward {
                 }
                 x[i] = rstd * (g[i] * w[i] - mean_g - xhat * mean_gx);
             }
-            store_row<T, 1, int64_t>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+            store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
         }
     }
 };
