@@ -136,7 +136,7 @@ profile-reductions:
 
 # Nsight Compute counters for the row-wise kernels (and torch's softmax and rms_norm) on
 # bench_rowwise.py's headline input: time, DRAM throughput, registers, occupancy, issue, what warps wait on.
-ROW_METRICS = gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,launch__occupancy_limit_registers,lts__t_sector_hit_rate.pct
+ROW_METRICS = gpu__time_duration.sum,sm__inst_executed.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,launch__occupancy_limit_registers,lts__t_sector_hit_rate.pct
 profile-rowwise:
 	mkdir -p $(LOGS)
 	timeout 200 ncu --clock-control none --kernel-name regex:'rows_|softmax|norm|partial|nll|count_targets|sum_row_losses' --csv --metrics $(ROW_METRICS) \

@@ -6,7 +6,7 @@ import csv
 import re
 import sys
 
-SHORT = {"gpu__time_duration.sum": "us", "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram%",
+SHORT = {"gpu__time_duration.sum": "us", "sm__inst_executed.sum": "warp-inst", "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram%",
          "launch__registers_per_thread": "regs", "launch__grid_size": "grid", "launch__block_size": "block",
          "sm__warps_active.avg.pct_of_peak_sustained_active": "occ%",
          "smsp__issue_active.avg.pct_of_peak_sustained_active": "issue%",

@@ -90,19 +90,31 @@ struct SoftmaxForward {
                 max = tile_max;
             }
             if (max != A(-INFINITY)) {
+                const ShiftedExp<A> exp_minus_max(max);
 #pragma unroll
-                for (int i = 0; i < kSize; ++i) sum += row_exp(x[i] - max);
+                for (int i = 0; i < kSize; ++i) sum += exp_minus_max(x[i]);
             }
         }
         const Pair<A> total = group_reduce(Pair<A>{max, sum}, OnlineSoftmaxCombine{}, a.group);
-        const A shift = total.first + row_log(total.second), scale = A(1) / total.second;
         char *out = row_at(a, row, LAB_ROW_OUT);
-        for (Index step = 0; step < steps; ++step) {
-            A x[kSize];
-            load_row<T, 1, Index>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+        // The second pass's formula chosen once, outside the loop: a select per element would take the
+        // exponential for log_softmax too (the staged rows are issue-bound: every instruction shows).
+        auto write = [&](auto formula) {
+            for (Index step = 0; step < steps; ++step) {
+                A x[kSize];
+                load_row<T, 1, Index>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
 #pragma unroll
-            for (int i = 0; i < kSize; ++i) x[i] = a.log ? x[i] - shift : row_exp(x[i] - total.first) * scale;
-            store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+                for (int i = 0; i < kSize; ++i) x[i] = formula(x[i]);
+                store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+            }
+        };
+        if (a.log) {
+            const A shift = total.first + row_log(total.second);
+            write([shift](A v) { return v - shift; });
+        } else {
+            const ShiftedExp<A> exp_minus_max(total.first);
+            const A scale = A(1) / total.second;
+            write([exp_minus_max, scale](A v) { return exp_minus_max(v) * scale; });
         }
     }
 };
@@ -280,11 +292,16 @@ struct NormForward {
                 for (int i = 0; i < kSize; ++i) x[i] = round_to<T>(x[i] + r[i]);
                 store_row<T, 1, Index>(x, h_row, a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, step, true);
             }
+            if (a.centered) { // past the row's end x is 0, not the shift: mask those positions out
 #pragma unroll
-            for (int i = 0; i < kSize; ++i) {
-                const A d = tile_column<T, Index>(step, i, lane, a.group) < a.n ? x[i] - shift : A(0);
-                s1 += d;
-                s2 += d * d;
+                for (int i = 0; i < kSize; ++i) {
+                    const A d = tile_column<T, Index>(step, i, lane, a.group) < a.n ? x[i] - shift : A(0);
+                    s1 += d;
+                    s2 += d * d;
+                }
+            } else { // rms_norm: the fill (0) adds nothing to the sum of squares
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) s2 += x[i] * x[i];
             }
         }
         A mean, rstd;
