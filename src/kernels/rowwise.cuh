@@ -246,6 +246,16 @@ __device__ __forceinline__ double row_exp(double v) { return exp(v); }
 __device__ __forceinline__ float row_max(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double row_max(double a, double b) { return fmax(a, b); }
 
+// 2^x as the hardware approximates it (one MUFU.EX2, ~2 ulp), results below 2^-126 flushed to 0.
+// exp2f adds a compare and two multiplies an element to keep those subnormal results (SASS of the
+// staged softmax, 2026-11-30: 6 instructions an exponential instead of 1); no softmax, whose terms
+// sum to at least 1, can tell them from 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // exp(x - max) for many x: float as one fused multiply-add and ex2 (exp2(x log2e - max log2e)); the
 // scaled maximum is computed once. double keeps exp.
 template <typename A> struct ShiftedExp;
@@ -253,7 +263,7 @@ template <> struct ShiftedExp<float> {
     float scaled_max;
     __device__ __forceinline__ explicit ShiftedExp(float max) : scaled_max(max * 1.4426950408889634f) {}
     __device__ __forceinline__ float operator()(float x) const {
-        return exp2f(fmaf(x, 1.4426950408889634f, -scaled_max));
+        return fast_exp2(fmaf(x, 1.4426950408889634f, -scaled_max));
     }
 };
 template <> struct ShiftedExp<double> {

@@ -84,7 +84,7 @@ struct SoftmaxForward {
             load_row<T, 1, Index>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(-INFINITY));
             A tile_max = A(-INFINITY);
 #pragma unroll
-            for (int i = 0; i < kSize; ++i) tile_max = x[i] > tile_max ? x[i] : tile_max;
+            for (int i = 0; i < kSize; ++i) tile_max = row_max(tile_max, x[i]); // NaN: carried by the sum
             if (tile_max > max) {
                 sum = max == A(-INFINITY) ? A(0) : sum * row_exp(max - tile_max);
                 max = tile_max;
@@ -250,10 +250,11 @@ struct NormForward {
         }
         A mean, rstd;
         statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
+        const A mean_rstd = mean * rstd; // (x - mean) rstd as one fused multiply-add
         A w[kSize];
         load_columns<T, kChunks>(w, a, LAB_COL_WEIGHT, lane, 0, A(1));
 #pragma unroll
-        for (int i = 0; i < kSize; ++i) x[i] = (x[i] - mean) * rstd * w[i];
+        for (int i = 0; i < kSize; ++i) x[i] = (x[i] * rstd - mean_rstd) * w[i];
         if (a.col[LAB_COL_BIAS]) {
             load_columns<T, kChunks>(w, a, LAB_COL_BIAS, lane, 0, A(0));
 #pragma unroll
@@ -293,11 +294,20 @@ struct NormForward {
                 store_row<T, 1, Index>(x, h_row, a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, step, true);
             }
             if (a.centered) { // past the row's end x is 0, not the shift: mask those positions out
+                if (tile_column<T, Index>(step, kSize - 1, lane, a.group) < a.n) { // the whole chunk inside
 #pragma unroll
-                for (int i = 0; i < kSize; ++i) {
-                    const A d = tile_column<T, Index>(step, i, lane, a.group) < a.n ? x[i] - shift : A(0);
-                    s1 += d;
-                    s2 += d * d;
+                    for (int i = 0; i < kSize; ++i) {
+                        const A d = x[i] - shift;
+                        s1 += d;
+                        s2 += d * d;
+                    }
+                } else {
+#pragma unroll
+                    for (int i = 0; i < kSize; ++i) {
+                        const A d = tile_column<T, Index>(step, i, lane, a.group) < a.n ? x[i] - shift : A(0);
+                        s1 += d;
+                        s2 += d * d;
+                    }
                 }
             } else { // rms_norm: the fill (0) adds nothing to the sum of squares
 #pragma unroll
@@ -306,6 +316,7 @@ struct NormForward {
         }
         A mean, rstd;
         statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
+        const A mean_rstd = mean * rstd; // (x - mean) rstd as one fused multiply-add
         const char *normalized_row = residual ? h_row : x_row;
         const int64_t normalized_stride = a.col_stride[residual ? LAB_ROW_RESIDUAL_OUT : LAB_ROW_X];
         char *out = row_at(a, row, LAB_ROW_OUT);
@@ -314,7 +325,7 @@ struct NormForward {
             load_row<T, 1, Index>(x, normalized_row, normalized_stride, a, lane, step, true, A(0));
             load_columns<T, 1, Index>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
 #pragma unroll
-            for (int i = 0; i < kSize; ++i) x[i] = (x[i] - mean) * rstd * w[i];
+            for (int i = 0; i < kSize; ++i) x[i] = (x[i] * rstd - mean_rstd) * w[i];
             if (a.col[LAB_COL_BIAS]) {
                 load_columns<T, 1, Index>(w, a, LAB_COL_BIAS, lane, step, A(0));
 #pragma unroll
