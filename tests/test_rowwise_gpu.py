@@ -213,6 +213,7 @@ def test_staged_and_unstaged_rows(dtype, shape, staging):
             test_softmax_backward(op, dtype, shape, p)
         for op in ("layer_norm", "rms_norm"):
             test_norm_forward(op, dtype, shape, "weight_bias", p)
+            test_norm_backward(op, dtype, shape, True, p)
         if dtype in ("bfloat16", "float32"):
             test_rms_norm_with_residual(dtype, shape, p)
     finally:
@@ -271,7 +272,7 @@ def test_layouts(layout, dtype):
         check(mean.double().cpu().numpy(), want_mean, "float32", np.abs(host).mean(-1), "mean")
 
 
-@pytest.mark.parametrize("n", [128, 4096, 20000])  # rows in registers (several per block, one), streamed
+@pytest.mark.parametrize("n", [128, 1000, 4096, 20000])  # in registers (several a block, one), staged, streamed
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
 def test_weight_gradients_are_deterministic(op, n):
     torch = pytest.importorskip("torch")

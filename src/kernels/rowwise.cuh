@@ -276,6 +276,19 @@ __device__ __forceinline__ double row_log(double v) { return log(v); }
 __device__ __forceinline__ float row_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double row_rsqrt(double v) { return 1.0 / sqrt(v); }
 
+// Where a streamed row's column sums (the norms' weight and bias gradients) go: this block's own sums,
+// indexed by column - its partial rows in device memory (rows_streamed) or arrays in shared memory
+// (rows_staged_sums) - started afresh on the block's first row. No other block touches them: no
+// atomics. A null pointer: that sum is not wanted.
+template <typename A> struct ColumnSink {
+    A *weight, *bias;
+    bool first;
+    __device__ __forceinline__ void add(int64_t column, A to_weight, A to_bias) const {
+        if (weight) weight[column] = (first ? A(0) : weight[column]) + to_weight;
+        if (bias) bias[column] = (first ? A(0) : bias[column]) + to_bias;
+    }
+};
+
 // Per-column sums a group carries across its rows (the weight and bias gradients); only the norm
 // backward uses them, the other ops leave them untouched and the compiler drops them.
 template <typename T, int kChunks> struct ColumnSums {

@@ -18,8 +18,10 @@ extern int rowwise_max_chunks;
 extern int64_t rowwise_staged_min_vectors;
 
 // A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in; longer rows
-// are streamed (their second read mostly hits L2).
+// are streamed (their second read mostly hits L2). The norms' backward (two buffers of two rows, and
+// the column sums) opts into up to 100 KB: two blocks an SM.
 constexpr int64_t kStagedBytes = 48 * 1024;
+constexpr int64_t kStagedSumsBytes = 100 * 1024;
 
 // Per unit: the launch of one op family (softmax forward and backward; the norms'; cross-entropy;
 // the GLU backwards), by dtype.
@@ -103,44 +105,74 @@ cudaError_t resident_row_blocks(int threads, int64_t *blocks) {
     return err;
 }
 
-// Staged rows (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async
-// copies 16 bytes), a row of at least rowwise_staged_min_vectors, its copies within kStagedBytes.
-// Blocks of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax and layer_norm and
-// tied for rms_norm), more for longer rows, so that a thread walks at most 4 vectors. A grid of one
-// block per row. Sets *launched when it took the op.
+// How launch_rows runs an op: its kernel, block and grid, and the dynamic shared memory it takes.
+enum class RowLayout { staged, in_registers, streamed };
+struct RowPlan {
+    RowLayout layout;
+    int group, threads;
+    int64_t chunks, grid;
+    size_t shared_bytes;
+    int64_t padded; // staged: one row's copy, rounded up to 16 bytes
+};
+
+// Staged, where the op allows it: every operand contiguous and aligned (cp.async copies 16 bytes), a
+// row of at least rowwise_staged_min_vectors, its copies within the op's budget.
+// - Without column sums (rows_staged): a block per row, the copies within the 48 KB a kernel gets
+//   without opting in. Blocks of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax
+//   and layer_norm and tied for rms_norm), more for longer rows, so that a thread walks at most 4
+//   vectors.
+// - With column sums (rows_staged_sums): two buffers of X and GRAD and the sums, within
+//   kStagedSumsBytes (opted into where over 48 KB); the grid is the blocks the device keeps resident.
 template <class Op, typename T>
-cudaError_t launch_staged_rows(const lab_rowwise_launch &l, cudaStream_t stream, int64_t vectors,
-                               bool vectorized, bool *launched) {
-    *launched = false;
-    if constexpr (Staging<Op>::allowed) { // the others never instantiate rows_staged
+cudaError_t plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan,
+                             bool *staged) {
+    *staged = false;
+    if constexpr (Staging<Op>::allowed) { // the others never instantiate the staged kernels
         constexpr int kSecond = Staging<Op>::second;
         const int64_t padded = ceil_div(l.n * int64_t(sizeof(T)), int64_t(16)) * 16;
-        const int64_t bytes = padded * (kSecond != LAB_ROW_X && l.row_data[kSecond] ? 2 : 1);
-        *launched = vectorized && vectors >= rowwise_staged_min_vectors && bytes <= kStagedBytes;
-        if (!*launched || l.rows == 0) return cudaSuccess;
+        const int64_t inputs = kSecond != LAB_ROW_X && l.row_data[kSecond] ? 2 : 1;
         int threads = 128;
         while (threads < 1024 && int64_t(threads) * 4 < vectors) threads *= 2;
-        const RowArgs a = make_row_args(l, threads, true);
-        const int64_t grid = std::min<int64_t>(l.rows, int64_t(1) << 30);
-        rows_staged<Op, T><<<unsigned(grid), threads, size_t(bytes), stream>>>(a, padded);
-        return cudaGetLastError();
+        *plan = RowPlan{
+            RowLayout::staged, threads, threads, 0, std::min<int64_t>(l.rows, int64_t(1) << 30), 0, padded};
+        if constexpr (Op::kColumnSums) {
+            const int64_t sums = l.col_data[LAB_COL_GRAD_BIAS] ? 2 : 1;
+            const int64_t bytes = 4 * padded + sums * l.n * int64_t(sizeof(compute_t<T>));
+            if (!vectorized || vectors < rowwise_staged_min_vectors || bytes > kStagedSumsBytes) {
+                return cudaSuccess;
+            }
+            plan->shared_bytes = size_t(bytes);
+            auto kernel = rows_staged_sums<Op, T>;
+            cudaError_t err = cudaSuccess;
+            if (bytes > kStagedBytes) {
+                err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+            }
+            int device = 0, multiprocessors = 0, per_multiprocessor = 0;
+            if (err == cudaSuccess) err = cudaGetDevice(&device);
+            if (err == cudaSuccess) {
+                err = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
+            }
+            if (err == cudaSuccess) {
+                err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, threads,
+                                                                    bytes);
+            }
+            if (err != cudaSuccess) return err;
+            plan->grid = int64_t(multiprocessors) * std::max(per_multiprocessor, 1);
+        } else {
+            const int64_t bytes = padded * inputs;
+            if (!vectorized || vectors < rowwise_staged_min_vectors || bytes > kStagedBytes)
+                return cudaSuccess;
+            plan->shared_bytes = size_t(bytes);
+        }
+        *staged = true;
     }
     return cudaSuccess;
 }
 
-// Launches Op for storage type T: staged where launch_staged_rows takes it, else rows in registers when they
-// fit kMaxChunks chunks a lane with at most 1024 lanes a row, else streamed. Ops with column sums get
-// partials from the scratch pool, combined by sum_partial_columns in a fixed order, and freed on the stream.
+// Rows in registers when they fit kMaxChunks chunks a lane with at most 1024 lanes a row, else
+// streamed; the grid fixed by the device and the block (resident_row_blocks).
 template <class Op, typename T>
-cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const RowScratch &scratch = {}) {
-    using A = compute_t<T>;
-    constexpr int kVec = kRowVec<T>;
-    const int64_t vectors =
-        std::max<int64_t>(ceil_div(l.n, kVec), 1); // an empty row still has its statistics
-    const bool vectorized = rows_vectorizable<T>(l);
-    bool staged = false;
-    cudaError_t err = launch_staged_rows<Op, T>(l, stream, vectors, vectorized, &staged);
-    if (staged || err != cudaSuccess) return err;
+cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, RowPlan *plan) {
     // The most chunks a lane that fit: more 16-byte loads in flight per lane and smaller groups
     // (cheaper reductions), within the lanes each chunk count is built for.
     int group = 1;
@@ -157,7 +189,7 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
     const int threads = group > 256 ? group : 256;
     const int64_t rows_per_block = threads / group;
     int64_t resident = 0;
-    err = resident_row_blocks(threads, &resident);
+    const cudaError_t err = resident_row_blocks(threads, &resident);
     if (err != cudaSuccess) return err;
     // With column sums every block is a set of partial rows: give each group several rows (fewer
     // partials to combine), about two waves (see resident_row_blocks). Without, more waves of a fixed grid.
@@ -165,31 +197,61 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
     int64_t grid = ceil_div(l.rows, rows_per_block * rows_per_group);
     const int64_t most = Op::kColumnSums ? resident : resident * 8;
     grid = grid < 1 ? 1 : grid > most ? most : grid;
+    const size_t sums_bytes =
+        Op::kColumnSums && rows_per_block > 1 ? sizeof(compute_t<T>) * threads * chunks * kRowVec<T> : 0;
+    *plan = RowPlan{streamed ? RowLayout::streamed : RowLayout::in_registers,
+                    group,
+                    threads,
+                    chunks,
+                    grid,
+                    streamed ? 0 : sums_bytes,
+                    0};
+    return cudaSuccess;
+}
+
+// Launches Op for storage type T as planned: staged where plan_staged_rows takes it, else rows in
+// registers or streamed. Ops with column sums get partials from the scratch pool, combined by
+// sum_partial_columns in a fixed order, and freed on the stream.
+template <class Op, typename T>
+cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const RowScratch &scratch = {}) {
+    using A = compute_t<T>;
+    const int64_t vectors =
+        std::max<int64_t>(ceil_div(l.n, kRowVec<T>), 1); // an empty row still has its statistics
+    const bool vectorized = rows_vectorizable<T>(l);
+    RowPlan plan{};
+    bool staged = false;
+    cudaError_t err = plan_staged_rows<Op, T>(l, vectors, vectorized, &plan, &staged);
+    if (err == cudaSuccess && !staged) err = plan_unstaged_rows<Op, T>(l, vectors, &plan);
+    if (err != cudaSuccess) return err;
     const bool want_sums =
         Op::kColumnSums && (l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS]);
 
-    RowArgs a = make_row_args(l, group, vectorized);
+    RowArgs a = make_row_args(l, plan.group, vectorized);
     a.row_losses = scratch.row_losses;
     a.grad_scale = scratch.grad_scale;
     if (want_sums && l.rows > 0 && l.n > 0) {
-        err = lab_scratch_alloc(&a.partials, sizeof(A) * 2 * size_t(grid) * size_t(l.n), stream);
+        err = lab_scratch_alloc(&a.partials, sizeof(A) * 2 * size_t(plan.grid) * size_t(l.n), stream);
         if (err != cudaSuccess) return err;
     }
     if (l.rows > 0) {
-        if (streamed) {
-            rows_streamed<Op, T><<<unsigned(grid), threads, 0, stream>>>(a);
-        } else {
-            const size_t sums_bytes =
-                Op::kColumnSums && rows_per_block > 1 ? sizeof(A) * threads * chunks * kVec : 0;
-            auto launch = [&](auto kernel) { kernel<<<unsigned(grid), threads, sums_bytes, stream>>>(a); };
-            if (chunks == 1) {
-                launch(rows_in_registers<Op, T, 1>);
-            } else if constexpr (Op::kMaxChunks >= 2) {
-                if (chunks == 2) {
-                    launch(rows_in_registers<Op, T, 2>);
-                } else if constexpr (Op::kMaxChunks >= 4) {
-                    launch(rows_in_registers<Op, T, 4>);
-                }
+        auto launch = [&](auto kernel, auto... extra) {
+            kernel<<<unsigned(plan.grid), plan.threads, plan.shared_bytes, stream>>>(a, extra...);
+        };
+        if (plan.layout == RowLayout::staged) {
+            if constexpr (Staging<Op>::allowed && Op::kColumnSums) {
+                launch(rows_staged_sums<Op, T>, plan.padded);
+            } else if constexpr (Staging<Op>::allowed) {
+                launch(rows_staged<Op, T>, plan.padded);
+            }
+        } else if (plan.layout == RowLayout::streamed) {
+            launch(rows_streamed<Op, T>);
+        } else if (plan.chunks == 1) {
+            launch(rows_in_registers<Op, T, 1>);
+        } else if constexpr (Op::kMaxChunks >= 2) {
+            if (plan.chunks == 2) {
+                launch(rows_in_registers<Op, T, 2>);
+            } else if constexpr (Op::kMaxChunks >= 4) {
+                launch(rows_in_registers<Op, T, 4>);
             }
         }
         err = cudaGetLastError();
@@ -197,9 +259,9 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
     if (err == cudaSuccess && want_sums && l.n > 0) {
         const dim3 blocks(unsigned(ceil_div(l.n, 32)), 2), threads_per_block(32, kPartialSlices);
         sum_partial_columns<T><<<blocks, threads_per_block, 0, stream>>>(
-            static_cast<const A *>(a.partials), l.rows > 0 ? grid : 0, l.n, l.col_data[LAB_COL_GRAD_WEIGHT],
-            l.col_data_strides[LAB_COL_GRAD_WEIGHT], l.col_data[LAB_COL_GRAD_BIAS],
-            l.col_data_strides[LAB_COL_GRAD_BIAS]);
+            static_cast<const A *>(a.partials), l.rows > 0 ? plan.grid : 0, l.n,
+            l.col_data[LAB_COL_GRAD_WEIGHT], l.col_data_strides[LAB_COL_GRAD_WEIGHT],
+            l.col_data[LAB_COL_GRAD_BIAS], l.col_data_strides[LAB_COL_GRAD_BIAS]);
         err = cudaGetLastError();
     }
     if (a.partials) {

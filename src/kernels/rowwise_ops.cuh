@@ -347,6 +347,7 @@ struct NormForward {
 struct NormBackward {
     static constexpr int kMaxChunks = 1;
     static constexpr bool kColumnSums = true;
+    static constexpr int kStagedInput = LAB_ROW_GRAD; // staged by rows_staged_sums
 
     // The row's mean (0 for rms_norm) and rstd, from the forward's statistics.
     template <typename A>
@@ -404,10 +405,10 @@ struct NormBackward {
         store_row<T, kChunks>(g, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
     }
 
-    // Streamed rows add their column sums straight into the block's partial row (this block's own
-    // memory: no other block touches it, so no atomics); `first` says whether to start it.
+    // Streamed and staged rows add their column sums into the block's own sums (ColumnSink).
     template <typename T, class Rows>
-    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows, bool first) {
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows,
+                                        const ColumnSink<compute_t<T>> &sums) {
         using Index = typename Rows::Index; // int where the row is staged: cheaper index math
         using A = compute_t<T>;
         constexpr int kSize = kRowVec<T>;
@@ -435,21 +436,15 @@ struct NormBackward {
         }
         A mean_g, mean_gx;
         means(a, s1, s2, mean_g, mean_gx);
-        A *partials = static_cast<A *>(a.partials);
         char *out = row_at(a, row, LAB_ROW_OUT);
         for (Index step = 0; step < steps; ++step) {
             A x[kSize], g[kSize], w[kSize];
             load_step(step, x, g, w);
 #pragma unroll
             for (int i = 0; i < kSize; ++i) {
-                const int64_t column = tile_column<T, Index>(step, i, lane, a.group);
+                const Index column = tile_column<T, Index>(step, i, lane, a.group);
                 const A xhat = column < a.n ? (x[i] - mean) * rstd : A(0);
-                if (partials && column < a.n) {
-                    A *weight_sum = partials + int64_t(blockIdx.x) * a.n + column;
-                    A *bias_sum = partials + (int64_t(gridDim.x) + blockIdx.x) * a.n + column;
-                    *weight_sum = (first ? A(0) : *weight_sum) + g[i] * xhat;
-                    *bias_sum = (first ? A(0) : *bias_sum) + g[i];
-                }
+                if (column < a.n) sums.add(column, g[i] * xhat, g[i]);
                 x[i] = rstd * (g[i] * w[i] - mean_g - xhat * mean_gx);
             }
             store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
