@@ -194,8 +194,9 @@ __global__ void __launch_bounds__(1024, 1) rows_staged_sums(RowArgs a, int64_t p
     const bool had_rows = blockIdx.x < a.rows;
     for (int64_t column = threadIdx.x; column < a.n; column += blockDim.x) {
         partials[int64_t(blockIdx.x) * a.n + column] = had_rows ? weight_sums[column] : A(0);
-        if (bias)
+        if (bias) {
             partials[(int64_t(gridDim.x) + blockIdx.x) * a.n + column] = had_rows ? bias_sums[column] : A(0);
+        }
     }
 }
 
