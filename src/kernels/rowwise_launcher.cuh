@@ -160,8 +160,9 @@ cudaError_t plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool 
             plan->grid = int64_t(multiprocessors) * std::max(per_multiprocessor, 1);
         } else {
             const int64_t bytes = padded * inputs;
-            if (!vectorized || vectors < rowwise_staged_min_vectors || bytes > kStagedBytes)
+            if (!vectorized || vectors < rowwise_staged_min_vectors || bytes > kStagedBytes) {
                 return cudaSuccess;
+            }
             plan->shared_bytes = size_t(bytes);
         }
         *staged = true;
