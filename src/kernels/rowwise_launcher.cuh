@@ -17,10 +17,10 @@ extern int rowwise_max_chunks;
 // unless a tuning sweep moves it.
 extern int64_t rowwise_staged_min_vectors;
 
-// A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in; longer rows
-// are streamed (their second read mostly hits L2). The norms' backward (two buffers of two rows, and
-// the column sums) opts into up to 100 KB: two blocks an SM.
-constexpr int64_t kStagedBytes = 48 * 1024;
+// A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in, less 1 KB
+// for the reductions' own; longer rows are streamed (their second read mostly hits L2). The norms'
+// backward (two buffers of two rows, and the column sums) opts into up to 100 KB: two blocks an SM.
+constexpr int64_t kStagedBytes = 47 * 1024;
 constexpr int64_t kStagedSumsBytes = 100 * 1024;
 
 // Per unit: the launch of one op family (softmax forward and backward; the norms'; cross-entropy;
@@ -117,12 +117,11 @@ struct RowPlan {
 
 // Staged, where the op allows it: every operand contiguous and aligned (cp.async copies 16 bytes), a
 // row of at least rowwise_staged_min_vectors, its copies within the op's budget.
-// - Without column sums (rows_staged): a block per row, the copies within the 48 KB a kernel gets
-//   without opting in. Blocks of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax
-//   and layer_norm and tied for rms_norm), more for longer rows, so that a thread walks at most 4
-//   vectors.
+// - Without column sums (rows_staged): a block per row, the copies within kStagedBytes (no opting
+//   in). Blocks of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax and
+//   layer_norm and tied for rms_norm), more for longer rows, so that a thread walks at most 4 vectors.
 // - With column sums (rows_staged_sums): two buffers of X and GRAD and the sums, within
-//   kStagedSumsBytes (opted into where over 48 KB); the grid is the blocks the device keeps resident.
+//   kStagedSumsBytes (opted into); the grid is the blocks the device keeps resident.
 template <class Op, typename T>
 cudaError_t plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan,
                              bool *staged) {
@@ -143,10 +142,9 @@ cudaError_t plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool 
             }
             plan->shared_bytes = size_t(bytes);
             auto kernel = rows_staged_sums<Op, T>;
-            cudaError_t err = cudaSuccess;
-            if (bytes > kStagedBytes) {
-                err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-            }
+            // opted into on every launch: the setting is per device, and the call costs no launch
+            cudaError_t err =
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
             int device = 0, multiprocessors = 0, per_multiprocessor = 0;
             if (err == cudaSuccess) err = cudaGetDevice(&device);
             if (err == cudaSuccess) {

@@ -250,11 +250,10 @@ struct NormForward {
         }
         A mean, rstd;
         statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
-        const A mean_rstd = mean * rstd; // (x - mean) rstd as one fused multiply-add
         A w[kSize];
         load_columns<T, kChunks>(w, a, LAB_COL_WEIGHT, lane, 0, A(1));
 #pragma unroll
-        for (int i = 0; i < kSize; ++i) x[i] = (x[i] * rstd - mean_rstd) * w[i];
+        for (int i = 0; i < kSize; ++i) x[i] = (x[i] - mean) * rstd * w[i];
         if (a.col[LAB_COL_BIAS]) {
             load_columns<T, kChunks>(w, a, LAB_COL_BIAS, lane, 0, A(0));
 #pragma unroll
@@ -316,7 +315,6 @@ struct NormForward {
         }
         A mean, rstd;
         statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
-        const A mean_rstd = mean * rstd; // (x - mean) rstd as one fused multiply-add
         const char *normalized_row = residual ? h_row : x_row;
         const int64_t normalized_stride = a.col_stride[residual ? LAB_ROW_RESIDUAL_OUT : LAB_ROW_X];
         char *out = row_at(a, row, LAB_ROW_OUT);
@@ -325,7 +323,7 @@ struct NormForward {
             load_row<T, 1, Index>(x, normalized_row, normalized_stride, a, lane, step, true, A(0));
             load_columns<T, 1, Index>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
 #pragma unroll
-            for (int i = 0; i < kSize; ++i) x[i] = (x[i] * rstd - mean_rstd) * w[i];
+            for (int i = 0; i < kSize; ++i) x[i] = (x[i] - mean) * rstd * w[i];
             if (a.col[LAB_COL_BIAS]) {
                 load_columns<T, 1, Index>(w, a, LAB_COL_BIAS, lane, step, A(0));
 #pragma unroll
