@@ -276,10 +276,9 @@ __device__ __forceinline__ double row_log(double v) { return log(v); }
 __device__ __forceinline__ float row_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double row_rsqrt(double v) { return 1.0 / sqrt(v); }
 
-// Where a streamed row's column sums (the norms' weight and bias gradients) go: this block's own sums,
-// indexed by column - its partial rows in device memory (rows_streamed) or arrays in shared memory
-// (rows_staged_sums) - started afresh on the block's first row. No other block touches them: no
-// atomics. A null pointer: that sum is not wanted.
+// Where a streamed row's column sums (the norms' weight and bias gradients) go: this block's own
+// partial rows, indexed by column, started afresh on the block's first row. No other block touches
+// them: no atomics. A null pointer: that sum is not wanted (no bias gradient).
 template <typename A> struct ColumnSink {
     A *weight, *bias;
     bool first;

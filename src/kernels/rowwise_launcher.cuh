@@ -18,10 +18,8 @@ extern int rowwise_max_chunks;
 extern int64_t rowwise_staged_min_vectors;
 
 // A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in, less 1 KB
-// for the reductions' own; longer rows are streamed (their second read mostly hits L2). The norms'
-// backward (two buffers of two rows, and the column sums) opts into up to 100 KB: two blocks an SM.
+// for the reductions' own; longer rows are streamed (their second read mostly hits L2).
 constexpr int64_t kStagedBytes = 47 * 1024;
-constexpr int64_t kStagedSumsBytes = 100 * 1024;
 
 // Per unit: the launch of one op family (softmax forward and backward; the norms'; cross-entropy;
 // the GLU backwards), by dtype.
@@ -115,16 +113,13 @@ struct RowPlan {
     int64_t padded; // staged: one row's copy, rounded up to 16 bytes
 };
 
-// Staged, where the op allows it: every operand contiguous and aligned (cp.async copies 16 bytes), a
-// row of at least rowwise_staged_min_vectors, its copies within the op's budget.
-// - Without column sums (rows_staged): a block per row, the copies within kStagedBytes (no opting
-//   in). Blocks of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax and
-//   layer_norm and tied for rms_norm), more for longer rows, so that a thread walks at most 4 vectors.
-// - With column sums (rows_staged_sums): two buffers of X and GRAD and the sums, within
-//   kStagedSumsBytes (opted into); the grid is the blocks the device keeps resident.
+// Staged (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async copies
+// 16 bytes), a row of at least rowwise_staged_min_vectors, its copies within kStagedBytes. A block
+// per row, of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax and layer_norm and
+// tied for rms_norm), more for longer rows, so that a thread walks at most 4 vectors.
 template <class Op, typename T>
-cudaError_t plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan,
-                             bool *staged) {
+void plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan,
+                      bool *staged) {
     *staged = false;
     if constexpr (Staging<Op>::allowed) { // the others never instantiate the staged kernels
         constexpr int kSecond = Staging<Op>::second;
@@ -132,40 +127,12 @@ cudaError_t plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool 
         const int64_t inputs = kSecond != LAB_ROW_X && l.row_data[kSecond] ? 2 : 1;
         int threads = 128;
         while (threads < 1024 && int64_t(threads) * 4 < vectors) threads *= 2;
-        *plan = RowPlan{
-            RowLayout::staged, threads, threads, 0, std::min<int64_t>(l.rows, int64_t(1) << 30), 0, padded};
-        if constexpr (Op::kColumnSums) {
-            const int64_t sums = l.col_data[LAB_COL_GRAD_BIAS] ? 2 : 1;
-            const int64_t bytes = 4 * padded + sums * l.n * int64_t(sizeof(compute_t<T>));
-            if (!vectorized || vectors < rowwise_staged_min_vectors || bytes > kStagedSumsBytes) {
-                return cudaSuccess;
-            }
-            plan->shared_bytes = size_t(bytes);
-            auto kernel = rows_staged_sums<Op, T>;
-            // opted into on every launch: the setting is per device, and the call costs no launch
-            cudaError_t err =
-                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-            int device = 0, multiprocessors = 0, per_multiprocessor = 0;
-            if (err == cudaSuccess) err = cudaGetDevice(&device);
-            if (err == cudaSuccess) {
-                err = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
-            }
-            if (err == cudaSuccess) {
-                err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, threads,
-                                                                    bytes);
-            }
-            if (err != cudaSuccess) return err;
-            plan->grid = int64_t(multiprocessors) * std::max(per_multiprocessor, 1);
-        } else {
-            const int64_t bytes = padded * inputs;
-            if (!vectorized || vectors < rowwise_staged_min_vectors || bytes > kStagedBytes) {
-                return cudaSuccess;
-            }
-            plan->shared_bytes = size_t(bytes);
-        }
+        const int64_t bytes = padded * inputs;
+        if (!vectorized || vectors < rowwise_staged_min_vectors || bytes > kStagedBytes) return;
+        *plan = RowPlan{RowLayout::staged, threads, threads, 0, std::min<int64_t>(l.rows, int64_t(1) << 30),
+                        size_t(bytes),     padded};
         *staged = true;
     }
-    return cudaSuccess;
 }
 
 // Rows in registers when they fit kMaxChunks chunks a lane with at most 1024 lanes a row, else
@@ -219,8 +186,8 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
     const bool vectorized = rows_vectorizable<T>(l);
     RowPlan plan{};
     bool staged = false;
-    cudaError_t err = plan_staged_rows<Op, T>(l, vectors, vectorized, &plan, &staged);
-    if (err == cudaSuccess && !staged) err = plan_unstaged_rows<Op, T>(l, vectors, &plan);
+    plan_staged_rows<Op, T>(l, vectors, vectorized, &plan, &staged);
+    cudaError_t err = staged ? cudaSuccess : plan_unstaged_rows<Op, T>(l, vectors, &plan);
     if (err != cudaSuccess) return err;
     const bool want_sums =
         Op::kColumnSums && (l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS]);
@@ -237,11 +204,7 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
             kernel<<<unsigned(plan.grid), plan.threads, plan.shared_bytes, stream>>>(a, extra...);
         };
         if (plan.layout == RowLayout::staged) {
-            if constexpr (Staging<Op>::allowed && Op::kColumnSums) {
-                launch(rows_staged_sums<Op, T>, plan.padded);
-            } else if constexpr (Staging<Op>::allowed) {
-                launch(rows_staged<Op, T>, plan.padded);
-            }
+            if constexpr (Staging<Op>::allowed) launch(rows_staged<Op, T>, plan.padded);
         } else if (plan.layout == RowLayout::streamed) {
             launch(rows_streamed<Op, T>);
         } else if (plan.chunks == 1) {

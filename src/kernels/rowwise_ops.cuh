@@ -345,7 +345,6 @@ struct NormForward {
 struct NormBackward {
     static constexpr int kMaxChunks = 1;
     static constexpr bool kColumnSums = true;
-    static constexpr int kStagedInput = LAB_ROW_GRAD; // staged by rows_staged_sums
 
     // The row's mean (0 for rms_norm) and rstd, from the forward's statistics.
     template <typename A>
@@ -403,7 +402,7 @@ struct NormBackward {
         store_row<T, kChunks>(g, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
     }
 
-    // Streamed and staged rows add their column sums into the block's own sums (ColumnSink).
+    // Streamed rows add their column sums into the block's own partial rows (ColumnSink).
     template <typename T, class Rows>
     __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows,
                                         const ColumnSink<compute_t<T>> &sums) {
