@@ -79,14 +79,17 @@ struct StagedRows {
 
 // Copies `bytes` (a 16-byte aligned row) to shared memory in 16-byte pieces, thread t taking pieces
 // t, t + blockDim.x, ... - the chunks the streamed walk gives lane t, so a thread reads back what its
-// own copies wrote. The last piece may be short: cp.async's source size reads only that much and
-// zero-fills the rest.
+// own copies wrote. A short last piece (a row whose bytes are not a multiple of 16) is copied byte by
+// byte with plain loads: a 16-byte cp.async there, even its zero-filling form told to read fewer
+// bytes, is an access past the row's allocation to compute-sanitizer's memcheck (2026-11-30).
 __device__ __forceinline__ void stage_row(char *shared, const char *global, int64_t bytes) {
     for (int64_t offset = int64_t(threadIdx.x) * 16; offset < bytes; offset += int64_t(blockDim.x) * 16) {
-        const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared + offset));
-        const int size = bytes - offset < 16 ? int(bytes - offset) : 16;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(global + offset),
-                     "r"(size));
+        if (offset + 16 <= bytes) {
+            const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(shared + offset));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global + offset));
+        } else {
+            for (int64_t b = offset; b < bytes; ++b) shared[b] = global[b];
+        }
     }
 }
 __device__ __forceinline__ void wait_staged_rows() {
