@@ -105,8 +105,9 @@ sweep:
 	nvcc -std=c++17 -O3 -arch=sm_90 -Isrc/kernels bench/sweep_vectorized.cu -o $(LOGS)/sweep
 	$(LOGS)/sweep > $(LOGS)/sweep.txt; rm -f $(LOGS)/sweep; cp $(LOGS)/sweep.txt $(OUT)/; head -2 $(LOGS)/sweep.txt
 
-# Issue 15's prototype: rms_norm forward in register-light layouts (rows staged in shared memory
-# with cp.async, or read twice), checked and timed on bench_rowwise.py's headline input.
+# How the row-wise ops' staged layout was chosen: standalone rms_norm, layer_norm and softmax kernels
+# in register-light layouts (rows staged in shared memory with cp.async, pipelined, or read twice) and
+# a plain copy, checked and timed on bench_rowwise.py's headline input.
 sweep-norms:
 	mkdir -p $(LOGS)
 	nvcc -std=c++17 -O3 -arch=sm_90 -Xptxas -v bench/sweep_norms.cu -o $(LOGS)/sweep_norms 2> $(LOGS)/sweep_norms_ptxas.txt

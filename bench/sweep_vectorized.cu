@@ -13,41 +13,14 @@
 #include <vector>
 
 #include "elementwise_vectorized.cuh"
+#include "sweep_timing.cuh"
 
 using namespace lab;
-
-#define CHECK(call)                                                                                         \
-    do {                                                                                                    \
-        cudaError_t err_ = (call);                                                                          \
-        if (err_ != cudaSuccess) {                                                                          \
-            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_));   \
-            std::exit(1);                                                                                   \
-        }                                                                                                   \
-    } while (0)
 
 constexpr int64_t kElements = int64_t(1) << 28;
 constexpr int kWarmup = 3, kRepeats = 15;
 
-template <typename Fn> float median_ms(Fn &&fn) {
-    cudaEvent_t start, stop;
-    CHECK(cudaEventCreate(&start));
-    CHECK(cudaEventCreate(&stop));
-    for (int i = 0; i < kWarmup; ++i) fn();
-    std::vector<float> times;
-    for (int i = 0; i < kRepeats; ++i) {
-        CHECK(cudaEventRecord(start));
-        fn();
-        CHECK(cudaEventRecord(stop));
-        CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        CHECK(cudaEventElapsedTime(&ms, start, stop));
-        times.push_back(ms);
-    }
-    CHECK(cudaEventDestroy(start));
-    CHECK(cudaEventDestroy(stop));
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
-}
+template <typename Fn> float median_ms(Fn &&fn) { return median_ms(fn, kWarmup, kRepeats); }
 
 struct Buffers {
     char *a, *b, *out;
