@@ -120,8 +120,10 @@ __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<O
 // Which ops may be staged (Op::kStagedInput names the second input copied beside X, or LAB_ROW_X
 // for none): the forwards and softmax's backward. Not the norms' backward: staged with two buffers and
 // its column sums in shared memory it ran slower than in registers (bf16 16384 x 4096, rms_norm
-// forward + backward 0.413 ms against 0.341, `make gpu-check` 2026-11-30). Not cross-entropy: its
-// rows are longer than shared memory.
+// forward + backward 0.413 ms against 0.341, `make gpu-check` 2026-11-30). Not cross-entropy's
+// forward: its rows are longer than shared memory. Not the GLU backwards and cross-entropy's backward:
+// they read each element once, so a copy in shared memory would save nothing (their streamed walks
+// take a Rows they do not use).
 template <class Op, typename = void> struct Staging {
     static constexpr bool allowed = false;
     static constexpr int second = LAB_ROW_X;
