@@ -20,9 +20,12 @@ def main():
         return 1
     torch, _ = found
     timer = torch_timer(torch)
-    # (column, fewest vectors a staged row needs, chunk cap): as lab launches; every aligned row staged;
-    # staging off, the register-held layout at each chunk cap
-    settings = [("as launched", 256, 4), ("staged", 1, 4)] + [(f"chunks<={c}", 1 << 62, c) for c in (4, 2, 1)]
+    # The library's own settings, read from the knobs (each returns the value it replaces) and put back
+    # after every op. Columns (name, fewest vectors a staged row needs, chunk cap): as lab launches;
+    # every aligned row staged; staging off, the register-held layout at each chunk cap.
+    defaults = (lab.lab._rowwise_staged_min_vectors(1), lab.lab._rowwise_max_chunks(4))
+    settings = [("as launched", *defaults), ("staged", 1, defaults[1])] + \
+        [(f"chunks<={c}", 1 << 62, c) for c in (4, 2, 1)]
     print(f"{'op':34s} " + " ".join(f"{name:>11s}" for name, _, _ in settings) + "   (TB/s)")
     for dtype, n in ((torch.bfloat16, 4096), (torch.bfloat16, 1024), (torch.float32, 4096), (torch.bfloat16, 16384)):
         rows = (1 << 26) // n
@@ -41,8 +44,8 @@ def main():
                 lab.lab._rowwise_staged_min_vectors(min_vectors)
                 lab.lab._rowwise_max_chunks(cap)
                 speeds.append(passes * x.numel() * x.element_size() / median_ms(fn, *timer, repeats=20) / 1e9)
-            lab.lab._rowwise_staged_min_vectors(256)
-            lab.lab._rowwise_max_chunks(4)
+            lab.lab._rowwise_staged_min_vectors(defaults[0])
+            lab.lab._rowwise_max_chunks(defaults[1])
             label = f"{name} {str(dtype)[6:]} {rows}x{n}"
             print(f"{label:34s} " + " ".join(f"{s:11.2f}" for s in speeds))
     from lab import nn as lab_nn
