@@ -8,7 +8,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test package-check format format-check demo gpu-check gpu-sanitize leak-check sweep sweep-norms profile profile-rowwise sanitize bench fuzz clean
+.PHONY: build test package-check format format-check demo gpu-check gpu-sanitize leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -113,6 +113,14 @@ sweep-norms:
 	nvcc -std=c++17 -O3 -arch=sm_90 -Xptxas -v bench/sweep_norms.cu -o $(LOGS)/sweep_norms 2> $(LOGS)/sweep_norms_ptxas.txt
 	grep -E "registers|spill" $(LOGS)/sweep_norms_ptxas.txt | sort | uniq -c
 	$(LOGS)/sweep_norms | tee $(LOGS)/sweep_norms.txt; rm -f $(LOGS)/sweep_norms
+
+# Layouts for rms_norm's backward (registers or cp.async-staged, column sums in registers), checked
+# against float64 and timed beside the bound of a two-read, one-write copy.
+sweep-norm-backward:
+	mkdir -p $(LOGS)
+	nvcc -std=c++17 -O3 -arch=sm_90 -Xptxas -v bench/sweep_norm_backward.cu -o $(LOGS)/sweep_nb 2> $(LOGS)/sweep_nb_ptxas.txt
+	grep -E "registers|spill" $(LOGS)/sweep_nb_ptxas.txt | sort | uniq -c
+	$(LOGS)/sweep_nb | tee $(LOGS)/sweep_norm_backward.txt; rm -f $(LOGS)/sweep_nb
 
 # Nsight Compute counters for lab's and torch's add/relu/gelu (ncu.csv), and the SASS of lab's
 # add kernels for each float dtype (sass.txt). Both also land beside logs.tgz.
