@@ -11,6 +11,8 @@
 // partial rows in order. Variants:
 //   held<T>:      x and dy loaded into registers (all of a thread's 16-byte loads issued at once), the
 //                 weight held in registers for the whole walk;
+//   ahead<T>:     as held, with the next row's x and dy loaded into registers before this row's
+//                 reduction, so a block's loads stay in flight across its barrier;
 //   staged<T,S>:  x and dy copied into shared memory with cp.async, S rows in flight per block (the
 //                 next rows' copies issued before this row is computed), the column sums in registers;
 // plus the copy bound: a kernel reading two arrays and writing one of the same size.
@@ -119,6 +121,40 @@ __global__ void __launch_bounds__(kThreads)
             dys[k] = dy[base + k * kThreads];
         }
         backward_row<kPer>(xs, dys, weight, rstd[row], dx + int64_t(row) * kVectors, dw, scratch[parity]);
+    }
+    write_partial<kPer>(dw, partials);
+}
+
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    ahead(const Vec8 *x, const Vec8 *dy, const Vec8 *w, const float *rstd, Vec8 *dx, float *partials) {
+    constexpr int kPer = kVectors / kThreads;
+    __shared__ float scratch[2][32];
+    Vec8 weight[kPer];
+    float dw[kPer * kVec] = {};
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) weight[k] = w[threadIdx.x + k * kThreads];
+    Vec8 xs[kPer], dys[kPer];
+    auto load = [&](int row, Vec8(&to_x)[kPer], Vec8(&to_dy)[kPer]) {
+        if (row >= kRows) return;
+        const int64_t base = int64_t(row) * kVectors + threadIdx.x;
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+            to_x[k] = x[base + k * kThreads];
+            to_dy[k] = dy[base + k * kThreads];
+        }
+    };
+    load(blockIdx.x, xs, dys);
+    int parity = 0;
+    for (int row = blockIdx.x; row < kRows; row += gridDim.x, parity ^= 1) {
+        Vec8 next_x[kPer], next_dy[kPer];
+        load(row + gridDim.x, next_x, next_dy);
+        backward_row<kPer>(xs, dys, weight, rstd[row], dx + int64_t(row) * kVectors, dw, scratch[parity]);
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+            xs[k] = next_x[k];
+            dys[k] = next_dy[k];
+        }
     }
     write_partial<kPer>(dw, partials);
 }
@@ -289,12 +325,16 @@ int main() {
     report("held<128>", held<128>, 128, 0);
     report("held<256>", held<256>, 256, 0);
     report("held<512>", held<512>, 512, 0);
+    report("ahead<128>", ahead<128>, 128, 0);
+    report("ahead<256>", ahead<256>, 256, 0);
+    report("ahead<512>", ahead<512>, 512, 0);
     const size_t row_pair = 2 * size_t(kVectors) * sizeof(Vec8);
     report("staged<128,2>", staged<128, 2>, 128, 2 * row_pair);
     report("staged<128,3>", staged<128, 3>, 128, 3 * row_pair);
     report("staged<256,2>", staged<256, 2>, 256, 2 * row_pair);
     report("staged<256,3>", staged<256, 3>, 256, 3 * row_pair);
     report("staged<512,2>", staged<512, 2>, 512, 2 * row_pair);
+    report("staged<512,3>", staged<512, 3>, 512, 3 * row_pair);
     const float add_ms = median_ms([&] { add_rows<<<unsigned(n / kVec / 512), 256>>>(x, dy, dx); }, 3, 20);
     CHECK(cudaGetLastError());
     std::printf("%-20s %8.4f ms  %5.2f TB/s  (the copy bound: two arrays read, one written)\n", "add", add_ms,

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import lab
+from cuda_graphs import capture_and_replay
 from producers import FLOAT_DTYPES, host_dtype, poison_value, producer_or_skip, round_to
 
 pytestmark = pytest.mark.gpu
@@ -155,14 +156,8 @@ def test_streams_and_graph_capture():
         FMA(x, y, np.float32(3), z)
     side.synchronize()
     torch.testing.assert_close(z, 3 * x + y)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        FMA(x, y, np.float32(0.5), z)
-    for _ in range(2):
-        x.copy_(torch.rand_like(x))
-        graph.replay()
-        torch.cuda.synchronize()
-        torch.testing.assert_close(z, 0.5 * x + y)
+    capture_and_replay(torch, lambda: FMA(x, y, np.float32(0.5), z), lambda: x.copy_(torch.rand_like(x)),
+                       lambda _: torch.testing.assert_close(z, 0.5 * x + y))
 
 
 def test_cupy_arrays_and_cupys_own_kernel_agree():

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import lab
+from cuda_graphs import capture_and_replay
 from producers import producer_or_skip
 
 pytestmark = pytest.mark.gpu
@@ -111,14 +112,8 @@ def test_streams_and_graph_capture():
     kernel(n // 256, 256, (x, y, out, np.float32(-1), n), stream=s)  # lab orders it after torch's stream
     s.synchronize()
     torch.testing.assert_close(out, y - x)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        kernel(n // 256, 256, (x, y, out, np.float32(0.5), n))
-    for _ in range(2):
-        x.copy_(torch.rand_like(x))
-        graph.replay()
-        torch.cuda.synchronize()
-        torch.testing.assert_close(out, 0.5 * x + y)
+    capture_and_replay(torch, lambda: kernel(n // 256, 256, (x, y, out, np.float32(0.5), n)),
+                       lambda: x.copy_(torch.rand_like(x)), lambda _: torch.testing.assert_close(out, 0.5 * x + y))
 
 
 def test_errors_name_the_kernel():

@@ -6,6 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import lab  # noqa: E402
+from cuda_graphs import capture_and_replay  # noqa: E402
 from training import assert_tracks, losses_of_training  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -113,20 +114,8 @@ def test_cuda_graph_capture():
     import lab.nn
     norm = lab.nn.RMSNorm(512, device="cuda")
     x = torch.randn(64, 512, device="cuda")
-    static_out = None
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):  # warm-up on a side stream, as torch's docs ask
-            norm(x)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = lab.nn.softmax(norm(x), -1)
-    x.copy_(torch.randn_like(x))
-    graph.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(static_out, F.softmax(F.rms_norm(x, (512,), norm.weight), -1))
+    capture_and_replay(torch, lambda: lab.nn.softmax(norm(x), -1), lambda: x.copy_(torch.randn_like(x)),
+                       lambda out: torch.testing.assert_close(out, F.softmax(F.rms_norm(x, (512,), norm.weight), -1)))
 
 
 def test_modules_are_drop_ins():

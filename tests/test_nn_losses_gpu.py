@@ -13,6 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import lab  # noqa: E402
+from cuda_graphs import capture_and_replay  # noqa: E402
 from test_nn_gpu import DTYPES, TOL  # noqa: E402  (one tolerance table for lab.nn's GPU tests)
 from training import assert_tracks, losses_of_training  # noqa: E402
 
@@ -161,18 +162,9 @@ def test_compile_and_cuda_graph():
     torch.testing.assert_close(z.grad, want_grad)
 
     logits = torch.randn(64, 500, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        nn.cross_entropy(logits, target.repeat(2))
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_loss = nn.cross_entropy(logits, target.repeat(2))
-    logits.copy_(torch.randn_like(logits))
-    graph.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(static_loss, F.cross_entropy(logits, target.repeat(2)))
+    capture_and_replay(torch, lambda: nn.cross_entropy(logits, target.repeat(2)),
+                       lambda: logits.copy_(torch.randn_like(logits)),
+                       lambda loss: torch.testing.assert_close(loss, F.cross_entropy(logits, target.repeat(2))))
 
 
 # ---- a small pre-norm transformer, trained with lab.nn against plain torch ----

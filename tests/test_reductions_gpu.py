@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import lab
+from cuda_graphs import capture_and_replay
 from producers import FLOAT_DTYPES, INT_DTYPES, producer_or_skip, round_to
 
 pytestmark = pytest.mark.gpu
@@ -361,20 +362,17 @@ def test_two_pass_reductions_under_graph_capture():
     torch = producer_or_skip("torch").torch
     x, m = torch.randn(1 << 22, device="cuda"), torch.randn(4096, 4096, device="cuda")
     total, columns = torch.empty((), device="cuda"), torch.empty(4096, device="cuda")
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm-up outside the capture, as torch asks
+
+    def launch():
         lab.sum(x, total)
         lab.sum(m, columns, axis=0)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        lab.sum(x, total)
-        lab.sum(m, columns, axis=0)
-    for _ in range(3):
+
+    def refill():
         x.copy_(torch.randn_like(x))
         m.copy_(torch.randn_like(m))
-        graph.replay()
-        torch.cuda.synchronize()
+
+    def check(_):
         torch.testing.assert_close(total, x.double().sum().float(), rtol=1e-4, atol=1e-2)
         torch.testing.assert_close(columns, m.double().sum(dim=0).float(), rtol=1e-4, atol=1e-3)
+
+    capture_and_replay(torch, launch, refill, check, replays=3)

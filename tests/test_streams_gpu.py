@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import lab
+from cuda_graphs import capture_and_replay
 from producers import get_producer
 
 pytestmark = pytest.mark.gpu
@@ -113,21 +114,17 @@ def test_torch_graph_capture_and_replay():
     a = torch.rand(N, device="cuda")
     b = torch.rand(N, device="cuda")
     out = torch.empty(N, device="cuda")
-    warm = torch.cuda.Stream()
-    warm.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(warm):
-        lab.fused_add_mul(a, b, 0.5, out)
-    torch.cuda.current_stream().wait_stream(warm)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+
+    def launch():
         lab.fused_add_mul(a, b, 0.5, out)
         lab.relu(out, out)
-    for _ in range(3):
+
+    def refill():
         a.copy_(torch.randn(N, device="cuda"))
         out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.allclose(out, torch.relu((a + b) * 0.5))
+
+    capture_and_replay(torch, launch, refill,
+                       lambda _: torch.testing.assert_close(out, torch.relu((a + b) * 0.5)), replays=3)
 
 
 def test_torch_graph_of_100_lab_ops():
