@@ -105,6 +105,32 @@ __device__ __forceinline__ Index tile_column(Index chunk, int i, int lane, int g
 }
 
 // Loads this lane's kChunks chunks of a row (chunk indices chunk0, chunk0 + 1, ... in units of the
+// group) as stored, one 16-byte packet a chunk; positions past the row's end, or of an invalid row
+// (a group with no row left), get `fill`. Held as packets, a row of a half type takes half the
+// registers it takes converted (the norms' backward keeps two rows and the weight so). load_row
+// below is not written on top of it: converting after the select shifted the register allocation
+// of every row kernel (ptxas: the staged bf16 NormForward's spills 48 -> 68 bytes).
+template <typename T, int kChunks, typename Index = int>
+__device__ __forceinline__ void load_packets(Packed16<T> (&p)[kChunks], const char *row, int64_t stride,
+                                             const RowArgs &a, int lane, Index chunk0, bool valid, T fill) {
+    constexpr int kVec = kRowVec<T>;
+    const Index n = Index(a.n);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+        const Index first = tile_column<T, Index>(chunk0 + c, 0, lane, a.group);
+        if (valid && a.vectorized && first + kVec <= n) {
+            p[c] = *reinterpret_cast<const Packed16<T> *>(row + int64_t(first) * int64_t(sizeof(T)));
+        } else { // strided or unaligned: element by element, the address stepped (one live at a time)
+            const char *at = row + int64_t(first) * stride;
+#pragma unroll
+            for (int i = 0; i < kVec; ++i, at += stride) {
+                p[c].v[i] = valid && first + i < n ? *reinterpret_cast<const T *>(at) : fill;
+            }
+        }
+    }
+}
+
+// Loads this lane's kChunks chunks of a row (chunk indices chunk0, chunk0 + 1, ... in units of the
 // group) into v, converted to the compute type; positions past the row's end, or of an invalid row
 // (a group with no row left), get `fill`.
 template <typename T, int kChunks, typename Index = int>

@@ -11,8 +11,9 @@
 namespace lab {
 
 // Writes a block's column sums as its partial rows: [0][block][n] the weight's, [1][block][n] the
-// bias's. Several groups per block add theirs in group order through shared memory first.
-template <typename T, int kChunks>
+// bias's (where a bias gradient is wanted). Several groups per block add theirs in group order through shared
+// memory first.
+template <typename T, int kChunks, bool kBias>
 __device__ void write_partials(const RowArgs &a, int lane, int slot, const ColumnSums<T, kChunks> &sums) {
     using A = compute_t<T>;
     constexpr int kSize = kChunks * kRowVec<T>;
@@ -22,7 +23,8 @@ __device__ void write_partials(const RowArgs &a, int lane, int slot, const Colum
     extern __shared__ unsigned char shared_bytes[];
     A *staged = reinterpret_cast<A *>(shared_bytes); // [groups][group * kSize]
     const int width = a.group * kSize;
-    for (int which = 0; which < 2; ++which) {
+    const int wanted = kBias ? 2 : 1; // no bias gradient: no bias sums were made
+    for (int which = 0; which < wanted; ++which) {
         const A *mine = which == 0 ? sums.weight : sums.bias;
         A *out = partials + (int64_t(which) * gridDim.x + blockIdx.x) * a.n;
         if (groups == 1) {
@@ -53,10 +55,16 @@ __device__ void write_partials(const RowArgs &a, int lane, int slot, const Colum
 // Four chunks a lane are launched with groups of at most 256 lanes, four blocks per SM: 64 registers,
 // as the 1024-lane kernels. Occupancy decides the bytes in flight: letting four chunks take 128
 // registers (two blocks per SM) halved softmax's speed (bench/sweep_rowwise.py, 2026-11-30).
-template <int kChunks> constexpr int kRowBlockLimit = kChunks >= 4 ? 256 : 1024;
+// Ops with column sums hold two rows and the weight as packets, and the sums: four chunks take
+// ~170 registers, given to them by groups of at most 128 lanes, three blocks an SM (one or two
+// chunks: 512 lanes at 128 registers). Their loads in flight per lane, not the lanes, carry the
+// bandwidth there (bench/sweep_norm_backward.cu: 3.1-3.3 TB/s against 2.7 at 64 registers).
+template <class Op, int kChunks>
+constexpr int kRowBlockLimit = Op::kColumnSums ? (kChunks >= 4 ? 128 : 512) : (kChunks >= 4 ? 256 : 1024);
+template <class Op, int kChunks> constexpr int kRowMinBlocks = kChunks >= 4 ? (Op::kColumnSums ? 3 : 4) : 1;
 
 template <class Op, typename T, int kChunks>
-__global__ void __launch_bounds__(kRowBlockLimit<kChunks>, kChunks >= 4 ? 4 : 1)
+__global__ void __launch_bounds__(kRowBlockLimit<Op, kChunks>, kRowMinBlocks<Op, kChunks>)
     rows_in_registers(RowArgs a) {
     const int lane = threadIdx.x & (a.group - 1), slot = threadIdx.x / a.group;
     const int rows_per_block = blockDim.x / a.group;
@@ -73,7 +81,7 @@ __global__ void __launch_bounds__(kRowBlockLimit<kChunks>, kChunks >= 4 ? 4 : 1)
         const bool valid = row < a.rows;
         Op::template row<T, kChunks>(a, valid ? row : 0, lane, valid, sums);
     }
-    if constexpr (Op::kColumnSums) write_partials<T, kChunks>(a, lane, slot, sums);
+    if constexpr (Op::kColumnSums) write_partials<T, kChunks, Op::kBias>(a, lane, slot, sums);
 }
 
 // How a streamed row is walked: chunks a lane loads per step and threads per block, one block per

@@ -85,20 +85,41 @@ template <typename T> bool rows_vectorizable(const lab_rowwise_launch &l) {
     return true;
 }
 
-// Blocks of `threads` an SM's thread slots hold, times the SMs: a grid size that depends only on the
-// device and the block size (so the weight-gradient partials are the same on every run). The kernels
-// take up to 64 registers a thread, so an SM really holds half that many: the grid is about two waves.
-cudaError_t resident_row_blocks(int threads, int64_t *blocks) {
-    int device = 0, multiprocessors = 0, threads_per_multiprocessor = 0;
+// The unstaged kernel an op runs: streamed, or in registers with `chunks` chunks a lane (1, 2 or 4,
+// within Op::kMaxChunks).
+template <class Op, typename T> auto row_kernel(bool streamed, int64_t chunks) -> void (*)(RowArgs) {
+    if (streamed) return rows_streamed<Op, T>;
+    if constexpr (Op::kMaxChunks >= 4) {
+        if (chunks == 4) return rows_in_registers<Op, T, 4>;
+    }
+    if constexpr (Op::kMaxChunks >= 2) {
+        if (chunks == 2) return rows_in_registers<Op, T, 2>;
+    }
+    return rows_in_registers<Op, T, 1>;
+}
+
+// The blocks of `threads` the device's SMs hold at once: counted by thread slots alone, or, given
+// the kernel, with its registers and shared memory. Either depends only on the device and the kernel,
+// so a grid made from it - and the weight-gradient partials made on that grid - is the same on every
+// run. Ops with partials pass their kernel: one wave, each block a set of partial rows. The others
+// count slots: their kernels take up to 64 registers a thread, so an SM really holds half that many,
+// and the grid is about two waves.
+cudaError_t resident_blocks(int threads, int64_t *blocks, void (*kernel)(RowArgs) = nullptr,
+                            size_t shared_bytes = 0) {
+    int device = 0, multiprocessors = 0, per_multiprocessor = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) {
         err = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
     }
-    if (err == cudaSuccess) {
+    if (err == cudaSuccess && kernel) {
+        err =
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, threads, shared_bytes);
+    } else if (err == cudaSuccess) {
+        int threads_per_multiprocessor = 0;
         err = cudaDeviceGetAttribute(&threads_per_multiprocessor, cudaDevAttrMaxThreadsPerMultiProcessor,
                                      device);
+        per_multiprocessor = threads_per_multiprocessor / threads;
     }
-    const int per_multiprocessor = threads_per_multiprocessor / threads;
     *blocks = int64_t(multiprocessors) * (per_multiprocessor > 0 ? per_multiprocessor : 1);
     return err;
 }
@@ -136,7 +157,7 @@ void plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectori
 }
 
 // Rows in registers when they fit kMaxChunks chunks a lane with at most 1024 lanes a row, else
-// streamed; the grid fixed by the device and the block (resident_row_blocks).
+// streamed; the grid fixed by the device and the kernel (resident_blocks).
 template <class Op, typename T>
 cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, RowPlan *plan) {
     // The most chunks a lane that fit: more 16-byte loads in flight per lane and smaller groups
@@ -144,7 +165,9 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
     int group = 1;
     int64_t chunks = 0;
     for (int k = 4; k >= 1 && chunks == 0; k /= 2) {
-        const int most_lanes = k == 4 ? kRowBlockLimit<4> : kRowBlockLimit<1>;
+        const int most_lanes = k == 4   ? kRowBlockLimit<Op, 4>
+                               : k == 2 ? kRowBlockLimit<Op, 2>
+                                        : kRowBlockLimit<Op, 1>;
         if (k > Op::kMaxChunks || k > rowwise_max_chunks || vectors > int64_t(most_lanes) * k) continue;
         while (int64_t(group) * k < vectors) group *= 2;
         chunks = ceil_div(vectors, group);
@@ -152,19 +175,24 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
     }
     const bool streamed = chunks == 0;
     if (streamed) group = StreamShape<Op>::threads;
-    const int threads = group > 256 ? group : 256;
+    // Blocks of 256 lanes, several rows each where rows are short. Column-sum ops take 128: their
+    // lanes hold ~170 registers, and three blocks of 128 fit an SM where one of 256 would.
+    const int fewest_threads = Op::kColumnSums ? 128 : 256;
+    const int threads = group > fewest_threads ? group : fewest_threads;
     const int64_t rows_per_block = threads / group;
+    const size_t sums_bytes =
+        Op::kColumnSums && rows_per_block > 1 ? sizeof(compute_t<T>) * threads * chunks * kRowVec<T> : 0;
     int64_t resident = 0;
-    const cudaError_t err = resident_row_blocks(threads, &resident);
+    const cudaError_t err =
+        Op::kColumnSums ? resident_blocks(threads, &resident, row_kernel<Op, T>(streamed, chunks), sums_bytes)
+                        : resident_blocks(threads, &resident);
     if (err != cudaSuccess) return err;
     // With column sums every block is a set of partial rows: give each group several rows (fewer
-    // partials to combine), about two waves (see resident_row_blocks). Without, more waves of a fixed grid.
+    // partials to combine), at most the blocks the SMs hold at once. Without, more waves of a fixed grid.
     const int64_t rows_per_group = Op::kColumnSums ? 4 : 1;
     int64_t grid = ceil_div(l.rows, rows_per_block * rows_per_group);
     const int64_t most = Op::kColumnSums ? resident : resident * 8;
     grid = grid < 1 ? 1 : grid > most ? most : grid;
-    const size_t sums_bytes =
-        Op::kColumnSums && rows_per_block > 1 ? sizeof(compute_t<T>) * threads * chunks * kRowVec<T> : 0;
     *plan = RowPlan{streamed ? RowLayout::streamed : RowLayout::in_registers,
                     group,
                     threads,
@@ -205,16 +233,8 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
         };
         if (plan.layout == RowLayout::staged) {
             if constexpr (Staging<Op>::allowed) launch(rows_staged<Op, T>, plan.padded);
-        } else if (plan.layout == RowLayout::streamed) {
-            launch(rows_streamed<Op, T>);
-        } else if (plan.chunks == 1) {
-            launch(rows_in_registers<Op, T, 1>);
-        } else if constexpr (Op::kMaxChunks >= 2) {
-            if (plan.chunks == 2) {
-                launch(rows_in_registers<Op, T, 2>);
-            } else if constexpr (Op::kMaxChunks >= 4) {
-                launch(rows_in_registers<Op, T, 4>);
-            }
+        } else {
+            launch(row_kernel<Op, T>(plan.layout == RowLayout::streamed, plan.chunks));
         }
         err = cudaGetLastError();
     }

@@ -8,7 +8,9 @@ cudaError_t launch_norm_rows(const lab_rowwise_launch &l, cudaStream_t stream) {
     const bool forward = l.op == LAB_ROW_LAYER_NORM || l.op == LAB_ROW_RMS_NORM;
     return visit_row_type(l.dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        return forward ? launch_rows<NormForward, T>(l, stream) : launch_rows<NormBackward, T>(l, stream);
+        if (forward) return launch_rows<NormForward, T>(l, stream);
+        return l.col_data[LAB_COL_GRAD_BIAS] ? launch_rows<NormBackward<true>, T>(l, stream)
+                                             : launch_rows<NormBackward<false>, T>(l, stream);
     });
 }
 

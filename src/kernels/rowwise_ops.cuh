@@ -342,8 +342,17 @@ struct NormForward {
 // * rstd (layer_norm; rms_norm: mean 0 and no mean(g) term), the two means from one group
 // reduction. grad_weight = sum over rows of grad_out * xhat, grad_bias = sum of grad_out: per-column
 // sums each group carries across its rows.
-struct NormBackward {
-    static constexpr int kMaxChunks = 1;
+// kBiasSums: the bias gradient is wanted (layer_norm with a bias). Otherwise its column sums are
+// never made: at four chunks of a half type they are 32 registers a lane, the difference between
+// three blocks an SM and spilling.
+template <bool kBiasSums> struct NormBackward {
+    static constexpr bool kBias = kBiasSums;
+    // Four chunks a lane, held as packets (load_packets): x, grad_out and the weight of a 4096-long
+    // bf16 row in 48 registers of 128 lanes, the column sums beside them - one row a block of 128 at up
+    // to 255 registers (kRowBlockLimit), three blocks an SM with their loads in flight. The
+    // 64-register layout (1 chunk, 512 lanes) held two and ran at 39% of DRAM (bench/sweep_norm_backward.cu).
+    static constexpr int kMaxChunks =
+        kBiasSums ? 2 : 4; // four with bias sums: 164 bytes of spills (ptxas, bf16)
     static constexpr bool kColumnSums = true;
 
     // The row's mean (0 for rms_norm) and rstd, from the forward's statistics.
@@ -359,47 +368,54 @@ struct NormBackward {
         mean_gx = sums.second / A(a.n);
     }
 
+    // x, grad_out and the weight stay packets in storage type; each pass converts what it uses.
     template <typename T, int kChunks>
     __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
                                ColumnSums<T, kChunks> &sums) {
         using A = compute_t<T>;
-        constexpr int kSize = kChunks * kRowVec<T>;
+        constexpr int kVec = kRowVec<T>;
         A mean, rstd;
         statistics(a, row, valid, mean, rstd);
-        A xhat[kSize], g[kSize];
-        load_row<T, kChunks>(xhat, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
-                             A(0));
-        load_row<T, kChunks>(g, row_at(a, row, LAB_ROW_GRAD), a.col_stride[LAB_ROW_GRAD], a, lane, 0, valid,
-                             A(0));
-        if (a.centered) { // past the row's end x is 0, not the mean: mask those positions out
-#pragma unroll
-            for (int i = 0; i < kSize; ++i) {
-                const bool inside = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, lane, a.group) < int(a.n);
-                xhat[i] = inside ? (xhat[i] - mean) * rstd : A(0);
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < kSize; ++i) xhat[i] *= rstd;
-        }
-#pragma unroll
-        for (int i = 0; i < kSize; ++i) {
-            sums.weight[i] += g[i] * xhat[i];
-            sums.bias[i] += g[i];
-        }
-        A w[kSize];
-        load_columns<T, kChunks>(w, a, LAB_COL_WEIGHT, lane, 0, A(1));
+        Packed16<T> x[kChunks], g[kChunks], w[kChunks];
+        const T zero = store_from_compute<T>(A(0));
+        load_packets<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
+                                 zero);
+        load_packets<T, kChunks>(g, row_at(a, row, LAB_ROW_GRAD), a.col_stride[LAB_ROW_GRAD], a, lane, 0,
+                                 valid, zero);
+        load_packets<T, kChunks>(w, a.col[LAB_COL_WEIGHT], a.col_data_stride[LAB_COL_WEIGHT], a, lane, 0,
+                                 a.col[LAB_COL_WEIGHT] != nullptr, store_from_compute<T>(A(1)));
+        // past the row's end x is 0, not the mean: layer_norm masks those positions out
+        auto xhat_at = [&](int c, int i) {
+            const A v = load_as_compute(x[c].v[i]);
+            if (!a.centered) return v * rstd;
+            return tile_column<T>(c, i, lane, a.group) < int(a.n) ? (v - mean) * rstd : A(0);
+        };
         A s1 = 0, s2 = 0;
 #pragma unroll
-        for (int i = 0; i < kSize; ++i) {
-            g[i] *= w[i];
-            s1 += g[i];
-            s2 += g[i] * xhat[i];
+        for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) {
+                const A xhat = xhat_at(c, i), grad = load_as_compute(g[c].v[i]);
+                sums.weight[c * kVec + i] += grad * xhat;
+                if constexpr (kBiasSums) sums.bias[c * kVec + i] += grad;
+                const A gw = grad * load_as_compute(w[c].v[i]);
+                s1 += gw;
+                s2 += gw * xhat;
+            }
         }
         A mean_g, mean_gx;
         means(a, s1, s2, mean_g, mean_gx);
+        char *out = row_at(a, row, LAB_ROW_OUT);
 #pragma unroll
-        for (int i = 0; i < kSize; ++i) g[i] = rstd * (g[i] - mean_g - xhat[i] * mean_gx);
-        store_row<T, kChunks>(g, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
+        for (int c = 0; c < kChunks; ++c) { // chunk by chunk: one chunk's results live at a time
+            A grad_x[kVec];
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) {
+                const A gw = load_as_compute(g[c].v[i]) * load_as_compute(w[c].v[i]);
+                grad_x[i] = rstd * (gw - mean_g - xhat_at(c, i) * mean_gx);
+            }
+            store_row<T, 1>(grad_x, out, a.col_stride[LAB_ROW_OUT], a, lane, c, valid);
+        }
     }
 
     // Streamed rows add their column sums into the block's own partial rows (ColumnSink).
