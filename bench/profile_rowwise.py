@@ -1,6 +1,6 @@
 """The row-wise kernels once each on bench_rowwise.py's headline input (bfloat16 16384 x 4096), for
 Nsight Compute (`make profile-rowwise`): softmax, layer_norm, rms_norm forward, rms_norm backward,
-and torch's softmax and rms_norm beside them; cross_entropy with its gradient on 4096 x 131072 logits
+layer_norm backward (with the bias gradient), and torch's softmax and rms_norm beside them; cross_entropy with its gradient on 4096 x 131072 logits
 (bench_losses.py's), torch's cross_entropy forward and backward kernels beside it, and the SwiGLU
 backward."""
 import os
@@ -15,13 +15,14 @@ def main():
     F = torch.nn.functional
     x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
     w, dy = torch.randn(4096, device="cuda", dtype=torch.bfloat16), torch.randn_like(x)
-    out, gx, gw = torch.empty_like(x), torch.empty_like(x), torch.empty_like(w)
+    out, gx, gw, gb = torch.empty_like(x), torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
     mean, rstd = torch.empty(16384, device="cuda"), torch.empty(16384, device="cuda")
     for name, fn in [("lab softmax", lambda: lab.softmax(x, out)), ("torch softmax", lambda: F.softmax(x, -1)),
                      ("lab layer_norm", lambda: lab.layer_norm(x, w, w, out, mean=mean, rstd=rstd)),
                      ("lab rms_norm", lambda: lab.rms_norm(x, w, out, rstd=rstd)),
                      ("torch rms_norm", lambda: F.rms_norm(x, (4096,), w)),
                      ("lab rms_norm_backward", lambda: lab.rms_norm_backward(dy, x, w, rstd, gx, gw)),
+                     ("lab layer_norm_backward", lambda: lab.layer_norm_backward(dy, x, w, mean, rstd, gx, gw, gb)),
                      ("lab swiglu_backward", lambda: lab.swiglu_backward(dy, x, out, gx, out))]:
         print(name, file=sys.stderr)
         fn()
