@@ -348,11 +348,11 @@ struct NormForward {
 template <bool kBiasSums> struct NormBackward {
     static constexpr bool kBias = kBiasSums;
     // Four chunks a lane, held as packets (load_packets): x, grad_out and the weight of a 4096-long
-    // bf16 row in 48 registers of 128 lanes, the column sums beside them - one row a block of 128 at up
-    // to 255 registers (kRowBlockLimit), three blocks an SM with their loads in flight. The
-    // 64-register layout (1 chunk, 512 lanes) held two and ran at 39% of DRAM (bench/sweep_norm_backward.cu).
-    static constexpr int kMaxChunks =
-        kBiasSums ? 2 : 4; // four with bias sums: 164 bytes of spills (ptxas, bf16)
+    // bf16 row in 48 registers of 128 lanes, the column sums beside them - one row a block of 128,
+    // four blocks an SM (three with the bias sums' 32 more registers), their loads in flight. The
+    // 64-register layout (one chunk, 512 lanes) ran at 39% of DRAM (bench/sweep_norm_backward.cu).
+    static constexpr int kMaxChunks = 4;
+    static constexpr int kMinBlocks = kBiasSums ? 3 : 4;
     static constexpr bool kColumnSums = true;
 
     // The row's mean (0 for rms_norm) and rstd, from the forward's statistics.
@@ -368,7 +368,7 @@ template <bool kBiasSums> struct NormBackward {
         mean_gx = sums.second / A(a.n);
     }
 
-    // x, grad_out and the weight stay packets in storage type; each pass converts what it uses.
+    // x, grad_out and the weight stay packets (RowPacket) in storage type; each pass converts what it uses.
     template <typename T, int kChunks>
     __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
                                ColumnSums<T, kChunks> &sums) {
@@ -376,7 +376,7 @@ template <bool kBiasSums> struct NormBackward {
         constexpr int kVec = kRowVec<T>;
         A mean, rstd;
         statistics(a, row, valid, mean, rstd);
-        Packed16<T> x[kChunks], g[kChunks], w[kChunks];
+        RowPacket x[kChunks], g[kChunks], w[kChunks];
         const T zero = store_from_compute<T>(A(0));
         load_packets<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
                                  zero);
@@ -386,7 +386,7 @@ template <bool kBiasSums> struct NormBackward {
                                  a.col[LAB_COL_WEIGHT] != nullptr, store_from_compute<T>(A(1)));
         // past the row's end x is 0, not the mean: layer_norm masks those positions out
         auto xhat_at = [&](int c, int i) {
-            const A v = load_as_compute(x[c].v[i]);
+            const A v = load_as_compute(packet_element<T>(x[c], i));
             if (!a.centered) return v * rstd;
             return tile_column<T>(c, i, lane, a.group) < int(a.n) ? (v - mean) * rstd : A(0);
         };
@@ -395,10 +395,10 @@ template <bool kBiasSums> struct NormBackward {
         for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
             for (int i = 0; i < kVec; ++i) {
-                const A xhat = xhat_at(c, i), grad = load_as_compute(g[c].v[i]);
+                const A xhat = xhat_at(c, i), grad = load_as_compute(packet_element<T>(g[c], i));
                 sums.weight[c * kVec + i] += grad * xhat;
                 if constexpr (kBiasSums) sums.bias[c * kVec + i] += grad;
-                const A gw = grad * load_as_compute(w[c].v[i]);
+                const A gw = grad * load_as_compute(packet_element<T>(w[c], i));
                 s1 += gw;
                 s2 += gw * xhat;
             }
@@ -411,7 +411,8 @@ template <bool kBiasSums> struct NormBackward {
             A grad_x[kVec];
 #pragma unroll
             for (int i = 0; i < kVec; ++i) {
-                const A gw = load_as_compute(g[c].v[i]) * load_as_compute(w[c].v[i]);
+                const A gw =
+                    load_as_compute(packet_element<T>(g[c], i)) * load_as_compute(packet_element<T>(w[c], i));
                 grad_x[i] = rstd * (gw - mean_g - xhat_at(c, i) * mean_gx);
             }
             store_row<T, 1>(grad_x, out, a.col_stride[LAB_ROW_OUT], a, lane, c, valid);
