@@ -384,11 +384,10 @@ template <bool kBiasSums> struct NormBackward {
                                  valid, zero);
         load_packets<T, kChunks>(w, a.col[LAB_COL_WEIGHT], a.col_data_stride[LAB_COL_WEIGHT], a, lane, 0,
                                  a.col[LAB_COL_WEIGHT] != nullptr, store_from_compute<T>(A(1)));
-        // past the row's end x is 0, not the mean: layer_norm masks those positions out
+        // No mask past the row's end, where x is 0 and xhat is not: grad_out is 0 there, and each
+        // term with xhat has it as a factor (a branch per element had doubled the instructions).
         auto xhat_at = [&](int c, int i) {
-            const A v = load_as_compute(packet_element<T>(x[c], i));
-            if (!a.centered) return v * rstd;
-            return tile_column<T>(c, i, lane, a.group) < int(a.n) ? (v - mean) * rstd : A(0);
+            return (load_as_compute(packet_element<T>(x[c], i)) - mean) * rstd;
         };
         A s1 = 0, s2 = 0;
 #pragma unroll
