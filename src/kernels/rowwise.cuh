@@ -166,6 +166,18 @@ __device__ __forceinline__ void load_row(compute_t<T> (&v)[kChunks * kRowVec<T>]
                                          int64_t stride, const RowArgs &a, int lane, Index chunk0, bool valid,
                                          compute_t<T> fill) {
     constexpr int kVec = kRowVec<T>;
+    if constexpr (kChunks > 1) { // all chunks' loads issued before any is converted (RowPacket)
+        RowPacket packets[kChunks];
+        load_packets<T, kChunks, Index>(packets, row, stride, a, lane, chunk0, valid,
+                                        store_from_compute<T>(fill));
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i)
+                v[c * kVec + i] = load_as_compute(packet_element<T>(packets[c], i));
+        }
+        return;
+    }
     const Index n = Index(a.n);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
