@@ -133,9 +133,7 @@ template <typename T> __device__ __forceinline__ T packet_element(const RowPacke
 
 // Loads this lane's kChunks chunks of a row (chunk indices chunk0, chunk0 + 1, ... in units of the
 // group) as stored, one RowPacket a chunk; positions past the row's end, or of an invalid row (a
-// group with no row left), get `fill`. load_row below is not written on top of it: converting after
-// the select shifted the register allocation of every row kernel (the staged bf16 NormForward's
-// spills 48 -> 68 bytes).
+// group with no row left), get `fill`.
 template <typename T, int kChunks, typename Index = int>
 __device__ __forceinline__ void load_packets(RowPacket (&p)[kChunks], const char *row, int64_t stride,
                                              const RowArgs &a, int lane, Index chunk0, bool valid, T fill) {
@@ -160,7 +158,10 @@ __device__ __forceinline__ void load_packets(RowPacket (&p)[kChunks], const char
 
 // Loads this lane's kChunks chunks of a row (chunk indices chunk0, chunk0 + 1, ... in units of the
 // group) into v, converted to the compute type; positions past the row's end, or of an invalid row
-// (a group with no row left), get `fill`.
+// (a group with no row left), get `fill`. Several chunks go through load_packets, so that every load
+// issues before any is converted. One chunk (the streamed and staged walks) keeps the direct form:
+// through packets it shifted those kernels' registers (the staged bf16 NormForward's spills 48 -> 68
+// bytes) and has no second load to overlap.
 template <typename T, int kChunks, typename Index = int>
 __device__ __forceinline__ void load_row(compute_t<T> (&v)[kChunks * kRowVec<T>], const char *row,
                                          int64_t stride, const RowArgs &a, int lane, Index chunk0, bool valid,
