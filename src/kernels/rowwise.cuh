@@ -131,6 +131,11 @@ template <typename T> __device__ __forceinline__ T packet_element(const RowPacke
     return v;
 }
 
+// Element i of a packet of T, in the compute type.
+template <typename T> __device__ __forceinline__ compute_t<T> packet_compute(const RowPacket &p, int i) {
+    return load_as_compute(packet_element<T>(p, i));
+}
+
 // Loads this lane's kChunks chunks of a row (chunk indices chunk0, chunk0 + 1, ... in units of the
 // group) as stored, one RowPacket a chunk; positions past the row's end, or of an invalid row (a
 // group with no row left), get `fill`.
@@ -174,8 +179,7 @@ __device__ __forceinline__ void load_row(compute_t<T> (&v)[kChunks * kRowVec<T>]
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
-            for (int i = 0; i < kVec; ++i)
-                v[c * kVec + i] = load_as_compute(packet_element<T>(packets[c], i));
+            for (int i = 0; i < kVec; ++i) v[c * kVec + i] = packet_compute<T>(packets[c], i);
         }
         return;
     }

@@ -386,18 +386,16 @@ template <bool kBiasSums> struct NormBackward {
                                  a.col[LAB_COL_WEIGHT] != nullptr, store_from_compute<T>(A(1)));
         // No mask past the row's end, where x is 0 and xhat is not: grad_out is 0 there, and each
         // term with xhat has it as a factor (a branch per element had doubled the instructions).
-        auto xhat_at = [&](int c, int i) {
-            return (load_as_compute(packet_element<T>(x[c], i)) - mean) * rstd;
-        };
+        auto xhat_at = [&](int c, int i) { return (packet_compute<T>(x[c], i) - mean) * rstd; };
         A s1 = 0, s2 = 0;
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
             for (int i = 0; i < kVec; ++i) {
-                const A xhat = xhat_at(c, i), grad = load_as_compute(packet_element<T>(g[c], i));
+                const A xhat = xhat_at(c, i), grad = packet_compute<T>(g[c], i);
                 sums.weight[c * kVec + i] += grad * xhat;
                 if constexpr (kBiasSums) sums.bias[c * kVec + i] += grad;
-                const A gw = grad * load_as_compute(packet_element<T>(w[c], i));
+                const A gw = grad * packet_compute<T>(w[c], i);
                 s1 += gw;
                 s2 += gw * xhat;
             }
@@ -410,8 +408,7 @@ template <bool kBiasSums> struct NormBackward {
             A grad_x[kVec];
 #pragma unroll
             for (int i = 0; i < kVec; ++i) {
-                const A gw =
-                    load_as_compute(packet_element<T>(g[c], i)) * load_as_compute(packet_element<T>(w[c], i));
+                const A gw = packet_compute<T>(g[c], i) * packet_compute<T>(w[c], i);
                 grad_x[i] = rstd * (gw - mean_g - xhat_at(c, i) * mean_gx);
             }
             store_row<T, 1>(grad_x, out, a.col_stride[LAB_ROW_OUT], a, lane, c, valid);
