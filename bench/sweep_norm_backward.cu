@@ -26,13 +26,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "sweep_rows.cuh"
 #include "sweep_timing.cuh"
 
 constexpr int kRows = 16384, kCols = 4096, kVec = 8, kVectors = kCols / kVec; // 8 bfloat16 a vector
-
-struct alignas(16) Vec8 {
-    __nv_bfloat162 h[4];
-};
 
 __device__ __forceinline__ void unpack(const Vec8 &v, float (&f)[kVec]) {
 #pragma unroll
@@ -41,18 +38,6 @@ __device__ __forceinline__ void unpack(const Vec8 &v, float (&f)[kVec]) {
         f[2 * k] = p.x;
         f[2 * k + 1] = p.y;
     }
-}
-
-// Sum over the block; `scratch` alternates between two halves by row parity, so one row's reduction
-// never overwrites what a slower warp still reads from the previous row's.
-__device__ __forceinline__ float block_sum(float v, float *scratch) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = lane < warps ? scratch[lane] : 0.f;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 // One row given this thread's kPer vectors of x and dy (wherever they were loaded from): dx stored,
@@ -93,6 +78,20 @@ __device__ __forceinline__ void backward_row(const Vec8 (&x)[kPer], const Vec8 (
     }
 }
 
+// This thread's kPer vectors of row `row` of x and of dy (kThreads threads a row); nothing past
+// the last row.
+template <int kPer, int kThreads>
+__device__ __forceinline__ void load_row_pair(const Vec8 *x, const Vec8 *dy, int row, Vec8 (&xs)[kPer],
+                                              Vec8 (&dys)[kPer]) {
+    if (row >= kRows) return;
+    const int64_t base = int64_t(row) * kVectors + threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+        xs[k] = x[base + k * kThreads];
+        dys[k] = dy[base + k * kThreads];
+    }
+}
+
 template <int kPer>
 __device__ __forceinline__ void write_partial(const float (&dw)[kPer * kVec], float *partials) {
     float *mine = partials + int64_t(blockIdx.x) * kCols;
@@ -115,12 +114,7 @@ __global__ void __launch_bounds__(kThreads)
     int parity = 0;
     for (int row = blockIdx.x; row < kRows; row += gridDim.x, parity ^= 1) {
         Vec8 xs[kPer], dys[kPer];
-        const int64_t base = int64_t(row) * kVectors + threadIdx.x;
-#pragma unroll
-        for (int k = 0; k < kPer; ++k) {
-            xs[k] = x[base + k * kThreads];
-            dys[k] = dy[base + k * kThreads];
-        }
+        load_row_pair<kPer, kThreads>(x, dy, row, xs, dys);
         backward_row<kPer>(xs, dys, weight, rstd[row], dx + int64_t(row) * kVectors, dw, scratch[parity]);
     }
     write_partial<kPer>(dw, partials);
@@ -136,20 +130,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int k = 0; k < kPer; ++k) weight[k] = w[threadIdx.x + k * kThreads];
     Vec8 xs[kPer], dys[kPer];
-    auto load = [&](int row, Vec8(&to_x)[kPer], Vec8(&to_dy)[kPer]) {
-        if (row >= kRows) return;
-        const int64_t base = int64_t(row) * kVectors + threadIdx.x;
-#pragma unroll
-        for (int k = 0; k < kPer; ++k) {
-            to_x[k] = x[base + k * kThreads];
-            to_dy[k] = dy[base + k * kThreads];
-        }
-    };
-    load(blockIdx.x, xs, dys);
+    load_row_pair<kPer, kThreads>(x, dy, blockIdx.x, xs, dys);
     int parity = 0;
     for (int row = blockIdx.x; row < kRows; row += gridDim.x, parity ^= 1) {
         Vec8 next_x[kPer], next_dy[kPer];
-        load(row + gridDim.x, next_x, next_dy);
+        load_row_pair<kPer, kThreads>(x, dy, row + gridDim.x, next_x, next_dy);
         backward_row<kPer>(xs, dys, weight, rstd[row], dx + int64_t(row) * kVectors, dw, scratch[parity]);
 #pragma unroll
         for (int k = 0; k < kPer; ++k) {

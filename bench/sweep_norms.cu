@@ -25,24 +25,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "sweep_rows.cuh"
 #include "sweep_timing.cuh"
 
 constexpr int kRows = 16384, kCols = 4096, kVec = 8; // 8 bfloat16 = one 16-byte vector
 constexpr float kEps = 1e-6f;
-
-struct alignas(16) Vec8 {
-    __nv_bfloat162 h[4];
-};
-
-__device__ __forceinline__ float block_sum(float v, float *scratch) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = lane < warps ? scratch[lane] : 0.f;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v; // every warp holds the total
-}
 
 __device__ __forceinline__ float squares(const Vec8 &v) {
     float s = 0.f;

@@ -1,4 +1,4 @@
-// sweep_timing.cuh - what the standalone CUDA sweeps (sweep_vectorized.cu, sweep_norms.cu) share:
+// sweep_timing.cuh - what the standalone CUDA sweeps (sweep_vectorized.cu and the row sweeps) share:
 // a CUDA-call check that exits with the call and its error, and the median of event-timed repeats
 // after warm-up.
 #pragma once
