@@ -102,7 +102,9 @@ __device__ __forceinline__ void write_partial(const float (&dw)[kPer * kVec], fl
     }
 }
 
-template <int kThreads>
+// held<kThreads, false> loads each row when it gets to it; held<kThreads, true> ("ahead") loads the
+// next row's x and dy before reducing this one.
+template <int kThreads, bool kAhead>
 __global__ void __launch_bounds__(kThreads)
     held(const Vec8 *x, const Vec8 *dy, const Vec8 *w, const float *rstd, Vec8 *dx, float *partials) {
     constexpr int kPer = kVectors / kThreads;
@@ -111,35 +113,23 @@ __global__ void __launch_bounds__(kThreads)
     float dw[kPer * kVec] = {};
 #pragma unroll
     for (int k = 0; k < kPer; ++k) weight[k] = w[threadIdx.x + k * kThreads];
-    int parity = 0;
-    for (int row = blockIdx.x; row < kRows; row += gridDim.x, parity ^= 1) {
-        Vec8 xs[kPer], dys[kPer];
-        load_row_pair<kPer, kThreads>(x, dy, row, xs, dys);
-        backward_row<kPer>(xs, dys, weight, rstd[row], dx + int64_t(row) * kVectors, dw, scratch[parity]);
-    }
-    write_partial<kPer>(dw, partials);
-}
-
-template <int kThreads>
-__global__ void __launch_bounds__(kThreads)
-    ahead(const Vec8 *x, const Vec8 *dy, const Vec8 *w, const float *rstd, Vec8 *dx, float *partials) {
-    constexpr int kPer = kVectors / kThreads;
-    __shared__ float scratch[2][32];
-    Vec8 weight[kPer];
-    float dw[kPer * kVec] = {};
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) weight[k] = w[threadIdx.x + k * kThreads];
     Vec8 xs[kPer], dys[kPer];
-    load_row_pair<kPer, kThreads>(x, dy, blockIdx.x, xs, dys);
+    if constexpr (kAhead) load_row_pair<kPer, kThreads>(x, dy, blockIdx.x, xs, dys);
     int parity = 0;
     for (int row = blockIdx.x; row < kRows; row += gridDim.x, parity ^= 1) {
         Vec8 next_x[kPer], next_dy[kPer];
-        load_row_pair<kPer, kThreads>(x, dy, row + gridDim.x, next_x, next_dy);
+        if constexpr (kAhead) {
+            load_row_pair<kPer, kThreads>(x, dy, row + gridDim.x, next_x, next_dy);
+        } else {
+            load_row_pair<kPer, kThreads>(x, dy, row, xs, dys);
+        }
         backward_row<kPer>(xs, dys, weight, rstd[row], dx + int64_t(row) * kVectors, dw, scratch[parity]);
+        if constexpr (kAhead) {
 #pragma unroll
-        for (int k = 0; k < kPer; ++k) {
-            xs[k] = next_x[k];
-            dys[k] = next_dy[k];
+            for (int k = 0; k < kPer; ++k) {
+                xs[k] = next_x[k];
+                dys[k] = next_dy[k];
+            }
         }
     }
     write_partial<kPer>(dw, partials);
@@ -308,12 +298,12 @@ int main() {
         std::printf("%-20s %8.4f ms  %5.2f TB/s  (%d blocks/SM, grid %d)\n", name, ms, bytes / ms / 1e9, per_sm, grid);
     };
     std::printf("rms_norm backward, bfloat16 %d x %d (dx and dw)\n", kRows, kCols);
-    report("held<128>", held<128>, 128, 0);
-    report("held<256>", held<256>, 256, 0);
-    report("held<512>", held<512>, 512, 0);
-    report("ahead<128>", ahead<128>, 128, 0);
-    report("ahead<256>", ahead<256>, 256, 0);
-    report("ahead<512>", ahead<512>, 512, 0);
+    report("held<128>", held<128, false>, 128, 0);
+    report("held<256>", held<256, false>, 256, 0);
+    report("held<512>", held<512, false>, 512, 0);
+    report("ahead<128>", held<128, true>, 128, 0);
+    report("ahead<256>", held<256, true>, 256, 0);
+    report("ahead<512>", held<512, true>, 512, 0);
     const size_t row_pair = 2 * size_t(kVectors) * sizeof(Vec8);
     report("staged<128,2>", staged<128, 2>, 128, 2 * row_pair);
     report("staged<128,3>", staged<128, 3>, 128, 3 * row_pair);
