@@ -52,25 +52,24 @@ __device__ void write_partials(const RowArgs &a, int lane, int slot, const Colum
 
 // Rows in registers: kChunks chunks per lane, `a.group` lanes per row, blockDim.x / a.group rows
 // per block at a time, grid-stride over the rows.
-// Four chunks a lane are launched with groups of at most 256 lanes, four blocks per SM: 64 registers,
-// as the 1024-lane kernels. Occupancy decides the bytes in flight: letting four chunks take 128
-// registers (two blocks per SM) halved softmax's speed (bench/sweep_rowwise.py, 2026-11-30).
-// Ops with column sums hold two rows and the weight as packets, and the sums: four chunks of a half
-// type take 122 registers (rms_norm) or 159 (layer_norm's bias sums too), given to them by groups of
-// at most 128 lanes and Op::kMinBlocks blocks an SM (one or two chunks: 512 lanes at 128 registers).
-// Their loads in flight per lane, not the lanes, carry the bandwidth there (bench/sweep_norm_backward.cu).
-template <class Op, int kChunks>
-constexpr int kRowBlockLimit = Op::kColumnSums ? (kChunks >= 4 ? 128 : 512) : (kChunks >= 4 ? 256 : 1024);
-template <class Op, int kChunks> constexpr int row_min_blocks() {
-    if constexpr (Op::kColumnSums) {
-        return kChunks >= 4 ? Op::kMinBlocks : 1;
-    } else {
-        return kChunks >= 4 ? 4 : 1;
-    }
-}
+// How rows in registers are launched, per op (RegisterShape, the in-register twin of StreamShape
+// below): the most lanes a block of `chunks` chunks takes, the blocks an SM its launch bounds ask
+// for (which sets the registers ptxas may use), and the fewest threads a block. The default: four
+// chunks a lane in groups of at most 256 lanes, four blocks per SM - 64 registers, as the 1024-lane
+// kernels. Occupancy decides the bytes in flight: letting four chunks take 128 registers (two blocks
+// per SM) halved softmax's speed (bench/sweep_rowwise.py, 2026-11-30). An op whose lanes need more
+// (the norms' backward) sets Op::RegisterShape.
+struct DefaultRegisterShape {
+    static constexpr int most_lanes(int chunks) { return chunks >= 4 ? 256 : 1024; }
+    static constexpr int min_blocks(int chunks) { return chunks >= 4 ? 4 : 1; }
+    static constexpr int fewest_threads = 256;
+};
+template <class Op, typename = void> struct RegisterShape : DefaultRegisterShape {};
+template <class Op> struct RegisterShape<Op, std::void_t<typename Op::RegisterShape>> : Op::RegisterShape {};
+template <class Op, int kChunks> constexpr int kRowBlockLimit = RegisterShape<Op>::most_lanes(kChunks);
 
 template <class Op, typename T, int kChunks>
-__global__ void __launch_bounds__(kRowBlockLimit<Op, kChunks>, row_min_blocks<Op, kChunks>())
+__global__ void __launch_bounds__(kRowBlockLimit<Op, kChunks>, RegisterShape<Op>::min_blocks(kChunks))
     rows_in_registers(RowArgs a) {
     const int lane = threadIdx.x & (a.group - 1), slot = threadIdx.x / a.group;
     const int rows_per_block = blockDim.x / a.group;

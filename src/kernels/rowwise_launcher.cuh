@@ -175,10 +175,8 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
     }
     const bool streamed = chunks == 0;
     if (streamed) group = StreamShape<Op>::threads;
-    // Blocks of 256 lanes, several rows each where rows are short. Column-sum ops take 128: their
-    // lanes hold 122-159 registers, and four or three blocks of 128 fit an SM where two or one of
-    // 256 would.
-    const int fewest_threads = Op::kColumnSums ? 128 : 256;
+    // Blocks of at least RegisterShape's fewest threads, several rows each where rows are short.
+    const int fewest_threads = RegisterShape<Op>::fewest_threads;
     const int threads = group > fewest_threads ? group : fewest_threads;
     const int64_t rows_per_block = threads / group;
     const size_t sums_bytes =

@@ -352,7 +352,13 @@ template <bool kBiasSums> struct NormBackward {
     // four blocks an SM (three with the bias sums' 32 more registers), their loads in flight. The
     // 64-register layout (one chunk, 512 lanes) ran at 39% of DRAM (bench/sweep_norm_backward.cu).
     static constexpr int kMaxChunks = 4;
-    static constexpr int kMinBlocks = kBiasSums ? 3 : 4;
+    struct RegisterShape { // (rowwise_kernels.cuh) 128 lanes at four chunks, 512 at one or two (128
+                           // registers)
+        static constexpr int most_lanes(int chunks) { return chunks >= 4 ? 128 : 512; }
+        static constexpr int min_blocks(int chunks) { return chunks >= 4 ? (kBiasSums ? 3 : 4) : 1; }
+        static constexpr int fewest_threads =
+            128; // four or three blocks of 128 fit where two or one of 256 would
+    };
     static constexpr bool kColumnSums = true;
 
     // The row's mean (0 for rms_norm) and rstd, from the forward's statistics.
