@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "reduction.cuh"
+#include "resident_blocks.cuh"
 
 namespace lab {
 
@@ -16,25 +17,6 @@ namespace {
 unsigned int grid_for(int64_t items, int64_t per_block) {
     const int64_t blocks = (items + per_block - 1) / per_block;
     return static_cast<unsigned int>(blocks<1 ? 1 : blocks>(1 << 20) ? (1 << 20) : blocks);
-}
-
-// How many blocks of `kernel` (kReduceThreads threads each) the current device runs at once: what
-// one full wave of a split is. Occupancy is asked once per kernel (it depends on its registers).
-template <typename Kernel>
-cudaError_t resident_blocks(Kernel kernel, std::atomic<int> &cached, int64_t *blocks) {
-    cudaError_t err = cudaSuccess;
-    int per_multiprocessor = cached.load(std::memory_order_relaxed);
-    if (per_multiprocessor == 0) {
-        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, kReduceThreads, 0);
-        cached.store(per_multiprocessor, std::memory_order_relaxed);
-    }
-    int device = 0, multiprocessors = 0;
-    if (err == cudaSuccess) err = cudaGetDevice(&device);
-    if (err == cudaSuccess) {
-        err = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
-    }
-    *blocks = static_cast<int64_t>(multiprocessors) * (per_multiprocessor > 0 ? per_multiprocessor : 1);
-    return err;
 }
 
 constexpr lab_reduce_finish kFinishOf[LAB_NUM_REDUCE_OPS] = {
@@ -142,7 +124,7 @@ template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, 
     case LAB_REDUCE_BY_COLUMN: {
         if constexpr (R::kInputs == 1) {
             if (columns_vectorize<R>(l)) {
-                err = resident_blocks(reduce_column_vectors<R>, vectors_per_sm, &resident);
+                err = resident_blocks(reduce_column_vectors<R>, kReduceThreads, 0, vectors_per_sm, &resident);
                 if (err != cudaSuccess) return err;
                 return launch_columns<R>(
                     a, resident, kColumnVector<typename R::In> * 32, stream,
@@ -151,7 +133,7 @@ template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, 
                     });
             }
         }
-        err = resident_blocks(reduce_columns<R>, columns_per_sm, &resident);
+        err = resident_blocks(reduce_columns<R>, kReduceThreads, 0, columns_per_sm, &resident);
         if (err != cudaSuccess) return err;
         return launch_columns<R>(
             a, resident, 32, stream,
@@ -160,7 +142,7 @@ template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, 
             });
     }
     case LAB_REDUCE_SPLIT: {
-        err = resident_blocks(reduce_slices<R>, slices_per_sm, &resident);
+        err = resident_blocks(reduce_slices<R>, kReduceThreads, 0, slices_per_sm, &resident);
         if (err != cudaSuccess) return err;
         // Enough blocks to fill the device once (whole waves), none with fewer than 8192 elements.
         a.slices = static_cast<int>(larger(1, smaller(resident / l.n_outputs, ceil_div(l.n_reduce, 8192))));

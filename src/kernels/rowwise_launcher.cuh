@@ -4,9 +4,11 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <stdint.h>
 
 #include "dispatch.cuh"
+#include "resident_blocks.cuh"
 #include "rowwise_kernels.cuh"
 
 namespace lab {
@@ -98,30 +100,31 @@ template <class Op, typename T> auto row_kernel(bool streamed, int64_t chunks) -
     return rows_in_registers<Op, T, 1>;
 }
 
-// The blocks of `threads` the device's SMs hold at once: counted by thread slots alone, or, given
-// the kernel, with its registers and shared memory. Either depends only on the device and the kernel,
-// so a grid made from it - and the weight-gradient partials made on that grid - is the same on every
-// run. Ops with partials pass their kernel: one wave, each block a set of partial rows. The others
-// count slots: their kernels take up to 64 registers a thread, so an SM really holds half that many,
-// and the grid is about two waves.
-cudaError_t resident_blocks(int threads, int64_t *blocks, void (*kernel)(RowArgs) = nullptr,
-                            size_t shared_bytes = 0) {
-    int device = 0, multiprocessors = 0, per_multiprocessor = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess) {
-        err = cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device);
-    }
-    if (err == cudaSuccess && kernel) {
-        err =
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, threads, shared_bytes);
-    } else if (err == cudaSuccess) {
-        int threads_per_multiprocessor = 0;
-        err = cudaDeviceGetAttribute(&threads_per_multiprocessor, cudaDevAttrMaxThreadsPerMultiProcessor,
-                                     device);
-        per_multiprocessor = threads_per_multiprocessor / threads;
-    }
-    *blocks = int64_t(multiprocessors) * (per_multiprocessor > 0 ? per_multiprocessor : 1);
+// The blocks of `threads` the device's SMs hold at once, counted by thread slots alone: the grid of
+// the ops without partials. Their kernels take up to 64 registers a thread, so an SM really holds
+// half that many, and the grid is about two waves.
+cudaError_t thread_slot_blocks(int threads, int64_t *blocks) {
+    DeviceShape device{};
+    const cudaError_t err = current_device_shape(&device);
+    const int per_multiprocessor = device.threads_per_multiprocessor / threads;
+    *blocks = int64_t(device.multiprocessors) * (per_multiprocessor > 0 ? per_multiprocessor : 1);
     return err;
+}
+
+// The blocks of an op with partials the device holds at once, from its kernel's occupancy
+// (resident_blocks.cuh): one wave, each block a set of partial rows. It depends only on the device
+// and the kernel, so the grid - and the weight-gradient partials made on it - is the same on every
+// run. The occupancy is kept per kernel (streamed, or 1, 2 or 4 chunks) and block shape (threads, a
+// power of two up to 1024, and whether the partials take shared memory).
+template <class Op, typename T>
+cudaError_t partial_row_blocks(bool streamed, int64_t chunks, int threads, size_t shared_bytes,
+                               int64_t *blocks) {
+    static std::atomic<int> per_multiprocessor[4][11][2];
+    const int kernel_slot = streamed ? 0 : chunks == 4 ? 3 : int(chunks);
+    int threads_slot = 0;
+    while ((2 << threads_slot) <= threads && threads_slot < 10) ++threads_slot;
+    return resident_blocks(row_kernel<Op, T>(streamed, chunks), threads, shared_bytes,
+                           per_multiprocessor[kernel_slot][threads_slot][shared_bytes > 0], blocks);
 }
 
 // How launch_rows runs an op: its kernel, block and grid, and the dynamic shared memory it takes.
@@ -157,7 +160,7 @@ void plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectori
 }
 
 // Rows in registers when they fit kMaxChunks chunks a lane with at most 1024 lanes a row, else
-// streamed; the grid fixed by the device and the kernel (resident_blocks).
+// streamed; the grid fixed by the device and the kernel.
 template <class Op, typename T>
 cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, RowPlan *plan) {
     // The most chunks a lane that fit: more 16-byte loads in flight per lane and smaller groups
@@ -182,9 +185,9 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
     const size_t sums_bytes =
         Op::kColumnSums && rows_per_block > 1 ? sizeof(compute_t<T>) * threads * chunks * kRowVec<T> : 0;
     int64_t resident = 0;
-    const cudaError_t err =
-        Op::kColumnSums ? resident_blocks(threads, &resident, row_kernel<Op, T>(streamed, chunks), sums_bytes)
-                        : resident_blocks(threads, &resident);
+    const cudaError_t err = Op::kColumnSums
+                                ? partial_row_blocks<Op, T>(streamed, chunks, threads, sums_bytes, &resident)
+                                : thread_slot_blocks(threads, &resident);
     if (err != cudaSuccess) return err;
     // With column sums every block is a set of partial rows: give each group several rows (fewer
     // partials to combine), at most the blocks the SMs hold at once. Without, more waves of a fixed grid.
