@@ -1,15 +1,22 @@
 """Where host time goes in two calls that measured slower than their kernels (GPU machine):
-lab.nn's rms_norm forward + backward (torch profiler, CPU self time per op) and lab.RawKernel with
-and without a signature, alternated so that drift hits both alike.
+lab.nn's rms_norm forward + backward and lab.RawKernel with and without a signature, alternated so
+that drift hits both alike.
+
+For the forward + backward: each way (lab.nn, lab's two kernels, torch eager) timed one step per
+pair of events after a sync, as bench_rowwise.py does (the host time before the first kernel shows
+as idle GPU), and ten steps back to back per pair (the host runs ahead, as in a training loop), with
+its host time a step; then torch's profiler, CPU self time per op.
     python3 bench/host_cost.py
 """
 import os
 import sys
+import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
+from lab._timing import median_ms, torch_timer  # noqa: E402
 from _peers import peers  # noqa: E402
 from bench_elementwise import median, per_call_rounds  # noqa: E402
 from bench_jit import ADD  # noqa: E402
@@ -25,8 +32,33 @@ def main():
     w = torch.randn(4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     dy = torch.randn_like(x)
 
+    grad_x, grad_w, out, rstd = torch.empty_like(x), torch.empty_like(w), torch.empty_like(x), \
+        torch.empty(16384, device="cuda")
+    xd, wd = x.detach(), w.detach()
+
     def step():
         return torch.autograd.grad(lab.nn.functional.rms_norm(x, (4096,), w), (x, w), dy)
+
+    def kernels():
+        lab.rms_norm(xd, wd, out, rstd=rstd)
+        lab.rms_norm_backward(dy, xd, wd, rstd, grad_x, grad_w)
+
+    def eager():
+        return torch.autograd.grad(torch.nn.functional.rms_norm(x, (4096,), w), (x, w), dy)
+
+    timer = torch_timer(torch)
+    print("rms_norm forward + backward, bf16 16384x4096, ms a step (median of 20 event-timed samples):")
+    print(f"  {'':10s} {'1 a sample':>11s} {'10 a sample':>12s} {'host us':>8s}")
+    for name, fn in (("lab.nn", step), ("kernels", kernels), ("torch", eager)):
+        single = median_ms(fn, *timer)
+        ten = median_ms(lambda fn=fn: [fn() for _ in range(10)], *timer) / 10
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(10):
+            fn()
+        host_us = (time.perf_counter() - start) / 10 * 1e6
+        torch.cuda.synchronize()
+        print(f"  {name:10s} {single:11.3f} {ten:12.3f} {host_us:8.1f}")
     for _ in range(20):
         step()
     torch.cuda.synchronize()

@@ -1,8 +1,9 @@
 """The row-wise kernels once each on bench_rowwise.py's headline input (bfloat16 16384 x 4096), for
 Nsight Compute (`make profile-rowwise`): softmax, layer_norm, rms_norm forward, rms_norm backward,
-layer_norm backward (with the bias gradient), and torch's softmax and rms_norm beside them; cross_entropy with its gradient on 4096 x 131072 logits
-(bench_losses.py's), torch's cross_entropy forward and backward kernels beside it, and the SwiGLU
-backward."""
+layer_norm backward (with the bias gradient), and torch's softmax and rms_norm beside them; rms_norm
+on rows of 1024 (bench_rowwise.py's 16384 x 1024), lab's and torch's; cross_entropy with its gradient
+on 4096 x 131072 logits (bench_losses.py's), torch's cross_entropy forward and backward kernels beside
+it, and the SwiGLU backward."""
 import os
 import sys
 
@@ -26,7 +27,13 @@ def main():
                      ("lab swiglu_backward", lambda: lab.swiglu_backward(dy, x, out, gx, out))]:
         print(name, file=sys.stderr)
         fn()
-    del x, dy, out, gx
+    short = x[:, :1024].contiguous()
+    short_out = torch.empty_like(short)
+    for name, fn in [("lab rms_norm 16384x1024", lambda: lab.rms_norm(short, w[:1024], short_out, rstd=rstd)),
+                     ("torch rms_norm 16384x1024", lambda: F.rms_norm(short, (1024,), w[:1024]))]:
+        print(name, file=sys.stderr)
+        fn()
+    del x, dy, out, gx, short, short_out
     logits = torch.randn(4096, 131072, device="cuda", dtype=torch.bfloat16)
     target, loss = torch.randint(0, 131072, (4096,), device="cuda"), torch.empty((), device="cuda")
     leaf = logits.clone().requires_grad_()
