@@ -31,13 +31,14 @@ def main():
         rows = (1 << 26) // n
         x = torch.randn(rows, n, device="cuda", dtype=dtype)
         w, dy = torch.randn(n, device="cuda", dtype=dtype), torch.randn_like(x)
-        out, gx, gw = torch.empty_like(x), torch.empty_like(x), torch.empty_like(w)
+        out, gx, gw, gb = torch.empty_like(x), torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
         stats, means = torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
         ops = {"softmax": (lambda: lab.softmax(x, out), 2), "softmax_backward": (lambda: lab.softmax_backward(dy, x, gx), 3),
                "layer_norm": (lambda: lab.layer_norm(x, w, w, out, rstd=stats, mean=means), 2),
                "rms_norm": (lambda: lab.rms_norm(x, w, out, rstd=stats), 2),
                "rms_norm+residual": (lambda: lab.rms_norm(x, w, out, rstd=stats, residual=dy, residual_out=gx), 4),
-               "rms_norm_backward": (lambda: lab.rms_norm_backward(dy, x, w, stats, gx, gw), 3)}
+               "rms_norm_backward": (lambda: lab.rms_norm_backward(dy, x, w, stats, gx, gw), 3),
+               "layer_norm_backward+bias": (lambda: lab.layer_norm_backward(dy, x, w, means, stats, gx, gw, gb), 3)}
         for name, (fn, passes) in ops.items():
             speeds = []
             for _, min_vectors, cap in settings:

@@ -13,32 +13,31 @@ namespace lab {
 
 namespace {
 
-// The current device's multiprocessors and the threads one of them holds, asked once per device (the
-// design's "no per-call device queries"; devices past the table are asked every time).
+// The current device (its ordinal) and the facts of it the launchers size grids and shared memory
+// by, asked once per device (the design's "no per-call device queries"; devices past the table are
+// asked every time).
 struct DeviceShape {
-    int multiprocessors, threads_per_multiprocessor;
+    int device, multiprocessors, threads_per_multiprocessor, shared_per_block_opt_in;
 };
 cudaError_t current_device_shape(DeviceShape *shape) {
     constexpr int kCachedDevices = 64;
-    static std::atomic<int> multiprocessors[kCachedDevices], threads_per_multiprocessor[kCachedDevices];
+    constexpr int kFacts = 3;
+    static constexpr cudaDeviceAttr kAttributes[kFacts] = {cudaDevAttrMultiProcessorCount,
+                                                           cudaDevAttrMaxThreadsPerMultiProcessor,
+                                                           cudaDevAttrMaxSharedMemoryPerBlockOptin};
+    static std::atomic<int> cache[kCachedDevices][kFacts];
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
-    const bool cached = device < kCachedDevices;
-    shape->multiprocessors = cached ? multiprocessors[device].load(std::memory_order_relaxed) : 0;
-    shape->threads_per_multiprocessor =
-        cached ? threads_per_multiprocessor[device].load(std::memory_order_relaxed) : 0;
-    if (shape->multiprocessors > 0 && shape->threads_per_multiprocessor > 0) return cudaSuccess;
-    err = cudaDeviceGetAttribute(&shape->multiprocessors, cudaDevAttrMultiProcessorCount, device);
-    if (err == cudaSuccess) {
-        err = cudaDeviceGetAttribute(&shape->threads_per_multiprocessor,
-                                     cudaDevAttrMaxThreadsPerMultiProcessor, device);
+    int facts[kFacts] = {0, 0, 0};
+    const bool cacheable = device < kCachedDevices;
+    for (int k = 0; k < kFacts && err == cudaSuccess; ++k) {
+        facts[k] = cacheable ? cache[device][k].load(std::memory_order_relaxed) : 0;
+        if (facts[k] > 0) continue;
+        err = cudaDeviceGetAttribute(&facts[k], kAttributes[k], device);
+        if (err == cudaSuccess && cacheable) cache[device][k].store(facts[k], std::memory_order_relaxed);
     }
-    if (err == cudaSuccess && cached) {
-        multiprocessors[device].store(shape->multiprocessors, std::memory_order_relaxed);
-        threads_per_multiprocessor[device].store(shape->threads_per_multiprocessor,
-                                                 std::memory_order_relaxed);
-    }
+    *shape = DeviceShape{device, facts[0], facts[1], facts[2]};
     return err;
 }
 

@@ -42,7 +42,8 @@ struct RowArgs {
     StridedLayout<LAB_ROW_OPERANDS> lead; // row index -> each operand's byte offset
     char *col[LAB_COL_OPERANDS];
     int64_t col_data_stride[LAB_COL_OPERANDS];
-    void *partials; // weight/bias gradient partial sums: [2][gridDim.x][n] accumulators
+    void *partials;               // weight/bias gradient partial sums: [2][gridDim.x][n] accumulators
+    bool streamed_sums_in_shared; // rows_streamed: the block's column sums in dynamic shared memory
 };
 
 // Where operand k's row `row` starts. One leading dimension (any contiguous input) is one multiply;
@@ -350,15 +351,41 @@ __device__ __forceinline__ double row_log(double v) { return log(v); }
 __device__ __forceinline__ float row_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double row_rsqrt(double v) { return 1.0 / sqrt(v); }
 
-// Where a streamed row's column sums (the norms' weight and bias gradients) go: this block's own
-// partial rows, indexed by column, started afresh on the block's first row. No other block touches
-// them: no atomics. A null pointer: that sum is not wanted (no bias gradient).
-template <typename A> struct ColumnSink {
+// Where a streamed row's column sums (the norms' weight and bias gradients) go: a sink the walk adds
+// each element's terms to. No other block touches them: no atomics. A null pointer: that sum is not
+// wanted (no bias gradient).
+// - GlobalColumnSink: this block's own partial rows in device memory, each column in its place,
+//   started afresh on the block's first row. Every element then reads and writes 8 or 16 bytes more
+//   than the row itself moves: at rows of 16384 the backward ran at 0.5 TB/s (bench/sweep_rowwise.py,
+//   2026-11-30).
+// - SharedColumnSink, where the row's sums fit: the block's sums in shared memory, zeroed before its
+//   first row and written to its partial rows once after its last (rows_streamed). They are laid out
+//   by (step, element, lane), shared_slot below: in column order a lane's kRowVec columns are
+//   neighbours, so a warp's 32 lanes would land on a few banks and wait on each other.
+template <typename T> struct GlobalColumnSink {
+    using A = compute_t<T>;
     A *weight, *bias;
     bool first;
-    __device__ __forceinline__ void add(int64_t column, A to_weight, A to_bias) const {
+    template <typename Index>
+    __device__ __forceinline__ void add(Index step, int i, int lane, int group, A to_weight,
+                                        A to_bias) const {
+        const Index column = tile_column<T, Index>(step, i, lane, group);
         if (weight) weight[column] = (first ? A(0) : weight[column]) + to_weight;
         if (bias) bias[column] = (first ? A(0) : bias[column]) + to_bias;
+    }
+};
+__device__ __forceinline__ int shared_slot(int step, int vec, int i, int lane, int group) {
+    return (step * vec + i) * group + lane;
+}
+template <typename T> struct SharedColumnSink {
+    using A = compute_t<T>;
+    A *weight, *bias;
+    template <typename Index>
+    __device__ __forceinline__ void add(Index step, int i, int lane, int group, A to_weight,
+                                        A to_bias) const {
+        const int at = shared_slot(int(step), kRowVec<T>, i, lane, group);
+        if (weight) weight[at] += to_weight;
+        if (bias) bias[at] += to_bias;
     }
 };
 

@@ -100,32 +100,55 @@ template <class Op> struct StreamShape<Op, std::void_t<decltype(Op::kStreamChunk
     static constexpr int chunks = Op::kStreamChunks, threads = Op::kStreamThreads;
 };
 
-// Streamed rows: a block per row, grid-stride.
+// Streamed rows: a block per row, grid-stride. Ops with column sums keep them in this block's
+// partial rows, or, where a.streamed_sums_in_shared, in dynamic shared memory until the last row
+// (GlobalColumnSink, SharedColumnSink).
 template <class Op, typename T>
 __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<Op>::threads)
     rows_streamed(RowArgs a) {
     const int64_t steps = ceil_div(a.n, int64_t(a.group) * kRowVec<T> * StreamShape<Op>::chunks);
-    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-        if constexpr (Op::kColumnSums) {
-            using A = compute_t<T>;
-            A *partials = static_cast<A *>(a.partials);
-            const bool bias = partials && a.col[LAB_COL_GRAD_BIAS];
-            const ColumnSink<A> sums{partials ? partials + int64_t(blockIdx.x) * a.n : nullptr,
-                                     bias ? partials + (int64_t(gridDim.x) + blockIdx.x) * a.n : nullptr,
-                                     row == blockIdx.x};
-            Op::template streamed_row<T>(a, row, steps, GlobalRows{}, sums);
-        } else {
-            Op::template streamed_row<T>(a, row, steps, GlobalRows{});
-        }
-    }
-    if constexpr (Op::kColumnSums) { // a block with no row still owns partial rows: zero them
+    if constexpr (Op::kColumnSums) {
+        static_assert(StreamShape<Op>::chunks == 1, "column sums are slotted by one chunk a step");
         using A = compute_t<T>;
         A *partials = static_cast<A *>(a.partials);
-        if (partials && blockIdx.x >= a.rows) {
-            for (int64_t column = threadIdx.x; column < a.n; column += blockDim.x) {
-                partials[int64_t(blockIdx.x) * a.n + column] = 0;
-                partials[(int64_t(gridDim.x) + blockIdx.x) * a.n + column] = 0;
+        const bool bias = partials && a.col[LAB_COL_GRAD_BIAS];
+        auto partial_row = [&](int which) {
+            return partials + (int64_t(which) * gridDim.x + blockIdx.x) * a.n;
+        };
+        if (partials && a.streamed_sums_in_shared) {
+            extern __shared__ __align__(16) unsigned char shared_sum_bytes[];
+            A *weight = reinterpret_cast<A *>(shared_sum_bytes);
+            const int slots = int(steps) * a.group * kRowVec<T>;
+            A *bias_sums = bias ? weight + slots : nullptr;
+            for (int slot = threadIdx.x; slot < slots * (bias ? 2 : 1); slot += blockDim.x) weight[slot] = 0;
+            __syncthreads();
+            for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+                Op::template streamed_row<T>(a, row, steps, GlobalRows{},
+                                             SharedColumnSink<T>{weight, bias_sums});
             }
+            __syncthreads();
+            for (int64_t column = threadIdx.x; column < a.n; column += blockDim.x) {
+                const int vector = int(column / kRowVec<T>), i = int(column % kRowVec<T>);
+                const int slot = shared_slot(vector / a.group, kRowVec<T>, i, vector % a.group, a.group);
+                partial_row(0)[column] = weight[slot];
+                if (bias) partial_row(1)[column] = bias_sums[slot];
+            }
+            return;
+        }
+        for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+            const GlobalColumnSink<T> sums{partials ? partial_row(0) : nullptr,
+                                           bias ? partial_row(1) : nullptr, row == blockIdx.x};
+            Op::template streamed_row<T>(a, row, steps, GlobalRows{}, sums);
+        }
+        if (partials && blockIdx.x >= a.rows) { // a block with no row still owns partial rows: zero them
+            for (int64_t column = threadIdx.x; column < a.n; column += blockDim.x) {
+                partial_row(0)[column] = 0;
+                partial_row(1)[column] = 0;
+            }
+        }
+    } else {
+        for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+            Op::template streamed_row<T>(a, row, steps, GlobalRows{});
         }
     }
 }

@@ -127,6 +127,33 @@ cudaError_t partial_row_blocks(bool streamed, int64_t chunks, int threads, size_
                            per_multiprocessor[kernel_slot][threads_slot][shared_bytes > 0], blocks);
 }
 
+// The dynamic shared memory a streamed column-sum kernel may give its sums: the device's opt-in limit
+// less the kernel's own static shared memory (its group reductions'). Past 48 KB a kernel must opt in:
+// its attribute is raised to that limit once per device (a bit each; devices past 64 every time).
+template <class Op, typename T> cudaError_t streamed_sums_limit(size_t *bytes) {
+    static std::atomic<int> static_bytes{-1};
+    static std::atomic<uint64_t> raised_on{0};
+    const auto kernel = rows_streamed<Op, T>;
+    DeviceShape device{};
+    cudaError_t err = current_device_shape(&device);
+    int own = static_bytes.load(std::memory_order_relaxed);
+    if (err == cudaSuccess && own < 0) {
+        cudaFuncAttributes attributes{};
+        err = cudaFuncGetAttributes(&attributes, kernel);
+        own = int(attributes.sharedSizeBytes);
+        if (err == cudaSuccess) static_bytes.store(own, std::memory_order_relaxed);
+    }
+    if (err != cudaSuccess) return err;
+    const int limit = device.shared_per_block_opt_in - own;
+    const uint64_t bit = device.device < 64 ? uint64_t(1) << device.device : 0;
+    if (limit > 0 && !(raised_on.load(std::memory_order_relaxed) & bit)) {
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
+        if (err == cudaSuccess) raised_on.fetch_or(bit, std::memory_order_relaxed);
+    }
+    *bytes = limit > 0 ? size_t(limit) : 0;
+    return err;
+}
+
 // How launch_rows runs an op: its kernel, block and grid, and the dynamic shared memory it takes.
 enum class RowLayout { staged, in_registers, streamed };
 struct RowPlan {
@@ -134,7 +161,8 @@ struct RowPlan {
     int group, threads;
     int64_t chunks, grid;
     size_t shared_bytes;
-    int64_t padded; // staged: one row's copy, rounded up to 16 bytes
+    int64_t padded;      // staged: one row's copy, rounded up to 16 bytes
+    bool sums_in_shared; // streamed with column sums: the block's sums in its shared memory
 };
 
 // Staged (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async copies
@@ -154,7 +182,7 @@ void plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectori
         const int64_t bytes = padded * inputs;
         if (!vectorized || vectors < rowwise_staged_min_vectors || bytes > kStagedBytes) return;
         *plan = RowPlan{RowLayout::staged, threads, threads, 0, std::min<int64_t>(l.rows, int64_t(1) << 30),
-                        size_t(bytes),     padded};
+                        size_t(bytes),     padded,  false};
         *staged = true;
     }
 }
@@ -184,9 +212,23 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
     const int64_t rows_per_block = threads / group;
     const size_t sums_bytes =
         Op::kColumnSums && rows_per_block > 1 ? sizeof(compute_t<T>) * threads * chunks * kRowVec<T> : 0;
+    // Streamed with column sums: the block's sums in shared memory where the row's fit. The grid is
+    // asked with the most the kernel may take, so it does not depend on the row's length.
+    size_t streamed_limit = 0, streamed_sums_bytes = 0;
+    if constexpr (Op::kColumnSums) {
+        if (streamed) {
+            const cudaError_t err = streamed_sums_limit<Op, T>(&streamed_limit);
+            if (err != cudaSuccess) return err;
+            const int64_t slots = ceil_div(l.n, int64_t(group) * kRowVec<T>) * group * kRowVec<T>;
+            const int64_t sums = l.col_data[LAB_COL_GRAD_BIAS] ? 2 : 1;
+            streamed_sums_bytes = sizeof(compute_t<T>) * size_t(slots * sums);
+        }
+    }
+    const bool sums_in_shared = streamed_sums_bytes > 0 && streamed_sums_bytes <= streamed_limit;
     int64_t resident = 0;
     const cudaError_t err = Op::kColumnSums
-                                ? partial_row_blocks<Op, T>(streamed, chunks, threads, sums_bytes, &resident)
+                                ? partial_row_blocks<Op, T>(streamed, chunks, threads,
+                                                            streamed ? streamed_limit : sums_bytes, &resident)
                                 : thread_slot_blocks(threads, &resident);
     if (err != cudaSuccess) return err;
     // With column sums every block is a set of partial rows: give each group several rows (fewer
@@ -200,8 +242,9 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
                     threads,
                     chunks,
                     grid,
-                    streamed ? 0 : sums_bytes,
-                    0};
+                    streamed ? (sums_in_shared ? streamed_sums_bytes : 0) : sums_bytes,
+                    0,
+                    sums_in_shared};
     return cudaSuccess;
 }
 
@@ -225,6 +268,7 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
     RowArgs a = make_row_args(l, plan.group, vectorized);
     a.row_losses = scratch.row_losses;
     a.grad_scale = scratch.grad_scale;
+    a.streamed_sums_in_shared = plan.sums_in_shared;
     if (want_sums && l.rows > 0 && l.n > 0) {
         err = lab_scratch_alloc(&a.partials, sizeof(A) * 2 * size_t(plan.grid) * size_t(l.n), stream);
         if (err != cudaSuccess) return err;

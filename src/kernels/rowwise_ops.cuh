@@ -421,10 +421,10 @@ template <bool kBiasSums> struct NormBackward {
         }
     }
 
-    // Streamed rows add their column sums into the block's own partial rows (ColumnSink).
-    template <typename T, class Rows>
+    // Streamed rows add their column sums into the block's own (a Global- or SharedColumnSink).
+    template <typename T, class Rows, class Sink>
     __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows,
-                                        const ColumnSink<compute_t<T>> &sums) {
+                                        const Sink &sums) {
         using Index = typename Rows::Index; // int where the row is staged: cheaper index math
         using A = compute_t<T>;
         constexpr int kSize = kRowVec<T>;
@@ -460,7 +460,7 @@ template <bool kBiasSums> struct NormBackward {
             for (int i = 0; i < kSize; ++i) {
                 const Index column = tile_column<T, Index>(step, i, lane, a.group);
                 const A xhat = column < a.n ? (x[i] - mean) * rstd : A(0);
-                if (column < a.n) sums.add(column, g[i] * xhat, g[i]);
+                if (column < a.n) sums.add(step, i, lane, a.group, g[i] * xhat, g[i]);
                 x[i] = rstd * (g[i] * w[i] - mean_g - xhat * mean_gx);
             }
             store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
