@@ -71,8 +71,8 @@ demo:
 # gpu-sanitize` (compute-sanitizer; an unchanged build is reused) - together they take
 # longer than one call may.
 # Logs go to $(OUT)/logs, packed at the end into $(OUT)/logs.tgz (the device tool returns at most 8
-# files); the benchmark's JSON and PNG stay beside it. EXTRA names more targets to run before the
-# packing, e.g. `make gpu-check EXTRA="leak-check sweep profile"`.
+# files), the benchmarks' JSON and PNG files into $(OUT)/bench.tgz. EXTRA names more targets to run
+# before the packing, e.g. `make gpu-check EXTRA="leak-check sweep profile"`.
 LOGS = $(OUT)/logs
 gpu-check:
 	mkdir -p $(LOGS)
@@ -90,6 +90,7 @@ gpu-check:
 	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1
 	find $(LOGS) -type f -size +4M -printf "left out of logs.tgz (over 4 MiB): %p\n" -delete
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
+	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
 
 # Issue 8's leak figure: refcount/tracemalloc tests at 10^6 calls each (GPU machine): succeeding calls
 # (no launch, real launches on torch, lab.Array and CAI) and failing ones (validation, refused memory).

@@ -1,7 +1,8 @@
 """The row-wise kernels once each on bench_rowwise.py's headline input (bfloat16 16384 x 4096), for
 Nsight Compute (`make profile-rowwise`): softmax, layer_norm, rms_norm forward, rms_norm backward,
 layer_norm backward (with the bias gradient), and torch's softmax and rms_norm beside them; rms_norm
-on rows of 1024 (bench_rowwise.py's 16384 x 1024), lab's and torch's; cross_entropy with its gradient
+on rows of 1024 (bench_rowwise.py's 16384 x 1024), lab's and torch's; rms_norm's backward on streamed
+rows (4096 x 16384), lab's and torch's forward + backward; cross_entropy with its gradient
 on 4096 x 131072 logits (bench_losses.py's), torch's cross_entropy forward and backward kernels beside
 it, and the SwiGLU backward."""
 import os
@@ -33,7 +34,20 @@ def main():
                      ("torch rms_norm 16384x1024", lambda: F.rms_norm(short, (1024,), w[:1024]))]:
         print(name, file=sys.stderr)
         fn()
-    del x, dy, out, gx, short, short_out
+    long_x = x.view(4096, 16384)  # streamed rows: the backward's column sums in shared memory
+    long_w, long_dy, long_rstd = torch.randn(16384, device="cuda", dtype=torch.bfloat16), dy.view(4096, 16384), \
+        rstd[:4096]
+    long_leaf, long_wleaf = long_x.clone().requires_grad_(), long_w.clone().requires_grad_()
+    lab.rms_norm(long_x, long_w, out.view(4096, 16384), rstd=long_rstd)
+    for name, fn in [("lab rms_norm_backward 4096x16384",
+                      lambda: lab.rms_norm_backward(long_dy, long_x, long_w, long_rstd, gx.view(4096, 16384),
+                                                    torch.empty_like(long_w))),
+                     ("torch rms_norm forward + backward 4096x16384",
+                      lambda: torch.autograd.grad(F.rms_norm(long_leaf, (16384,), long_wleaf), (long_leaf, long_wleaf),
+                                                  long_dy))]:
+        print(name, file=sys.stderr)
+        fn()
+    del x, dy, out, gx, short, short_out, long_x, long_dy, long_leaf
     logits = torch.randn(4096, 131072, device="cuda", dtype=torch.bfloat16)
     target, loss = torch.randint(0, 131072, (4096,), device="cuda"), torch.empty((), device="cuda")
     leaf = logits.clone().requires_grad_()
