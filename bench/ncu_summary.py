@@ -22,7 +22,7 @@ def short_name(kernel):
     reducer = re.search(r"lab::\(anonymous namespace\)::(\w+Reducer)<([^,>]+)", kernel)
     if reducer:
         return f"{name}<{reducer.group(1)}<{reducer.group(2)}>>"
-    row_op = re.search(r"lab::(rows_\w+)<lab::(\w+), ([^,>]+)(?:, (\d+))?>", kernel)
+    row_op = re.search(r"lab::(rows_\w+)<lab::(\w+(?:<[^>]*>)?), ([^,>]+)(?:, (\d+))?>", kernel)
     if row_op:
         return f"{row_op.group(1)}<{row_op.group(2)}, {row_op.group(3)}{', ' + row_op.group(4) if row_op.group(4) else ''}>"
     return name[:60]

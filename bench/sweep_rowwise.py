@@ -27,7 +27,8 @@ def main():
     settings = [("as launched", *defaults), ("staged", 1, defaults[1])] + \
         [(f"chunks<={c}", 1 << 62, c) for c in (4, 2, 1)]
     print(f"{'op':34s} " + " ".join(f"{name:>11s}" for name, _, _ in settings) + "   (TB/s)")
-    for dtype, n in ((torch.bfloat16, 4096), (torch.bfloat16, 1024), (torch.float32, 4096), (torch.bfloat16, 16384)):
+    for dtype, n in ((torch.bfloat16, 4096), (torch.bfloat16, 1024), (torch.float32, 4096), (torch.bfloat16, 16384),
+                     (torch.bfloat16, 8192), (torch.float32, 2048)):
         rows = (1 << 26) // n
         x = torch.randn(rows, n, device="cuda", dtype=dtype)
         w, dy = torch.randn(n, device="cuda", dtype=dtype), torch.randn_like(x)

@@ -362,28 +362,32 @@ __device__ __forceinline__ double row_rsqrt(double v) { return 1.0 / sqrt(v); }
 //   first row and written to its partial rows once after its last (rows_streamed). They are laid out
 //   by (step, element, lane), shared_slot below: in column order a lane's kRowVec columns are
 //   neighbours, so a warp's 32 lanes would land on a few banks and wait on each other.
+// Both take each element's terms, also past the row's end, where they are 0 (grad_out is).
 template <typename T> struct GlobalColumnSink {
     using A = compute_t<T>;
     A *weight, *bias;
     bool first;
     template <typename Index>
-    __device__ __forceinline__ void add(Index step, int i, int lane, int group, A to_weight,
+    __device__ __forceinline__ void add(Index step, int i, int lane, const RowArgs &a, A to_weight,
                                         A to_bias) const {
-        const Index column = tile_column<T, Index>(step, i, lane, group);
+        const Index column = tile_column<T, Index>(step, i, lane, a.group);
+        if (column >= a.n) return;
         if (weight) weight[column] = (first ? A(0) : weight[column]) + to_weight;
         if (bias) bias[column] = (first ? A(0) : bias[column]) + to_bias;
     }
 };
+// kGroup: the streamed kernel's lanes a row (its block), a constant so that a lane's slots are one
+// base address and constant offsets. The slots cover whole steps, past the row's end too.
 __device__ __forceinline__ int shared_slot(int step, int vec, int i, int lane, int group) {
     return (step * vec + i) * group + lane;
 }
-template <typename T> struct SharedColumnSink {
+template <typename T, int kGroup> struct SharedColumnSink {
     using A = compute_t<T>;
     A *weight, *bias;
     template <typename Index>
-    __device__ __forceinline__ void add(Index step, int i, int lane, int group, A to_weight,
+    __device__ __forceinline__ void add(Index step, int i, int lane, const RowArgs &, A to_weight,
                                         A to_bias) const {
-        const int at = shared_slot(int(step), kRowVec<T>, i, lane, group);
+        const int at = shared_slot(int(step), kRowVec<T>, i, lane, kGroup);
         if (weight) weight[at] += to_weight;
         if (bias) bias[at] += to_bias;
     }

@@ -123,8 +123,9 @@ __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<O
             for (int slot = threadIdx.x; slot < slots * (bias ? 2 : 1); slot += blockDim.x) weight[slot] = 0;
             __syncthreads();
             for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-                Op::template streamed_row<T>(a, row, steps, GlobalRows{},
-                                             SharedColumnSink<T>{weight, bias_sums});
+                Op::template streamed_row<T>(
+                    a, row, steps, GlobalRows{},
+                    SharedColumnSink<T, StreamShape<Op>::threads>{weight, bias_sums});
             }
             __syncthreads();
             for (int64_t column = threadIdx.x; column < a.n; column += blockDim.x) {

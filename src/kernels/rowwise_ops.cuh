@@ -342,10 +342,12 @@ struct NormForward {
 // * rstd (layer_norm; rms_norm: mean 0 and no mean(g) term), the two means from one group
 // reduction. grad_weight = sum over rows of grad_out * xhat, grad_bias = sum of grad_out: per-column
 // sums each group carries across its rows.
-// kBiasSums: the bias gradient is wanted (layer_norm with a bias). Otherwise its column sums are
-// never made: at four chunks of a half type they are 32 registers a lane, the difference between
-// three blocks an SM and spilling.
-template <bool kBiasSums> struct NormBackward {
+// kCentered: layer_norm (x has a mean, and g one); rms_norm's backward, without, reads no mean and
+// reduces one sum, not two. kBiasSums: the bias gradient is wanted (layer_norm with a bias).
+// Otherwise its column sums are never made: at four chunks of a half type they are 32 registers a
+// lane, the difference between three blocks an SM and spilling.
+template <bool kCentered, bool kBiasSums> struct NormBackward {
+    static_assert(kCentered || !kBiasSums, "rms_norm has no bias");
     static constexpr bool kBias = kBiasSums;
     // Four chunks a lane, held as packets (load_packets): x, grad_out and the weight of a 4096-long
     // bf16 row in 48 registers of 128 lanes, the column sums beside them - one row a block of 128,
@@ -364,13 +366,13 @@ template <bool kBiasSums> struct NormBackward {
     // The row's mean (0 for rms_norm) and rstd, from the forward's statistics.
     template <typename A>
     __device__ static void statistics(const RowArgs &a, int64_t row, bool valid, A &mean, A &rstd) {
-        mean = valid && a.centered ? A(load_statistic(a, row_at(a, row, LAB_ROW_MEAN))) : A(0);
+        mean = kCentered && valid ? A(load_statistic(a, row_at(a, row, LAB_ROW_MEAN))) : A(0);
         rstd = valid ? A(load_statistic(a, row_at(a, row, LAB_ROW_RSTD))) : A(0);
     }
 
     template <typename A> __device__ static void means(const RowArgs &a, A s1, A s2, A &mean_g, A &mean_gx) {
         const Pair<A> sums = group_sums(s1, s2, a.group);
-        mean_g = a.centered ? sums.first / A(a.n) : A(0);
+        mean_g = kCentered ? sums.first / A(a.n) : A(0);
         mean_gx = sums.second / A(a.n);
     }
 
@@ -442,12 +444,12 @@ template <bool kBiasSums> struct NormBackward {
         for (Index step = 0; step < steps; ++step) {
             A x[kSize], g[kSize], w[kSize];
             load_step(step, x, g, w);
+            // No mask past the row's end, as in row(): grad_out is 0 there, a factor of every term.
 #pragma unroll
             for (int i = 0; i < kSize; ++i) {
-                const A xhat =
-                    tile_column<T, Index>(step, i, lane, a.group) < a.n ? (x[i] - mean) * rstd : A(0);
-                s1 += g[i] * w[i];
-                s2 += g[i] * w[i] * xhat;
+                const A gw = g[i] * w[i];
+                s1 += gw;
+                s2 += gw * ((x[i] - mean) * rstd);
             }
         }
         A mean_g, mean_gx;
@@ -458,9 +460,8 @@ template <bool kBiasSums> struct NormBackward {
             load_step(step, x, g, w);
 #pragma unroll
             for (int i = 0; i < kSize; ++i) {
-                const Index column = tile_column<T, Index>(step, i, lane, a.group);
-                const A xhat = column < a.n ? (x[i] - mean) * rstd : A(0);
-                if (column < a.n) sums.add(step, i, lane, a.group, g[i] * xhat, g[i]);
+                const A xhat = (x[i] - mean) * rstd;
+                sums.add(step, i, lane, a, g[i] * xhat, g[i]);
                 x[i] = rstd * (g[i] * w[i] - mean_g - xhat * mean_gx);
             }
             store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
