@@ -343,7 +343,8 @@ struct NormForward {
 // reduction. grad_weight = sum over rows of grad_out * xhat, grad_bias = sum of grad_out: per-column
 // sums each group carries across its rows.
 // kCentered: layer_norm (x has a mean, and g one); rms_norm's backward, without, reads no mean and
-// reduces one sum, not two. kBiasSums: the bias gradient is wanted (layer_norm with a bias).
+// subtracts none: 8% fewer instructions (ncu, bf16 16384 x 4096). Its pair reduction stays: with one
+// sum ptxas spilled the float32 lanes. kBiasSums: the bias gradient is wanted (layer_norm with a bias).
 // Otherwise its column sums are never made: at four chunks of a half type they are 32 registers a
 // lane, the difference between three blocks an SM and spilling.
 template <bool kCentered, bool kBiasSums> struct NormBackward {
