@@ -197,7 +197,12 @@ struct SoftmaxBackward {
 // The statistics come from one group reduction of two sums - of d = x - shift and of d^2 - with the
 // row's first element as the shift (layer_norm; 0 for rms_norm): var = mean(d^2) - mean(d)^2 loses
 // nothing to cancellation when the shift is near the mean, as one of the row's own values is.
-struct NormForward {
+//
+// kCentered: layer_norm (the shift, the mean, a bias); else rms_norm (and its residual). Each is its
+// own kernel: with both behind a runtime flag the staged bf16 kernels spilled 48 bytes a thread at
+// their 32 registers; split, layer_norm's spills nothing and rms_norm's 36 bytes (ptxas). Splitting
+// off the residual too moved those spills about (32-44 bytes each), so it stays a runtime flag.
+template <bool kCentered> struct NormForward {
     static constexpr int kMaxChunks = 2; // 4: 600 bytes of spills a thread for half types (ptxas)
     static constexpr bool kColumnSums = false;
     static constexpr int kStagedInput = LAB_ROW_RESIDUAL; // where there is one
@@ -205,16 +210,16 @@ struct NormForward {
     // x (+ residual, rounded to T) at column 0 of the row: the shift.
     template <typename T> __device__ static compute_t<T> shift_of(const RowArgs &a, int64_t row, bool valid) {
         using A = compute_t<T>;
-        if (!a.centered || !valid || a.n == 0) return A(0);
+        if (!kCentered || !valid || a.n == 0) return A(0);
         return load_as_compute(*reinterpret_cast<const T *>(row_at(a, row, LAB_ROW_X)));
     }
 
     template <typename A>
     __device__ static void statistics(const RowArgs &a, Pair<A> sums, A shift, A &mean, A &rstd) {
         const A n = A(a.n), mean_shifted = sums.first / n;
-        A var = sums.second / n - (a.centered ? mean_shifted * mean_shifted : A(0));
+        A var = sums.second / n - (kCentered ? mean_shifted * mean_shifted : A(0));
         var = var > A(0) || var != var ? var : A(0); // rounding may dip below 0; NaN (no elements) stays
-        mean = a.centered ? shift + mean_shifted : A(0);
+        mean = kCentered ? shift + mean_shifted : A(0);
         rstd = row_rsqrt(var + A(a.eps));
     }
 
@@ -225,7 +230,7 @@ struct NormForward {
         constexpr int kSize = kChunks * kRowVec<T>;
         A x[kSize];
         load_row<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid, A(0));
-        if (a.row[LAB_ROW_RESIDUAL]) { // rms_norm only: never centered, so the shift stays 0
+        if (!kCentered && a.row[LAB_ROW_RESIDUAL]) { // rms_norm only: the shift stays 0
             A r[kSize];
             load_row<T, kChunks>(r, row_at(a, row, LAB_ROW_RESIDUAL), a.col_stride[LAB_ROW_RESIDUAL], a, lane,
                                  0, valid, A(0));
@@ -236,7 +241,7 @@ struct NormForward {
         }
         const A shift = shift_of<T>(a, row, valid);
         A s1 = 0, s2 = 0;
-        if (a.centered) { // past the row's end x is 0, not the shift: mask those positions out
+        if constexpr (kCentered) { // past the row's end x is 0, not the shift: mask those positions out
 #pragma unroll
             for (int i = 0; i < kSize; ++i) {
                 const bool inside = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, lane, a.group) < int(a.n);
@@ -254,14 +259,15 @@ struct NormForward {
         load_columns<T, kChunks>(w, a, LAB_COL_WEIGHT, lane, 0, A(1));
 #pragma unroll
         for (int i = 0; i < kSize; ++i) x[i] = (x[i] - mean) * rstd * w[i];
-        if (a.col[LAB_COL_BIAS]) {
+        if (kCentered && a.col[LAB_COL_BIAS]) {
             load_columns<T, kChunks>(w, a, LAB_COL_BIAS, lane, 0, A(0));
 #pragma unroll
             for (int i = 0; i < kSize; ++i) x[i] += w[i];
         }
         store_row<T, kChunks>(x, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
         if (valid && lane == 0) {
-            if (a.row[LAB_ROW_MEAN]) store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
+            if (kCentered && a.row[LAB_ROW_MEAN])
+                store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
             if (a.row[LAB_ROW_RSTD]) store_statistic(a, row_at(a, row, LAB_ROW_RSTD), double(rstd));
         }
     }
@@ -274,7 +280,7 @@ struct NormForward {
         using A = compute_t<T>;
         constexpr int kSize = kRowVec<T>;
         const int lane = threadIdx.x;
-        const bool residual = a.row[LAB_ROW_RESIDUAL] != nullptr;
+        const bool residual = !kCentered && a.row[LAB_ROW_RESIDUAL] != nullptr;
         const A shift = shift_of<T>(a, row, true);
         // each row pointer found once (several leading dimensions cost divisions), outside the loops
         const char *x_row = rows.at(a, row, LAB_ROW_X);
@@ -292,7 +298,7 @@ struct NormForward {
                 for (int i = 0; i < kSize; ++i) x[i] = round_to<T>(x[i] + r[i]);
                 store_row<T, 1, Index>(x, h_row, a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, step, true);
             }
-            if (a.centered) { // past the row's end x is 0, not the shift: mask those positions out
+            if constexpr (kCentered) { // past the row's end x is 0, not the shift: mask those positions out
                 if (tile_column<T, Index>(step, kSize - 1, lane, a.group) < a.n) { // the whole chunk inside
 #pragma unroll
                     for (int i = 0; i < kSize; ++i) {
@@ -324,7 +330,7 @@ struct NormForward {
             load_columns<T, 1, Index>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
 #pragma unroll
             for (int i = 0; i < kSize; ++i) x[i] = (x[i] - mean) * rstd * w[i];
-            if (a.col[LAB_COL_BIAS]) {
+            if (kCentered && a.col[LAB_COL_BIAS]) {
                 load_columns<T, 1, Index>(w, a, LAB_COL_BIAS, lane, step, A(0));
 #pragma unroll
                 for (int i = 0; i < kSize; ++i) x[i] += w[i];
@@ -332,7 +338,8 @@ struct NormForward {
             store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
         }
         if (lane == 0) {
-            if (a.row[LAB_ROW_MEAN]) store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
+            if (kCentered && a.row[LAB_ROW_MEAN])
+                store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
             if (a.row[LAB_ROW_RSTD]) store_statistic(a, row_at(a, row, LAB_ROW_RSTD), double(rstd));
         }
     }
