@@ -266,8 +266,9 @@ template <bool kCentered> struct NormForward {
         }
         store_row<T, kChunks>(x, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
         if (valid && lane == 0) {
-            if (kCentered && a.row[LAB_ROW_MEAN])
+            if (kCentered && a.row[LAB_ROW_MEAN]) {
                 store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
+            }
             if (a.row[LAB_ROW_RSTD]) store_statistic(a, row_at(a, row, LAB_ROW_RSTD), double(rstd));
         }
     }
@@ -338,8 +339,9 @@ template <bool kCentered> struct NormForward {
             store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
         }
         if (lane == 0) {
-            if (kCentered && a.row[LAB_ROW_MEAN])
+            if (kCentered && a.row[LAB_ROW_MEAN]) {
                 store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
+            }
             if (a.row[LAB_ROW_RSTD]) store_statistic(a, row_at(a, row, LAB_ROW_RSTD), double(rstd));
         }
     }
