@@ -5,7 +5,8 @@ that drift hits both alike.
 For the forward + backward: each way (lab.nn, lab's two kernels, torch eager) timed one step per
 pair of events after a sync, as bench_rowwise.py does (the host time before the first kernel shows
 as idle GPU), and ten steps back to back per pair (the host runs ahead, as in a training loop), with
-its host time a step; then torch's profiler, CPU self time per op.
+its host time a step; each layer of the path on a tiny input; then torch's profiler, CPU self time
+per op.
     python3 bench/host_cost.py
 """
 import os
@@ -20,6 +21,19 @@ from lab._timing import median_ms, torch_timer  # noqa: E402
 from _peers import peers  # noqa: E402
 from bench_elementwise import median, per_call_rounds  # noqa: E402
 from bench_jit import ADD  # noqa: E402
+
+
+def host_us_a_call(torch, fn, calls):
+    """Host microseconds a call of fn, `calls` calls after a warm-up and a sync, none between them."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host_us = (time.perf_counter() - start) / calls * 1e6
+    torch.cuda.synchronize()
+    return host_us
 
 
 def main():
@@ -52,13 +66,20 @@ def main():
     for name, fn in (("lab.nn", step), ("kernels", kernels), ("torch", eager)):
         single = median_ms(fn, *timer)
         ten = median_ms(lambda fn=fn: [fn() for _ in range(10)], *timer) / 10
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(10):
-            fn()
-        host_us = (time.perf_counter() - start) / 10 * 1e6
-        torch.cuda.synchronize()
-        print(f"  {name:10s} {single:11.3f} {ten:12.3f} {host_us:8.1f}")
+        print(f"  {name:10s} {single:11.3f} {ten:12.3f} {host_us_a_call(torch, fn, 10):8.1f}")
+    # Each layer of lab.nn's path on a tiny input, where the host's time is all there is
+    small = torch.randn(8, 64, device="cuda", requires_grad=True)
+    ws, dys, outs, rs = torch.randn(64, device="cuda", requires_grad=True), torch.randn(8, 64, device="cuda"), \
+        torch.empty(8, 64, device="cuda"), torch.empty(8, device="cuda")
+    pieces = {"lab.rms_norm (C call)": lambda: lab.rms_norm(small.detach(), ws.detach(), outs, rstd=rs),
+              "torch.ops.lab.rms_norm, no grad": lambda: torch.ops.lab.rms_norm(small.detach(), ws.detach(), None),
+              "lab.nn.rms_norm forward": lambda: lab.nn.functional.rms_norm(small, (64,), ws),
+              "lab.nn.rms_norm fwd+bwd": lambda: torch.autograd.grad(lab.nn.functional.rms_norm(small, (64,), ws),
+                                                                     (small, ws), dys),
+              "F.rms_norm fwd+bwd": lambda: torch.autograd.grad(torch.nn.functional.rms_norm(small, (64,), ws),
+                                                                (small, ws), dys)}
+    for name, fn in pieces.items():
+        print(f"host time, {name:34s} {host_us_a_call(torch, fn, 200):8.1f} us a call")
     for _ in range(20):
         step()
     torch.cuda.synchronize()

@@ -1,12 +1,11 @@
 """How the row-wise kernels' layouts were chosen: each op at a few row lengths as lab launches it (rows
 staged in shared memory where the op and row allow), then with staging off and the cap on 16-byte
-chunks a lane holds at 4, 2 and 1 (lab.lab._rowwise_max_chunks), TB/s moved; and where
-lab.nn's time goes (torch.profiler over rms_norm forward + backward through autograd).
+chunks a lane holds at 4, 2 and 1 (lab.lab._rowwise_max_chunks), TB/s moved. Where lab.nn's host
+time goes is bench/host_cost.py's.
     python3 bench/sweep_rowwise.py
 """
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
@@ -50,45 +49,6 @@ def main():
             lab.lab._rowwise_max_chunks(defaults[1])
             label = f"{name} {str(dtype)[6:]} {rows}x{n}"
             print(f"{label:34s} " + " ".join(f"{s:11.2f}" for s in speeds))
-    from lab import nn as lab_nn
-    from torch.profiler import ProfilerActivity, profile
-    x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    dy = torch.randn_like(x)
-    step = lambda: torch.autograd.grad(lab_nn.rms_norm(x, (4096,), w), (x, w), dy)  # noqa: E731
-    for _ in range(5):
-        step()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(20):
-        step()
-    host_us = (time.perf_counter() - start) / 20 * 1e6
-    torch.cuda.synchronize()
-    print(f"\nlab.nn rms_norm fwd+bwd: {host_us:.0f} us of host time a step (no sync), "
-          f"{median_ms(step, *timer):.3f} ms event-timed")
-    small = torch.randn(8, 64, device="cuda", requires_grad=True)
-    ws, dys, outs, rs = torch.randn(64, device="cuda", requires_grad=True), torch.randn(8, 64, device="cuda"), \
-        torch.empty(8, 64, device="cuda"), torch.empty(8, device="cuda")
-    pieces = {"lab.rms_norm (C call)": lambda: lab.rms_norm(small.detach(), ws.detach(), outs, rstd=rs),
-              "torch.ops.lab.rms_norm, no grad": lambda: torch.ops.lab.rms_norm(small.detach(), ws.detach(), None),
-              "lab.nn.rms_norm forward": lambda: lab_nn.rms_norm(small, (64,), ws),
-              "lab.nn.rms_norm fwd+bwd": lambda: torch.autograd.grad(lab_nn.rms_norm(small, (64,), ws), (small, ws), dys),
-              "F.rms_norm fwd+bwd": lambda: torch.autograd.grad(torch.nn.functional.rms_norm(small, (64,), ws),
-                                                                (small, ws), dys)}
-    for name, fn in pieces.items():
-        for _ in range(20):
-            fn()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(200):
-            fn()
-        torch.cuda.synchronize()
-        print(f"host time, {name:34s} {(time.perf_counter() - start) / 200 * 1e6:8.1f} us a call")
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(5):
-            step()
-        torch.cuda.synchronize()
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=50))
     return 0
 
 
