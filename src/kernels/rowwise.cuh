@@ -25,7 +25,6 @@ struct RowArgs {
     int group;       // threads sharing one row: a power of two, 1 .. blockDim.x
     bool vectorized; // every row and column operand contiguous and 16-byte aligned
     bool log;        // softmax ops: the log_softmax variant
-    bool centered;   // norms: layer_norm (subtract the mean), else rms_norm
     bool stats_double;
     bool gelu;     // GLU backwards: gelu's tanh approximation, else silu
     bool target64; // cross-entropy: int64 targets, else int32

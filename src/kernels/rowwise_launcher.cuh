@@ -45,7 +45,6 @@ RowArgs make_row_args(const lab_rowwise_launch &l, int group, bool vectorized) {
     a.group = group;
     a.vectorized = vectorized;
     a.log = l.op == LAB_ROW_LOG_SOFTMAX || l.op == LAB_ROW_LOG_SOFTMAX_BACKWARD;
-    a.centered = l.op == LAB_ROW_LAYER_NORM || l.op == LAB_ROW_LAYER_NORM_BACKWARD;
     a.stats_double = l.stats_dtype == LAB_FLOAT64;
     a.target64 = l.target_dtype == LAB_INT64;
     a.eps = l.eps;
