@@ -175,13 +175,14 @@ template <class Op> struct Staging<Op, std::void_t<decltype(Op::kStagedInput)>> 
 // like rows in registers, at the registers of the streamed kernel. Capped at 32 registers (two
 // blocks of 1024 an SM): at 128 threads a block, an SM then holds 16 rows' copies in flight, which
 // is what lifts these ops from the register-held layout's half occupancy (bench/sweep_norms.cu).
-// `padded` is one staged row's bytes rounded up to 16; the second input's copy follows X's.
+// `padded` is one staged row's bytes rounded up to 16; the second input's copy follows X's. `steps`,
+// the 16-byte chunks a thread walks along the row, comes from the host: a block holds one row, and a
+// division here was 30 of a warp's 1073 instructions a row (ncu source counters, staged softmax).
 template <class Op, typename T>
-__global__ void __launch_bounds__(1024, 2) rows_staged(RowArgs a, int64_t padded) {
+__global__ void __launch_bounds__(1024, 2) rows_staged(RowArgs a, int padded, int steps) {
     extern __shared__ __align__(16) unsigned char staged_bytes[];
     char *x = reinterpret_cast<char *>(staged_bytes), *second = x + padded;
-    const int64_t bytes = a.n * int64_t(sizeof(T));
-    const int64_t steps = ceil_div(a.n, int64_t(blockDim.x) * kRowVec<T>);
+    const int bytes = int(a.n) * int(sizeof(T));
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         if (row != blockIdx.x) __syncthreads(); // every thread is done with the previous row's copies
         stage_row(x, row_at(a, row, LAB_ROW_X), bytes);

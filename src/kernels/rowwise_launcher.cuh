@@ -277,7 +277,10 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
             kernel<<<unsigned(plan.grid), plan.threads, plan.shared_bytes, stream>>>(a, extra...);
         };
         if (plan.layout == RowLayout::staged) {
-            if constexpr (Staging<Op>::allowed) launch(rows_staged<Op, T>, plan.padded);
+            if constexpr (Staging<Op>::allowed) {
+                launch(rows_staged<Op, T>, int(plan.padded),
+                       int(ceil_div(l.n, int64_t(plan.threads) * kRowVec<T>)));
+            }
         } else {
             launch(row_kernel<Op, T>(plan.layout == RowLayout::streamed, plan.chunks));
         }

@@ -72,7 +72,8 @@ struct SoftmaxForward {
 
     // Online along the row too: a running maximum, the sum rescaled whenever the maximum grows.
     template <typename T, class Rows>
-    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows) {
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, typename Rows::Index steps,
+                                        Rows rows) {
         using Index = typename Rows::Index; // int where the row is staged: cheaper index math
         using A = compute_t<T>;
         constexpr int kSize = kRowVec<T>;
@@ -167,7 +168,8 @@ struct SoftmaxBackward {
     }
 
     template <typename T, class Rows>
-    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows) {
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, typename Rows::Index steps,
+                                        Rows rows) {
         using Index = typename Rows::Index; // int where the row is staged: cheaper index math
         using A = compute_t<T>;
         constexpr int kSize = kRowVec<T>;
@@ -276,7 +278,8 @@ template <bool kCentered> struct NormForward {
     // Pass one: the sums (and h, where there is a residual); pass two: the output, reading the
     // normalized value back from where pass one left it (x, or h in RESIDUAL_OUT).
     template <typename T, class Rows>
-    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows) {
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, typename Rows::Index steps,
+                                        Rows rows) {
         using Index = typename Rows::Index; // int where the row is staged: cheaper index math
         using A = compute_t<T>;
         constexpr int kSize = kRowVec<T>;
@@ -435,7 +438,7 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
 
     // Streamed rows add their column sums into the block's own (a Global- or SharedColumnSink).
     template <typename T, class Rows, class Sink>
-    __device__ static void streamed_row(const RowArgs &a, int64_t row, int64_t steps, Rows rows,
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, typename Rows::Index steps, Rows rows,
                                         const Sink &sums) {
         using Index = typename Rows::Index; // int where the row is staged: cheaper index math
         using A = compute_t<T>;
