@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "casting.cuh"
 #include "dtype_traits.cuh"
 #include "indexing.cuh"
@@ -333,12 +335,25 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
+// exp(v), v <= 0, as the factor that rescales a softmax sum: such a sum holds its own maximum's term
+// exp(0) = 1, so a subnormal factor times it is lost when added to a sum of at least 1 - ex2 with
+// subnormals flushed (two instructions) is exact enough where __expf spends five.
+__device__ __forceinline__ float row_exp_rescale(float v) { return fast_exp2(v * 1.4426950408889634f); }
+__device__ __forceinline__ double row_exp_rescale(double v) { return exp(v); }
+
 // exp(x - max) for many x: float as one fused multiply-add and ex2 (exp2(x log2e - max log2e)); the
-// scaled maximum is computed once. double keeps exp.
+// scaled maximum is computed once. double keeps exp. divided(max, sum): exp(x - max) / sum, the
+// division folded into the exponent (exp2(x log2e - (max log2e + log2(sum)))), one rounding more
+// than the shift alone and no multiply an element.
 template <typename A> struct ShiftedExp;
 template <> struct ShiftedExp<float> {
     float scaled_max;
     __device__ __forceinline__ explicit ShiftedExp(float max) : scaled_max(max * 1.4426950408889634f) {}
+    __device__ __forceinline__ static ShiftedExp divided(float max, float sum) {
+        ShiftedExp e(0.0f);
+        e.scaled_max = fmaf(max, 1.4426950408889634f, log2f(sum));
+        return e;
+    }
     __device__ __forceinline__ float operator()(float x) const {
         return fast_exp2(fmaf(x, 1.4426950408889634f, -scaled_max));
     }
@@ -346,6 +361,9 @@ template <> struct ShiftedExp<float> {
 template <> struct ShiftedExp<double> {
     double max;
     __device__ __forceinline__ explicit ShiftedExp(double m) : max(m) {}
+    __device__ __forceinline__ static ShiftedExp divided(double max, double sum) {
+        return ShiftedExp(max + log(sum));
+    }
     __device__ __forceinline__ double operator()(double x) const { return exp(x - max); }
 };
 __device__ __forceinline__ float row_log(float v) { return logf(v); }
