@@ -8,7 +8,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test package-check format format-check demo gpu-check gpu-sanitize leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise sanitize bench fuzz clean
+.PHONY: build test package-check format format-check demo gpu-check gpu-sanitize leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -153,6 +153,19 @@ profile-rowwise:
 	  $(PYTHON) bench/profile_rowwise.py > $(LOGS)/rowwise-ncu.csv 2> $(LOGS)/rowwise-ncu-cases.txt; echo "ncu exit code: $$?"
 	cp $(LOGS)/rowwise-ncu.csv $(OUT)/
 	$(PYTHON) bench/ncu_summary.py $(LOGS)/rowwise-ncu.csv
+
+# Where the staged forwards' instructions go (softmax, layer_norm, rms_norm on the headline input):
+# Nsight Compute's per-SASS-instruction counters, grouped by how often each instruction ran - per row
+# (the prologue, the reductions) or per step along it (bench/ncu_source_summary.py). The export lands
+# beside logs.tgz as staged-sass.csv.
+profile-rowwise-sass:
+	mkdir -p $(LOGS)
+	timeout 200 ncu --clock-control none --kernel-name regex:'rows_staged' --section SourceCounters -f \
+	  -o $(LOGS)/staged $(PYTHON) bench/profile_rowwise.py --forwards > $(LOGS)/staged-ncu.txt 2>&1; \
+	  echo "ncu exit code: $$?"
+	ncu --import $(LOGS)/staged.ncu-rep --page source --csv --print-source sass > $(OUT)/staged-sass.csv
+	rm -f $(LOGS)/staged.ncu-rep
+	$(PYTHON) bench/ncu_source_summary.py $(OUT)/staged-sass.csv
 
 # compute-sanitizer over a cut of the GPU tests. Torch's caching allocator is switched off so each
 # array is its own allocation and memcheck sees any access past its end. API-error reports are off:

@@ -4,7 +4,8 @@ layer_norm backward (with the bias gradient), and torch's softmax and rms_norm b
 on rows of 1024 (bench_rowwise.py's 16384 x 1024), lab's and torch's; rms_norm's backward on streamed
 rows (4096 x 16384), lab's and torch's forward + backward; cross_entropy with its gradient
 on 4096 x 131072 logits (bench_losses.py's), torch's cross_entropy forward and backward kernels beside
-it, and the SwiGLU backward."""
+it, and the SwiGLU backward. With --forwards: the three staged forwards alone (softmax, layer_norm,
+rms_norm), for `make profile-rowwise-sass`."""
 import os
 import sys
 
@@ -12,13 +13,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 
 
-def main():
+def main(forwards_only=False):
     import torch
     F = torch.nn.functional
     x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
     w, dy = torch.randn(4096, device="cuda", dtype=torch.bfloat16), torch.randn_like(x)
     out, gx, gw, gb = torch.empty_like(x), torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
     mean, rstd = torch.empty(16384, device="cuda"), torch.empty(16384, device="cuda")
+    if forwards_only:
+        lab.softmax(x, out)
+        lab.layer_norm(x, w, w, out, mean=mean, rstd=rstd)
+        lab.rms_norm(x, w, out, rstd=rstd)
+        torch.cuda.synchronize()
+        return
     for name, fn in [("lab softmax", lambda: lab.softmax(x, out)), ("torch softmax", lambda: F.softmax(x, -1)),
                      ("lab layer_norm", lambda: lab.layer_norm(x, w, w, out, mean=mean, rstd=rstd)),
                      ("lab rms_norm", lambda: lab.rms_norm(x, w, out, rstd=rstd)),
@@ -59,4 +66,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(forwards_only="--forwards" in sys.argv)

@@ -1,0 +1,58 @@
+"""Where a kernel's instructions go, from Nsight Compute's source page (`make profile-rowwise-sass`):
+    ncu --import run.ncu-rep --page source --csv --print-source sass > sass.csv
+    python3 bench/ncu_source_summary.py sass.csv [--show COUNT]
+Per kernel: the warp instructions executed, then the SASS grouped by how often each instruction ran.
+Instructions that ran equally often are one part of the kernel: in the staged kernels (a block per
+row) the count rows x warps is the per-row prologue and reductions, a multiple of it a loop along the
+row. --show COUNT prints the instructions of the group that ran COUNT times.
+"""
+import csv
+import sys
+from collections import defaultdict
+
+
+def kernels(path):
+    """(name, rows) per kernel in the export: each starts with a "Kernel Name" row, then a header."""
+    found, name, rows = [], None, []
+    for row in csv.reader(open(path, newline="")):
+        if row and row[0] == "Kernel Name":
+            if name:
+                found.append((name, rows))
+            name, rows = row[1], []
+        elif name:
+            rows.append(row)
+    if name:
+        found.append((name, rows))
+    return found
+
+
+def summarize(name, rows, show=None):
+    header, body = rows[0], rows[1:]
+    source, executed = header.index("Source"), header.index("Instructions Executed")
+    counts = [(row[source], int(row[executed] or 0)) for row in body if len(row) > executed]
+    total = sum(count for _, count in counts)
+    print(f"{name}\n  {total} warp instructions executed")
+    groups = defaultdict(list)
+    for text, count in counts:
+        if count:
+            groups[count].append(text)
+    for count, texts in sorted(groups.items(), key=lambda item: -item[0] * len(item[1])):
+        share = count * len(texts) / total
+        if share >= 0.01:
+            print(f"  {len(texts):5d} instructions x {count:>10d} = {100 * share:5.1f}%")
+        if show == count:
+            print("\n".join(f"      {text}" for text in texts))
+
+
+def main(argv):
+    show = int(argv[argv.index("--show") + 1]) if "--show" in argv else None
+    seen = []
+    for name, rows in kernels(argv[1]):
+        if (name, rows) in seen:  # ncu 2025 printed each of a module's later kernels twice
+            continue
+        seen.append((name, rows))
+        summarize(name, rows, show)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
