@@ -19,8 +19,8 @@ struct OnlineSoftmaxCombine {
     template <typename A> __device__ __forceinline__ Pair<A> operator()(Pair<A> a, Pair<A> b) const {
         const A max = a.first > b.first ? a.first : b.first; // NaN in a.first: b's (the sum carries it)
         if (max == A(-INFINITY)) return {max, A(0)};
-        if constexpr (std::is_same_v<A, double>) { // with one exp ptxas spilled 212 bytes a lane (4 chunks),
-                                                   // not 32
+        // double keeps an exponential a side: with one, ptxas spilled 212 bytes a lane at four chunks, not 32
+        if constexpr (std::is_same_v<A, double>) {
             return {max, a.second * row_exp(a.first - max) + b.second * row_exp(b.first - max)};
         } else {
             const bool a_larger = a.first == max;
