@@ -39,8 +39,10 @@ typedef struct {
     const char *func;      /* their UTF-8, read once by _setup (the objects above own it) */
     const char *names[MAX_ARGS];
     PyObject *specializations; /* dict: key (bytes) -> handle */
-    char last_key[MAX_ARGS];   /* the last call's key, its handle (borrowed from the dict), read */
+    char last_key[MAX_ARGS];   /* the last call's key, its handle (a strong reference: the dict is
+                                  reachable from Python and may be emptied), read */
     PyObject *last_handle;
+    int calls_in_flight; /* _setup() refuses while a call reads names and counts (re-entered from Python) */
     specialization last;
 } elementwise_launcher;
 
@@ -76,20 +78,26 @@ static PyObject *find_handle(elementwise_launcher *self, const char *key, int n,
     }
     PyObject *key_bytes = PyBytes_FromStringAndSize(key, n);
     if (!key_bytes) return NULL;
-    PyObject *handle = PyDict_GetItemWithError(self->specializations, key_bytes); /* borrowed */
+    /* Strong references from the lookup on: reading a handle runs Python (its bool's __bool__). */
+    PyObject *handle = Py_XNewRef(PyDict_GetItemWithError(self->specializations, key_bytes));
     if (!handle && !PyErr_Occurred()) {
         PyObject *made = PyObject_CallMethod((PyObject *)self, "_specialize", "O", key_bytes);
         /* never replace an entry: another thread may have added this key while this one compiled,
          * and a call in flight may be using it */
-        if (made) handle = PyDict_SetDefault(self->specializations, key_bytes, made);
+        if (made) handle = Py_XNewRef(PyDict_SetDefault(self->specializations, key_bytes, made));
         Py_XDECREF(made);
     }
     Py_DECREF(key_bytes);
-    if (!handle || read_handle(handle, self->n_inputs, s) < 0) return NULL;
+    if (!handle) return NULL;
+    if (read_handle(handle, self->n_inputs, s) < 0) {
+        Py_DECREF(handle);
+        return NULL;
+    }
     memcpy(self->last_key, key, (size_t)n);
-    self->last_handle = handle;
+    Py_XSETREF(self->last_handle, Py_NewRef(handle));
     self->last = *s;
-    return handle;
+    Py_DECREF(handle);
+    return self->last_handle;
 }
 
 static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject *stream,
@@ -135,6 +143,14 @@ static PyObject *launch(elementwise_launcher *self, PyObject *const *args, PyObj
     Py_INCREF(handle); /* its kernels stay loaded through the call, whatever other threads do */
     PyObject *result = run(self, args, stream, &c, &s);
     Py_DECREF(handle);
+    return result;
+}
+
+/* A call, with _setup() locked out until it returns: arguments' Python code may call it. */
+static PyObject *launch_locked(elementwise_launcher *self, PyObject *const *args, PyObject *stream) {
+    self->calls_in_flight++;
+    PyObject *result = launch(self, args, stream);
+    self->calls_in_flight--;
     return result;
 }
 
@@ -215,7 +231,7 @@ static PyObject *launcher_vectorcall(PyObject *self_obj, PyObject *const *args, 
                      self->name, self->n_inputs, self->n_outputs, nargs);
         return NULL;
     }
-    return launch(self, args, stream);
+    return launch_locked(self, args, stream);
 }
 
 /* _setup(name, input names, output names): what the Python subclass parsed from the parameters. */
@@ -223,6 +239,10 @@ static PyObject *launcher_setup(PyObject *self_obj, PyObject *const *args, Py_ss
     elementwise_launcher *self = (elementwise_launcher *)self_obj;
     if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyTuple_Check(args[1]) || !PyTuple_Check(args[2])) {
         PyErr_SetString(PyExc_TypeError, "_setup(name: str, input names: tuple, output names: tuple)");
+        return NULL;
+    }
+    if (self->calls_in_flight) {
+        PyErr_SetString(PyExc_RuntimeError, "_setup() cannot change a kernel while a call to it is running");
         return NULL;
     }
     const Py_ssize_t n_in = PyTuple_GET_SIZE(args[1]), n_out = PyTuple_GET_SIZE(args[2]);
@@ -256,7 +276,7 @@ static PyObject *launcher_setup(PyObject *self_obj, PyObject *const *args, Py_ss
     self->n_inputs = (int)n_in;
     self->n_outputs = (int)n_out;
     PyDict_Clear(self->specializations);
-    self->last_handle = NULL;
+    Py_CLEAR(self->last_handle);
     Py_RETURN_NONE;
 }
 
@@ -280,13 +300,14 @@ static int launcher_traverse(PyObject *self_obj, visitproc visit, void *arg) {
     Py_VISIT(self->name);
     Py_VISIT(self->param_names);
     Py_VISIT(self->specializations);
+    Py_VISIT(self->last_handle);
     Py_VISIT(Py_TYPE(self_obj));
     return 0;
 }
 
 static int launcher_clear(PyObject *self_obj) {
     elementwise_launcher *self = (elementwise_launcher *)self_obj;
-    self->last_handle = NULL;
+    Py_CLEAR(self->last_handle);
     Py_CLEAR(self->name);
     Py_CLEAR(self->param_names);
     Py_CLEAR(self->specializations);

@@ -14,55 +14,45 @@
 #include "dispatch/list_kind.h"
 
 /* Reads the op's lists (objects[k], called names[k]) into c->lists, one allocation for all of
- * them (*storage, which the caller frees): each a list or tuple, all of one length. */
+ * them (*storage, which the caller frees): each a list or tuple, all of one length.
+ *
+ * Each list is copied into a tuple first (a tuple passes through as it is), held in snapshots[]
+ * until the call is done: reading an array can run Python code (a __cuda_array_interface__
+ * property) that empties the user's list, which would free the arrays lab is reading or has read.
+ * The tuple keeps every array - and so its memory - alive through the launch. */
 static int read_lists(lab_state *state, const char *func, PyObject *const *objects, const char *const *names,
-                      lab_list_call *c, lab_array **storage) {
+                      lab_list_call *c, PyObject **snapshots, lab_array **storage) {
     const int n_lists = lab_list_op_roles[c->op].n_lists;
-    PyObject *sequences[LAB_MAX_OPERANDS] = {NULL};
-    int rc = -1;
     for (int k = 0; k < n_lists; k++) {
         if (!PyList_Check(objects[k]) && !PyTuple_Check(objects[k])) {
             PyErr_Format(PyExc_TypeError, "%s(): '%s' must be a list or tuple of CUDA arrays, got %s", func,
                          names[k], Py_TYPE(objects[k])->tp_name);
-            goto done;
+            return -1;
         }
-        sequences[k] = PySequence_Fast(objects[k], "");
-        if (!sequences[k]) goto done;
-        const Py_ssize_t length = PySequence_Fast_GET_SIZE(sequences[k]);
+        snapshots[k] = PySequence_Tuple(objects[k]);
+        if (!snapshots[k]) return -1;
+        const Py_ssize_t length = PyTuple_GET_SIZE(snapshots[k]);
         if (k == 0) c->n = (int)length;
         if (length != c->n) {
             PyErr_Format(PyExc_ValueError, "%s(): '%s' has %zd arrays but '%s' has %d; the lists must match",
                          func, names[k], length, names[0], c->n);
-            goto done;
+            return -1;
         }
     }
     *storage = PyMem_Calloc((size_t)n_lists * (size_t)c->n + 1, sizeof(lab_array));
     if (!*storage) {
         PyErr_NoMemory();
-        goto done;
+        return -1;
     }
     for (int k = 0; k < n_lists; k++) {
         c->names[k] = names[k];
         c->lists[k] = *storage + (size_t)k * (size_t)c->n;
         for (int i = 0; i < c->n; i++) {
-            PyObject *item = PySequence_Fast_GET_ITEM(sequences[k], i);
-            if (lab_read_array(state, item, func, names[k], &c->lists[k][i]) == 0) continue;
-            /* Read again to name the array "xs[17]" in the message: formatting that name for every
-             * array of every call would cost more than the failure path ever does. */
-            char argname[64];
-            PyErr_Clear();
-            lab_indexed_name(argname, sizeof argname, names[k], i);
-            if (lab_read_array(state, item, func, argname, &c->lists[k][i]) == 0) {
-                PyErr_Format(PyExc_SystemError, "%s(): '%s' could be read only on the second try", func,
-                             argname);
-            }
-            goto done;
+            PyObject *item = PyTuple_GET_ITEM(snapshots[k], i);
+            if (lab_read_array_item(state, item, func, names[k], i, &c->lists[k][i]) < 0) return -1;
         }
     }
-    rc = 0;
-done:
-    for (int k = 0; k < n_lists; k++) Py_XDECREF(sequences[k]);
-    return rc;
+    return 0;
 }
 
 /* Reads the lists and runs the op through the driver; returns `result` (new reference) or NULL. */
@@ -71,10 +61,11 @@ static PyObject *run_list_op(lab_state *state, const char *func, lab_list_call *
     const lab_list_roles *roles = &lab_list_op_roles[c->op];
     lab_op_call call = {.func = func, .description = c};
     lab_array *storage = NULL;
+    PyObject *snapshots[LAB_MAX_OPERANDS] = {NULL};
     PyObject *returned = NULL;
     c->plan = NULL;
     if (lab_parse_stream_arg(state, stream_obj, func, &call.stream) < 0) goto done;
-    if (read_lists(state, func, objects, names, c, &storage) < 0) goto done;
+    if (read_lists(state, func, objects, names, c, snapshots, &storage) < 0) goto done;
     for (int k = 0; k < roles->n_lists; k++) {
         lab_op_call_add(&call, names[k], c->lists[k], c->n, 1, (roles->writes >> k) & 1);
     }
@@ -83,6 +74,7 @@ static PyObject *run_list_op(lab_state *state, const char *func, lab_list_call *
 done:
     lab_list_call_release(c);
     PyMem_Free(storage);
+    for (int k = 0; k < roles->n_lists; k++) Py_XDECREF(snapshots[k]);
     return returned;
 }
 
@@ -265,9 +257,8 @@ static PyObject *py_adam_step(PyObject *module, PyObject *const *args, Py_ssize_
     PyObject *slots[12];
     if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
     if (require(slots[4], func, "step") < 0 || require(slots[5], func, "lr") < 0) return NULL;
-    if (!PyLong_Check(slots[4])) return PyErr_Format(PyExc_TypeError, "%s(): 'step' must be an int", func);
-    const long long step = PyLong_AsLongLong(slots[4]);
-    if (step == -1 && PyErr_Occurred()) return NULL;
+    int64_t step;
+    if (lab_read_int64(slots[4], func, "step", &step) < 0) return NULL;
     double lr, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
     if (lab_read_real(slots[5], func, "lr", &lr) < 0 ||
         (slots[6] && lab_read_real(slots[6], func, "beta1", &beta1) < 0) ||
@@ -278,7 +269,9 @@ static PyObject *py_adam_step(PyObject *module, PyObject *const *args, Py_ssize_
     }
     const int decoupled = slots[10] ? PyObject_IsTrue(slots[10]) : 0;
     if (decoupled < 0) return NULL;
-    if (step < 1) return PyErr_Format(PyExc_ValueError, "%s(): 'step' counts from 1, got %lld", func, step);
+    if (step < 1) {
+        return PyErr_Format(PyExc_ValueError, "%s(): 'step' counts from 1, got %lld", func, (long long)step);
+    }
     if (lr < 0 || eps < 0 || weight_decay < 0 || !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) {
         return PyErr_Format(PyExc_ValueError,
                             "%s(): need lr, eps, weight_decay >= 0 and 0 <= beta1, beta2 < 1", func);

@@ -174,14 +174,9 @@ typedef struct {
     int n_arrays;
 } marshalling;
 
-/* Argument i as an array. Its name ("args[3]") is formatted only when reading fails, to say which
- * argument: formatting it for every argument of every launch would cost more than errors ever do. */
+/* Argument i as an array; messages name it "args[3]". */
 static int read_array_argument(marshalling *m, PyObject *obj, int i, lab_array *a) {
-    if (lab_read_array(m->state, obj, m->kernel_name, "args", a) == 0) return 0;
-    char name[32];
-    PyErr_Clear();
-    lab_indexed_name(name, sizeof name, "args", i);
-    return lab_read_array(m->state, obj, m->kernel_name, name, a);
+    return lab_read_array_item(m->state, obj, m->kernel_name, "args", i, a);
 }
 
 /* Argument i without a signature: its own type decides - bool as bool, int as long long, float as
@@ -256,41 +251,44 @@ static int marshal_by_signature(marshalling *m, int i) {
 int lab_read_launch_dimensions(PyObject *obj, const char *kernel_name, const char *what,
                                unsigned int dims[3]) {
     dims[0] = dims[1] = dims[2] = 1;
-    PyObject *items[3] = {obj, NULL, NULL};
-    Py_ssize_t n = 1;
-    if (PyTuple_Check(obj) || PyList_Check(obj)) {
-        n = PySequence_Size(obj);
-        if (n < 1 || n > 3) {
-            PyErr_Format(PyExc_ValueError, "%s(): argument '%s' must have 1 to 3 dimensions, got %zd",
-                         kernel_name, what, n);
-            return -1;
-        }
-        for (Py_ssize_t d = 0; d < n; d++) items[d] = PySequence_Fast_GET_ITEM(obj, d);
+    /* A tuple snapshot: an item's __index__ may change a list while it is read. */
+    PyObject *items = PyTuple_Check(obj) || PyList_Check(obj) ? PySequence_Tuple(obj) : PyTuple_Pack(1, obj);
+    if (!items) return -1;
+    const Py_ssize_t n = PyTuple_GET_SIZE(items);
+    int rc = -1;
+    if (n < 1 || n > 3) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' must have 1 to 3 dimensions, got %zd",
+                     kernel_name, what, n);
+        goto done;
     }
     for (Py_ssize_t d = 0; d < n; d++) {
-        if (PyBool_Check(items[d]) || !PyIndex_Check(items[d])) {
+        PyObject *item = PyTuple_GET_ITEM(items, d);
+        if (PyBool_Check(item) || !PyIndex_Check(item)) {
             PyErr_Format(PyExc_TypeError,
                          "%s(): argument '%s' must be an int or a tuple of 1 to 3 ints, got %s", kernel_name,
-                         what, Py_TYPE(items[d])->tp_name);
-            return -1;
+                         what, Py_TYPE(item)->tp_name);
+            goto done;
         }
-        const Py_ssize_t v = PyNumber_AsSsize_t(items[d], NULL);
-        if (v == -1 && PyErr_Occurred()) return -1;
+        const Py_ssize_t v = PyNumber_AsSsize_t(item, NULL); /* clamped: too large is out of range */
+        if (v == -1 && PyErr_Occurred()) goto done;
         if (v < 1 || v > 0x7fffffff) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s(): argument '%s' sizes must be between 1 and 2^31 - 1, got %zd", kernel_name,
-                         what, v);
-            return -1;
+            PyErr_Format(PyExc_ValueError, "%s(): argument '%s' sizes must be between 1 and 2^31 - 1, got %R",
+                         kernel_name, what, item);
+            goto done;
         }
         dims[d] = (unsigned int)v;
     }
-    return 0;
+    rc = 0;
+done:
+    Py_DECREF(items);
+    return rc;
 }
 
 int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, const unsigned char *sizes,
                             Py_ssize_t n_params, const char *signature, lab_kernel_args *out) {
     out->n = 0;
     out->n_arrays = 0;
+    out->items = NULL;
     out->arrays = out->arrays_inline;
     out->scalars = out->scalars_inline;
     out->argv = out->argv_inline;
@@ -300,7 +298,9 @@ int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, 
                      Py_TYPE(args)->tp_name);
         return -1;
     }
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(args);
+    out->items = PySequence_Tuple(args); /* a tuple passes through as it is */
+    if (!out->items) return -1;
+    const Py_ssize_t n = PyTuple_GET_SIZE(out->items);
     if (n_params < 0) n_params = n; /* neither the runtime nor a signature said */
     if (n != n_params || n > LAB_MAX_KERNEL_ARGS) {
         PyErr_Format(PyExc_TypeError, "%s(): the kernel takes %zd arguments, got %zd", name, n_params, n);
@@ -317,9 +317,16 @@ int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, 
         }
     }
     out->n = (int)n;
-    marshalling m = {
-        state,       name, PySequence_Fast_ITEMS(args), (int)n, sizes, signature, out->scalars, out->argv,
-        out->arrays, 0};
+    marshalling m = {state,
+                     name,
+                     PySequence_Fast_ITEMS(out->items),
+                     (int)n,
+                     sizes,
+                     signature,
+                     out->scalars,
+                     out->argv,
+                     out->arrays,
+                     0};
     for (int i = 0; i < (int)n; i++) {
         const int size = m.signature ? marshal_by_signature(&m, i) : marshal_by_type(&m, i);
         out->n_arrays = m.n_arrays;
@@ -338,6 +345,7 @@ int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, 
 }
 
 void lab_kernel_args_release(lab_kernel_args *args) {
+    Py_CLEAR(args->items);
     if (args->n > LAB_KERNEL_ARGS_INLINE) {
         PyMem_Free(args->arrays);
         PyMem_Free(args->scalars);

@@ -15,9 +15,12 @@ typedef union {
 } lab_parameter_bytes;
 
 /* argv[i] points to parameter i's bytes: a scalar's in scalars[i], an array's device pointer in its
- * lab_array. The arrays (n_arrays of them) go to the op driver for devices and streams. */
+ * lab_array. The arrays (n_arrays of them) go to the op driver for devices and streams. `items` is
+ * a tuple of the call's arguments, held until release: the arrays stay alive through the launch
+ * whatever Python code reading them runs (a list given as args may be emptied meanwhile). */
 typedef struct {
     int n, n_arrays;
+    PyObject *items;
     lab_array *arrays;
     lab_parameter_bytes *scalars;
     void **argv;

@@ -102,7 +102,10 @@ static int lab_traverse(PyObject *module, visitproc visit, void *arg) {
     Py_VISIT(state->EventType);
     Py_VISIT(state->ArrayType);
     Py_VISIT(state->numpy);
-    for (int i = 0; i < state->exchange_cache_len; i++) Py_VISIT(state->exchange_cache[i].type);
+    for (int i = 0; i < state->exchange_cache_len; i++) {
+        Py_VISIT(state->exchange_cache[i].type);
+        Py_VISIT(state->exchange_cache[i].capsule);
+    }
     for (int i = 0; i < state->scalar_types_len; i++) Py_VISIT(state->scalar_types[i].type);
     return 0;
 }
@@ -116,7 +119,10 @@ static int lab_clear(PyObject *module) {
     Py_CLEAR(state->ArrayType);
     Py_CLEAR(state->numpy);
     for (int i = 0; i < LAB_NUM_NAMES; i++) Py_CLEAR(state->names[i]);
-    for (int i = 0; i < state->exchange_cache_len; i++) Py_CLEAR(state->exchange_cache[i].type);
+    for (int i = 0; i < state->exchange_cache_len; i++) {
+        Py_CLEAR(state->exchange_cache[i].type);
+        Py_CLEAR(state->exchange_cache[i].capsule);
+    }
     state->exchange_cache_len = 0;
     for (int i = 0; i < state->scalar_types_len; i++) Py_CLEAR(state->scalar_types[i].type);
     state->scalar_types_len = 0;

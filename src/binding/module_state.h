@@ -17,11 +17,13 @@ typedef enum {
 } lab_name;
 
 /* Types that carry (or are known not to carry) a DLPack C exchange API. A type is looked up once;
- * the strong reference keeps the cached type pointer from being reused by another type. */
+ * the strong reference keeps the cached type pointer from being reused by another type, and the
+ * one to the capsule keeps the table alive if the type's attribute is replaced. */
 #define LAB_EXCHANGE_CACHE_SIZE 16
 typedef struct {
     PyTypeObject *type;
-    const DLPackExchangeAPI *api; /* NULL: the type offers none */
+    PyObject *capsule;            /* the type's __dlpack_c_exchange_api__, or NULL */
+    const DLPackExchangeAPI *api; /* NULL: the type offers none lab can use */
 } lab_exchange_cache_entry;
 
 /* NumPy scalar types met as RawKernel arguments, with their C type (a struct-module letter): the

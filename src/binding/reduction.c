@@ -28,19 +28,21 @@ static int read_axes(PyObject *obj, int ndim, int single_only, const char *func,
                          Py_TYPE(obj)->tp_name);
             return -1;
         }
-        const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-        for (Py_ssize_t i = 0; i < n; i++) {
+        /* A tuple snapshot of a list: an item's __index__ may change the list while it is read. */
+        PyObject *axes = PySequence_Tuple(obj);
+        if (!axes) return -1;
+        int rc = 0;
+        for (Py_ssize_t i = 0; rc == 0 && i < PyTuple_GET_SIZE(axes); i++) {
             int axis;
-            if (lab_read_axis(PySequence_Fast_GET_ITEM(obj, i), ndim, AXIS_ACCEPTED, func, &axis) < 0) {
-                return -1;
-            }
-            if ((*mask >> axis) & 1) {
+            rc = lab_read_axis(PyTuple_GET_ITEM(axes, i), ndim, AXIS_ACCEPTED, func, &axis);
+            if (rc == 0 && ((*mask >> axis) & 1)) {
                 PyErr_Format(PyExc_ValueError, "%s(): argument 'axis' names dimension %d twice", func, axis);
-                return -1;
+                rc = -1;
             }
-            *mask |= 1u << axis;
+            if (rc == 0) *mask |= 1u << axis;
         }
-        return 0;
+        Py_DECREF(axes);
+        return rc;
     }
     int axis;
     if (lab_read_axis(obj, ndim, AXIS_ACCEPTED, func, &axis) < 0) return -1;

@@ -59,6 +59,9 @@ typedef struct DLManagedTensorVersioned {
     DLTensor dl_tensor;
 } DLManagedTensorVersioned;
 
+/* The name of the capsule a type publishes as __dlpack_c_exchange_api__. */
+#define LAB_EXCHANGE_CAPSULE_NAME "dlpack_exchange_api"
+
 typedef struct DLPackExchangeAPIHeader {
     DLPackVersion version;
     struct DLPackExchangeAPIHeader *prev_api;
