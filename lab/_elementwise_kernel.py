@@ -23,6 +23,7 @@ import threading
 from . import lab as _core
 from ._nvrtc import check_program
 from ._nvrtc import compile as _compile
+from ._runtime import DTYPE_NAMES
 
 # dtype name -> (C type, the binding's letter for a scalar of it, byte size, kind: b(ool) u i f)
 _TYPES = {
@@ -37,7 +38,7 @@ _DTYPE_OF_LETTER = {letter: name for name, (_, letter, _, _) in _TYPES.items()}
 # What the operation computes in: half types in float32, as every lab op (rounded once, on store).
 _COMPUTE = {name: "float" if name in ("float16", "bfloat16") else ctype for name, (ctype, *_) in _TYPES.items()}
 # lab's array dtypes, in the order of lab_dtype (src/kernels/launch.h): an array's key byte is '0' + it
-_ARRAY_DTYPES = ["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8"]
+_ARRAY_DTYPES = DTYPE_NAMES
 _KIND_ORDER = "buif"
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*\Z")
 _RESERVED = {"i", "_ind", "Op", "lab"}  # and names starting lab_: the generated kernels' own

@@ -6,6 +6,24 @@ import numpy as np
 
 from . import lab as _core
 
+# lab's dtypes, in the order of lab_dtype (src/kernels/launch.h): a kernel key's digits index it.
+DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
+
+
+def _checked_dtype(dtype):
+    """asarray's `dtype`, checked against lab's dtypes before NumPy sees it: NumPy would answer a
+    malformed spelling with its own SyntaxError, and a cast it cannot do with a RuntimeError."""
+    if dtype is None or (isinstance(dtype, str) and dtype in DTYPE_NAMES):
+        return dtype
+    try:
+        name = np.dtype(dtype).name
+    except Exception:  # NumPy raises TypeError, SyntaxError or ValueError for what it cannot parse
+        name = None
+    if name not in DTYPE_NAMES:
+        raise TypeError(f"asarray(): argument 'dtype' must be one of lab's dtypes ({', '.join(DTYPE_NAMES)}) "
+                        f"or a NumPy spelling of one, got {dtype!r}")
+    return name
+
 
 class stream:
     """with lab.stream(s): ... - make `s` this thread's current stream for lab.
@@ -38,6 +56,7 @@ def asarray(obj, dtype=None, *, device=None, stream=None):
     requested dtype is returned as it is. The copy is queued on `stream` (default: lab.stream(),
     else the legacy default stream); a host copy waits for it so the host buffer may be reused.
     """
+    dtype = _checked_dtype(dtype)
     if isinstance(obj, _core.Array) and dtype in (None, obj.dtype) and device in (None, obj.device):
         return obj
     if hasattr(type(obj), "__dlpack_c_exchange_api__") or hasattr(obj, "__cuda_array_interface__"):
@@ -45,6 +64,9 @@ def asarray(obj, dtype=None, *, device=None, stream=None):
         out = _core.empty(info["shape"], dtype or info["dtype"], device=device, stream=stream)
         _core.copy(obj, out, stream=stream)  # None: lab.stream(), else out's stream, ordered after obj's
         return out
+    if dtype == "bfloat16":
+        raise TypeError("asarray(): NumPy has no bfloat16, so host data cannot be converted to it on the way; "
+                        "copy it as float32, then lab.copy it into lab.empty(shape, 'bfloat16')")
     host = np.ascontiguousarray(obj, dtype=dtype)
     out = _core.empty(host.shape, host.dtype, device=device, stream=stream)
     out._copy_from_host(host)

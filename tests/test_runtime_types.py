@@ -90,7 +90,7 @@ def test_signatures():
     (((1,) * 9,), {}, ValueError, "at most 8"),
     (((2**40, 2**40),), {}, OverflowError, "too large"),
     (((3,),), {"stream": "s"}, TypeError, "stream must be None"),
-    (((3,),), {"device": -1}, ValueError, "device must be a CUDA device ordinal"),
+    (((3,),), {"device": -1}, ValueError, "argument 'device' must be a CUDA device ordinal"),
     (((3,),), {"bogus": 1}, TypeError, "unexpected keyword argument 'bogus'"),
     (((3,), "float32", 0), {}, TypeError, "at most 2 positional arguments"),
 ])

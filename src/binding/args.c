@@ -99,6 +99,13 @@ static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func
     int found = optional_attr(obj, LAB_NAME_OBJ(state, cuda_stream_protocol), &attr);
     if (found < 0) return -1;
     if (found) {
+        if (!PyCallable_Check(attr)) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): stream.__cuda_stream__ must be a method returning (version, handle), got %s",
+                         func, Py_TYPE(attr)->tp_name);
+            Py_DECREF(attr);
+            return -1;
+        }
         PyObject *result = PyObject_CallNoArgs(attr);
         Py_DECREF(attr);
         if (!result) return -1;
@@ -130,6 +137,14 @@ static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func
     return -1;
 }
 
+/* An int too large for a double is an OverflowError that names the argument. */
+static int raise_too_large(const char *func, const char *name) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_OverflowError,
+                 "%s(): argument '%s' is too large to convert to a float (beyond +-1.8e308)", func, name);
+    return -1;
+}
+
 int lab_read_scalar(PyObject *obj, const char *func, const char *name, lab_scalar_arg *scalar) {
     scalar->name = name;
     scalar->type_name = Py_TYPE(obj)->tp_name;
@@ -143,10 +158,8 @@ int lab_read_scalar(PyObject *obj, const char *func, const char *name, lab_scala
         const long long value = PyLong_AsLongLongAndOverflow(index, &overflow);
         scalar->as_float = overflow ? PyLong_AsDouble(index) : (double)value;
         Py_DECREF(index);
-        if ((value == -1 && !overflow && PyErr_Occurred()) ||
-            (scalar->as_float == -1.0 && PyErr_Occurred())) {
-            return -1; /* PyLong_AsDouble: OverflowError past the double range */
-        }
+        if (value == -1 && !overflow && PyErr_Occurred()) return -1;
+        if (scalar->as_float == -1.0 && PyErr_Occurred()) return raise_too_large(func, name);
         scalar->is_integer = 1;
         scalar->fits_int64 = !overflow;
         scalar->as_int = overflow ? 0 : value;
@@ -158,11 +171,45 @@ int lab_read_scalar(PyObject *obj, const char *func, const char *name, lab_scala
 int lab_read_real(PyObject *obj, const char *func, const char *name, double *value) {
     *value = PyFloat_AsDouble(obj);
     if (*value == -1.0 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) return raise_too_large(func, name);
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be a real number, got %s", func, name,
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
+    return 0;
+}
+
+int lab_read_int64(PyObject *obj, const char *func, const char *name, int64_t *value) {
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be an int, got %s", func, name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyObject *index = PyNumber_Index(obj);
+    if (!index) return -1;
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+    if (overflow) {
+        PyErr_Format(PyExc_OverflowError, "%s(): argument '%s' = %R does not fit in int64", func, name,
+                     index);
+    }
+    Py_DECREF(index);
+    if (overflow || (v == -1 && PyErr_Occurred())) return -1;
+    *value = v;
+    return 0;
+}
+
+int lab_read_device(PyObject *obj, const char *func, int *device) {
+    int64_t value;
+    if (lab_read_int64(obj, func, "device", &value) < 0) return -1;
+    if (value < 0 || value >= LAB_MAX_DEVICES) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): argument 'device' must be a CUDA device ordinal (0 .. %d), got %lld", func,
+                     LAB_MAX_DEVICES - 1, (long long)value);
+        return -1;
+    }
+    *device = (int)value;
     return 0;
 }
 
@@ -173,15 +220,21 @@ int lab_read_axis(PyObject *obj, int ndim, const char *accepted, const char *fun
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
-    const Py_ssize_t value = PyNumber_AsSsize_t(obj, NULL);
-    if (value == -1 && PyErr_Occurred()) return -1;
-    if (value < -ndim || value >= ndim) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): argument 'axis' = %zd is out of range for a %d-dimensional input "
-                     "(valid: %d .. %d)",
-                     func, value, ndim, -ndim, ndim - 1);
+    PyObject *index = PyNumber_Index(obj);
+    if (!index) return -1;
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(index, &overflow);
+    if (overflow || value < -ndim || value >= ndim) {
+        if (!PyErr_Occurred()) {
+            PyErr_Format(
+                PyExc_ValueError,
+                "%s(): argument 'axis' = %R is out of range for a %d-dimensional input (valid: %d .. %d)",
+                func, index, ndim, -ndim, ndim - 1);
+        }
+        Py_DECREF(index);
         return -1;
     }
+    Py_DECREF(index);
     *axis = (int)(value < 0 ? value + ndim : value);
     return 0;
 }

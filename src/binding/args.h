@@ -39,6 +39,13 @@ int lab_read_scalar(PyObject *obj, const char *func, const char *name, lab_scala
 /* The same, as a float: for ops whose scalars are float32 math (list ops, optimizer steps). */
 int lab_read_real(PyObject *obj, const char *func, const char *name, double *value);
 
+/* An int argument (anything with __index__, not bool) that must fit int64: TypeError or
+ * OverflowError naming it otherwise. */
+int lab_read_int64(PyObject *obj, const char *func, const char *name, int64_t *value);
+
+/* A device ordinal argument (named 'device' in messages): an int in 0 .. LAB_MAX_DEVICES - 1. */
+int lab_read_device(PyObject *obj, const char *func, int *device);
+
 /* One axis of an ndim-dimensional array: an int (not bool), negative counting from the end.
  * Returns 0 with *axis in 0 .. ndim - 1, or -1 with TypeError/ValueError naming 'axis' (`accepted`
  * says what the function takes, "an int" or more). */

@@ -133,13 +133,8 @@ static int parse_device(lab_state *state, PyObject *obj, const char *func) {
         }
         return device;
     }
-    long device = PyLong_AsLong(obj);
-    if (device == -1 && PyErr_Occurred()) return -1;
-    if (device < 0 || device >= LAB_MAX_DEVICES) {
-        PyErr_Format(PyExc_ValueError, "%s(): device must be a CUDA device ordinal, got %ld", func, device);
-        return -1;
-    }
-    return (int)device;
+    int device;
+    return lab_read_device(obj, func, &device) < 0 ? -1 : device;
 }
 
 /* stream= given, else this thread's lab.stream(), else the legacy default stream; *owner is the

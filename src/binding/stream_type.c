@@ -1,5 +1,7 @@
 /* stream_type.c - lab.Stream (a CUDA stream lab creates and owns) and lab's thread-local current
  * stream, which `with lab.stream(s):` sets and every launch without stream= uses. */
+#include <limits.h>
+
 #include "binding/args.h"
 #include "binding/runtime_types.h"
 #include "dispatch/cuda_error.h"
@@ -48,22 +50,21 @@ static cudaError_t create_stream(void *context) {
 
 static PyObject *stream_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"device", "priority", NULL};
-    PyObject *device_obj = Py_None;
-    int priority = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Oi:Stream", keywords, &device_obj, &priority)) {
+    PyObject *device_obj = Py_None, *priority_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:Stream", keywords, &device_obj, &priority_obj)) {
         return NULL;
     }
     int device = -1;
-    if (device_obj != Py_None) {
-        device = PyLong_AsLong(device_obj);
-        if (device == -1 && PyErr_Occurred()) return NULL;
-        if (device < 0) {
-            return PyErr_Format(PyExc_ValueError, "Stream(): device must be >= 0, got %d", device);
-        }
+    if (device_obj != Py_None && lab_read_device(device_obj, "Stream", &device) < 0) return NULL;
+    int64_t priority = 0; /* CUDA clamps it to the device's range; it must fit an int to be passed */
+    if (priority_obj && lab_read_int64(priority_obj, "Stream", "priority", &priority) < 0) return NULL;
+    if (priority < INT_MIN || priority > INT_MAX) {
+        return PyErr_Format(PyExc_OverflowError, "Stream(): argument 'priority' = %lld does not fit a C int",
+                            (long long)priority);
     }
     lab_state *state = (lab_state *)PyType_GetModuleState(type);
     cudaStream_t handle = 0;
-    create_args create = {&handle, priority};
+    create_args create = {&handle, (int)priority};
     cudaError_t err = device >= 0 ? lab_with_device(device, create_stream, &create) : create_stream(&create);
     if (err == cudaSuccess && device < 0) err = cudaGetDevice(&device);
     if (err != cudaSuccess) {

@@ -74,6 +74,12 @@ static int check_index(const lab_list_call *c, const lab_list_roles *roles, int 
             lab_indexed_name(name, sizeof name, c->names[k], i);
             return lab_check_writable(a, func, name);
         }
+        /* A written view with a zero stride (a broadcast) would have one element written by many
+         * threads; only a non-contiguous view can be one, so contiguous arrays skip the test. */
+        if (((roles->writes >> k) & 1) && !lab_array_is_contiguous(a)) {
+            lab_indexed_name(name, sizeof name, c->names[k], i);
+            if (lab_check_no_self_overlap(a, name, func) < 0) return -1;
+        }
     }
     for (int w = 0; w < roles->n_lists; w++) {
         if (!((roles->writes >> w) & 1)) continue;
