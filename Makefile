@@ -207,10 +207,16 @@ gpu-sanitize:
 	find $(LOGS) -type f -size +4M -printf "left out of sanitize-logs.tgz (over 4 MiB): %p\n" -delete
 	tar czf $(OUT)/sanitize-logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
 
-# The protocol fuzzer at full strength (CI runs 300 examples per test).
+# The fuzzers at full strength (CI runs 300 examples per test): the protocol fuzzer, then the
+# re-entrancy fuzzer (tests/hostile.py) in FUZZ_JOBS child processes of FUZZ_EXAMPLES calls each,
+# every one with its own seed, under PYTHONMALLOC=debug so that a use after free crashes for certain.
+FUZZ_EXAMPLES ?= 50000
+FUZZ_JOBS ?= 2
 fuzz: $(VENV_PY)
 	$(VENV_PY) setup.py build_ext --inplace
 	LAB_FUZZ_EXAMPLES=100000 $(VENV_PY) -m pytest -q tests/test_fuzz.py
+	cd tests && seq 1 $(FUZZ_JOBS) | PYTHONMALLOC=debug PYTHONFAULTHANDLER=1 PYTHONPATH=$(CURDIR):$(CURDIR)/tests \
+	  xargs -P $(FUZZ_JOBS) -I{} $(CURDIR)/$(VENV_PY) hostile.py $(FUZZ_EXAMPLES) {}
 
 bench: build
 	$(PYTHON) bench/bench_elementwise.py --out-dir bench/results/latest
