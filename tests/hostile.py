@@ -53,7 +53,7 @@ class Action:
                 else:
                     target[:] = [fakes.FakeCudaArray() for _ in range(len(target) + 1)]
         if self.kind == "collect":
-            gc.collect()
+            gc.collect(0)  # the young generation: where the objects of this call live
         if self.fail_at is not None and self.runs == self.fail_at:
             raise HostileError(f"hostile object failed on run {self.runs}")
 
