@@ -87,6 +87,7 @@ gpu-check:
 	$(PYTHON) bench/bench_jit.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_rowwise.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_losses.py --out-dir $(OUT)/bench
+	$(PYTHON) bench/bench_gemm.py --out-dir $(OUT)/bench
 	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1
 	find $(LOGS) -type f -size +4M -printf "left out of logs.tgz (over 4 MiB): %p\n" -delete
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)

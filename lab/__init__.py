@@ -7,7 +7,8 @@
 Any CUDA array works - PyTorch, CuPy, Numba, JAX - because lab reads device pointers from the
 arrays' own protocols (__cuda_array_interface__, the DLPack C exchange API). Every op writes into
 the `out` array you pass and returns it. The compiled core is lab.lab (src/binding, src/dispatch,
-src/kernels); lab.compile (NVRTC, loaded at first use) compiles your own kernels.
+src/kernels); lab.compile (NVRTC, loaded at first use) compiles your own kernels, and lab.matmul
+drives cuBLASLt (also loaded at first use).
 """
 from ._version import __version__
 
@@ -67,6 +68,7 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     log_softmax,
     log_softmax_backward,
     logsumexp,
+    matmul,
     maximum,
     mean,
     mem_get_info,
@@ -104,7 +106,7 @@ __all__ = [
     "cuda_driver_version", "cuda_runtime_version", "CudaError", "current_stream", "device_count",
     "div", "dot", "ElementwiseKernel", "empty", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
     "foreach_norm", "foreach_scale", "fused_add_mul", "geglu", "geglu_backward", "gelu", "get_device_properties",
-    "is_available", "layer_norm", "layer_norm_backward", "log_softmax", "log_softmax_backward", "logsumexp", "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved",
+    "is_available", "layer_norm", "layer_norm_backward", "log_softmax", "log_softmax_backward", "logsumexp", "matmul", "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved",
     "minimum", "mul", "neg", "norm", "prod", "Program", "RawKernel", "RawModule", "relu", "rms_norm", "rms_norm_backward", "sgd_step", "sigmoid", "silu", "softmax", "softmax_backward", "sqrt",
     "std", "Stream", "stream", "sub", "sum", "swiglu", "swiglu_backward", "synchronize", "var", "vector_add", "zeros",
 ]

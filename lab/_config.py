@@ -48,6 +48,8 @@ def describe():
                      f"L2 {p['l2_cache_size'] / 2**20:.0f} MiB")
     from lab._nvrtc import describe as describe_nvrtc
     lines.append(describe_nvrtc())
+    from lab._blas import describe as describe_blas
+    lines.append(describe_blas())
     lines.append("producers:")
     lines.extend("  " + _producer_line(name) for name in ("torch", "cupy", "numba", "jax"))
     return "\n".join(lines)

@@ -15,13 +15,13 @@ match (a corrupt or truncated file) is compiled again, never loaded.
 Compiling happens once per program, so it is plain Python here; launching - the per-call path -
 belongs to the C binding."""
 import ctypes
-import glob
 import hashlib
 import json
 import os
 import tempfile
 import threading
 
+from . import _vendor
 from ._version import __version__
 
 
@@ -53,18 +53,7 @@ _memory_cache: "dict[str, Program]" = {}
 
 
 def _candidates():
-    if os.environ.get("LAB_NVRTC"):
-        yield os.environ["LAB_NVRTC"]
-    try:
-        import nvidia  # type: ignore[import-untyped]  # a namespace package without stubs
-        for base in nvidia.__path__:
-            for pattern in ("cu*/lib/libnvrtc.so*", "cuda_nvrtc/lib/libnvrtc.so*"):
-                yield from sorted(glob.glob(os.path.join(base, pattern)), reverse=True)
-    except ImportError:
-        pass
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
-    yield from sorted(glob.glob(os.path.join(home, "lib64", "libnvrtc.so*")), reverse=True)
-    yield "libnvrtc.so"  # the loader's path
+    return _vendor.candidates("LAB_NVRTC", "libnvrtc", "cuda_nvrtc")
 
 
 def describe():

@@ -7,6 +7,7 @@
 #include "binding/elementwise.h"
 #include "binding/elementwise_kernel.h"
 #include "binding/foreach.h"
+#include "binding/matmul.h"
 #include "binding/module_state.h"
 #include "binding/raw_kernel.h"
 #include "binding/reduction.h"
@@ -16,6 +17,7 @@
 #include "dispatch/cuda_error.h"
 #include "testing/introspect.h"
 #include "testing/launch_floor.h"
+#include "testing/matmul_plan_info.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +69,10 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_reduction_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_rowwise_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_raw_kernel_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_matmul_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_launch_floor_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_matmul_plan_info_methods) < 0) return -1;
     if (PyModule_AddStringConstant(module, "__version__", LAB_VERSION) < 0) return -1;
     return 0;
 }

@@ -4,8 +4,9 @@
 PyObject *lab_create_cuda_error_type(void) {
     return PyErr_NewExceptionWithDoc(
         "lab.CudaError",
-        "A CUDA runtime call or kernel launch made by lab failed.\n\n"
-        "Attributes: code (the cudaError_t value, an int) and name (e.g. 'cudaErrorNoDevice').",
+        "A CUDA runtime call, kernel launch or vendor library call (cuBLASLt) made by lab failed.\n\n"
+        "Attributes: code (the cudaError_t value, or the library's status, an int) and name (e.g. "
+        "'cudaErrorNoDevice', 'CUBLAS_STATUS_NOT_SUPPORTED').",
         PyExc_RuntimeError, NULL);
 }
 
@@ -22,23 +23,13 @@ static int is_sticky(cudaError_t err) {
            err == cudaErrorInvalidPc;
 }
 
-PyObject *lab_raise_cuda_error(lab_dispatch_state *state, cudaError_t err, const char *func,
-                               const char *during) {
-    const char *name = cudaGetErrorName(err);
-    const char *text = cudaGetErrorString(err);
-    const char *hint = lab_is_no_device_error(err)
-                           ? " - no CUDA driver/GPU was found, so lab cannot run kernels on this machine"
-                       : is_sticky(err)
-                           ? " - this error is sticky: the CUDA context is now unusable and the process "
-                             "must be restarted to use the GPU again"
-                           : "";
-    PyObject *message = PyUnicode_FromFormat("%s(): CUDA error during %s: %s (%s, code %d)%s", func, during,
-                                             text, name, (int)err, hint);
+/* Raises lab.CudaError(message) with .code and .name set. Returns NULL. */
+static PyObject *raise_with(lab_dispatch_state *state, PyObject *message, int code_value, const char *name) {
     if (!message) return NULL;
     PyObject *exc = PyObject_CallOneArg(state->CudaError, message);
     Py_DECREF(message);
     if (!exc) return NULL;
-    PyObject *code = PyLong_FromLong((long)err);
+    PyObject *code = PyLong_FromLong((long)code_value);
     PyObject *name_obj = PyUnicode_FromString(name);
     if (!code || !name_obj || PyObject_SetAttrString(exc, "code", code) < 0 ||
         PyObject_SetAttrString(exc, "name", name_obj) < 0) {
@@ -52,4 +43,26 @@ PyObject *lab_raise_cuda_error(lab_dispatch_state *state, cudaError_t err, const
     PyErr_SetObject(state->CudaError, exc);
     Py_DECREF(exc);
     return NULL;
+}
+
+PyObject *lab_raise_library_error(lab_dispatch_state *state, const char *func, const char *library,
+                                  const char *step, int status, const char *status_name) {
+    PyObject *message = PyUnicode_FromFormat("%s(): %s error during %s: %s (code %d)", func, library, step,
+                                             status_name, status);
+    return raise_with(state, message, status, status_name);
+}
+
+PyObject *lab_raise_cuda_error(lab_dispatch_state *state, cudaError_t err, const char *func,
+                               const char *during) {
+    const char *name = cudaGetErrorName(err);
+    const char *text = cudaGetErrorString(err);
+    const char *hint = lab_is_no_device_error(err)
+                           ? " - no CUDA driver/GPU was found, so lab cannot run kernels on this machine"
+                       : is_sticky(err)
+                           ? " - this error is sticky: the CUDA context is now unusable and the process "
+                             "must be restarted to use the GPU again"
+                           : "";
+    PyObject *message = PyUnicode_FromFormat("%s(): CUDA error during %s: %s (%s, code %d)%s", func, during,
+                                             text, name, (int)err, hint);
+    return raise_with(state, message, (int)err, name);
 }

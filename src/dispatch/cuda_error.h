@@ -15,6 +15,11 @@ PyObject *lab_create_cuda_error_type(void);
 PyObject *lab_raise_cuda_error(lab_dispatch_state *state, cudaError_t err, const char *func,
                                const char *during);
 
+/* Raises lab.CudaError for a vendor library's failure: "func(): cuBLASLt error during <step>:
+ * CUBLAS_STATUS_NOT_SUPPORTED (code 15)", with .code the status and .name its name. Returns NULL. */
+PyObject *lab_raise_library_error(lab_dispatch_state *state, const char *func, const char *library,
+                                  const char *step, int status, const char *status_name);
+
 /* True for the errors that mean "this machine has no usable CUDA driver or device". */
 int lab_is_no_device_error(cudaError_t err);
 

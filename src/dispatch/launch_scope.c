@@ -8,6 +8,7 @@ int lab_launch_scope_begin(lab_dispatch_state *state, lab_launch_scope *scope, c
                            int n_decide, const lab_stream_arg *stream) {
     scope->err = cudaSuccess;
     scope->step = NULL;
+    scope->library_error = (lab_library_error){NULL, NULL, 0, NULL};
     scope->target = scope->current = 0;
     if (lab_plan_streams(state, decide, n_decide, stream, &scope->streams) < 0) return -1;
     scope->err = lab_select_device(decide, n_decide, &scope->target, &scope->current);
@@ -31,8 +32,15 @@ int lab_launch_scope_end(lab_dispatch_state *state, lab_launch_scope *scope, con
         lab_launch_scope_step(scope, "ordering the producers' streams after the launch",
                               lab_order_after_launch(state, &scope->streams, scope->target));
     }
+    const lab_library_error library = scope->library_error;
+    scope->library_error.library = NULL; /* the device is restored whatever failed */
     if (scope->target != scope->current) {
         lab_launch_scope_step(scope, "restoring the current device", cudaSetDevice(scope->current));
+    }
+    if (library.library && scope->err == cudaSuccess) {
+        lab_raise_library_error(state, func, library.library, library.step, library.status,
+                                library.status_name);
+        return -1;
     }
     if (!lab_launch_scope_ok(scope)) {
         lab_raise_cuda_error(state, scope->err, func, scope->step);
