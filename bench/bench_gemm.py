@@ -124,8 +124,28 @@ def mlp_rows(torch, timer, repeats, tokens=8192, d=2048, hidden=8192):
     flop = 6 * 2 * tokens * d * hidden
     lab_ms = median_ms(lab_step, *timer, repeats=repeats)
     torch_ms = median_ms(torch_step, *timer, repeats=repeats)
-    return [dict(case=f"MLP fwd+bwd, {tokens}x{d}->{hidden}->{d}", flop=flop, lab_ms=lab_ms, peer="torch eager autograd",
+    rows = [dict(case=f"MLP fwd+bwd, {tokens}x{d}->{hidden}->{d}", flop=flop, lab_ms=lab_ms, peer="torch eager autograd",
                  peer_ms=torch_ms)]
+    # Where the block's time goes: each product alone, with its epilogue and with the plain product
+    # plus torch's separate op for the same work (so a slow fused epilogue shows).
+    steps = [
+        ("h = gelu(x W1^T + b1), pre saved", lambda: lab.matmul(x, w1.t(), h, bias=b1, epilogue="gelu_tanh", aux_out=pre),
+         lambda: F.gelu(torch.addmm(b1, x, w1.t(), out=pre), approximate="tanh"), 2 * tokens * d * hidden),
+        ("y = h W2^T + b2", lambda: lab.matmul(h, w2.t(), y, bias=b2), lambda: torch.addmm(b2, h, w2.t(), out=y),
+         2 * tokens * d * hidden),
+        ("dW2 = dy^T h, db2 = sum dy", lambda: lab.matmul(dy.t(), h, dw2, bias_grad_out=db2),
+         lambda: (torch.mm(dy.t(), h, out=dw2), torch.sum(dy, 0, out=db2)), 2 * tokens * d * hidden),
+        ("dpre = (dy W2) gelu'(pre), db1", lambda: lab.matmul(dy, w2, dpre, epilogue="dgelu", aux=pre, bias_grad_out=db1),
+         lambda: torch.ops.aten.gelu_backward(torch.mm(dy, w2), pre, approximate="tanh").sum(0),
+         2 * tokens * d * hidden),
+        ("dW1 = dpre^T x", lambda: lab.matmul(dpre.t(), x, dw1), lambda: torch.mm(dpre.t(), x, out=dw1),
+         2 * tokens * d * hidden),
+        ("dx = dpre W1", lambda: lab.matmul(dpre, w1, dx), lambda: torch.mm(dpre, w1, out=dx), 2 * tokens * d * hidden),
+    ]
+    for name, lab_fn, torch_fn, step_flop in steps:
+        rows.append(dict(case=f"  MLP step: {name}", flop=step_flop, lab_ms=median_ms(lab_fn, *timer, repeats=repeats),
+                         peer="torch, unfused", peer_ms=median_ms(torch_fn, *timer, repeats=repeats)))
+    return rows
 
 
 def host_rows(torch, calls):

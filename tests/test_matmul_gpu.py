@@ -288,7 +288,9 @@ def test_a_repeated_problem_reuses_its_plan_and_stays_right():
 
 
 def test_unsupported_combination_is_a_cuda_error_naming_the_status():
-    """cuBLASLt has no GELU epilogue for float64: its heuristic says so, and lab names the status."""
+    """A GELU epilogue on float64: where cuBLASLt has none, its heuristic says so and lab names the
+    status; where it has one (cuBLASLt 13.0 on the H200, 2026-12-01), it must compute it - its GELU
+    is not float64-exact (1e-8 relative seen), so the bound is float32's."""
     torch = torch_or_skip()
     a, ha = make(torch, (16, 16), "float64")
     b, hb = make(torch, (16, 16), "float64", rng=np.random.default_rng(20))
@@ -298,4 +300,4 @@ def test_unsupported_combination_is_a_cuda_error_naming_the_status():
     except lab.CudaError as error:
         assert error.name == "CUBLAS_STATUS_NOT_SUPPORTED" and "matmul(): cuBLASLt error" in str(error)
     else:  # a library that does support it must compute it right
-        assert relative_error(out.cpu().numpy(), gelu_tanh(ha @ hb)) < 1e-12
+        assert relative_error(out.cpu().numpy(), gelu_tanh(ha @ hb)) < 1e-6
