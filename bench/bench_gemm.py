@@ -142,6 +142,18 @@ def mlp_rows(torch, timer, repeats, tokens=8192, d=2048, hidden=8192):
          2 * tokens * d * hidden),
         ("dx = dpre W1", lambda: lab.matmul(dpre, w1, dx), lambda: torch.mm(dpre, w1, out=dx), 2 * tokens * d * hidden),
     ]
+    def fused_dgelu_bias_grad():
+        previous = lab.lab._matmul_fuse_dgelu_bias_grad(True)
+        lab.matmul(dy, w2, dpre, epilogue="dgelu", aux=pre, bias_grad_out=db1)
+        lab.lab._matmul_fuse_dgelu_bias_grad(previous)
+
+    steps += [
+        ("dpre, db1 in cuBLASLt's DGELU_BGRAD", fused_dgelu_bias_grad,
+         lambda: torch.ops.aten.gelu_backward(torch.mm(dy, w2), pre, approximate="tanh").sum(0),
+         2 * tokens * d * hidden),
+        ("dpre = (dy W2) gelu'(pre) alone", lambda: lab.matmul(dy, w2, dpre, epilogue="dgelu", aux=pre),
+         lambda: torch.ops.aten.gelu_backward(torch.mm(dy, w2), pre, approximate="tanh"), 2 * tokens * d * hidden),
+    ]
     for name, lab_fn, torch_fn, step_flop in steps:
         rows.append(dict(case=f"  MLP step: {name}", flop=step_flop, lab_ms=median_ms(lab_fn, *timer, repeats=repeats),
                          peer="torch, unfused", peer_ms=median_ms(torch_fn, *timer, repeats=repeats)))

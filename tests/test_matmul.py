@@ -92,13 +92,24 @@ def test_tf32_and_a_wider_out():
     ({}, 1), ({"bias": matrix(1, 5)}, 4), ({"epilogue": "relu"}, 2),
     ({"epilogue": "gelu_tanh", "aux_out": matrix(4, 5, ld=8)}, 160),
     ({"epilogue": "dgelu", "aux": matrix(4, 5, ld=8)}, 192),
-    ({"epilogue": "dgelu", "aux": matrix(4, 5, ld=8), "bias_grad_out": matrix(1, 5)}, 208),
+    ({"epilogue": "dgelu", "aux": matrix(4, 5, ld=8), "bias_grad_out": matrix(1, 5)}, 192),  # + lab's sum
     ({"bias_grad_out": matrix(1, 4)}, 512),
 ])
 def test_epilogues(kw, epilogue):
     kw = {k: (fake_array((v.__cuda_array_interface__["shape"][1],), F32) if k in ("bias", "bias_grad_out") else v)
           for k, v in kw.items()}
     assert plan(matrix(4, 3), matrix(3, 5), matrix(4, 5), **kw)["epilogue"] == epilogue
+
+
+def test_dgelu_bias_gradient_by_lab_or_by_cublaslt():
+    kw = dict(epilogue="dgelu", aux=matrix(4, 5, ld=8), bias_grad_out=fake_array((5,)))
+    assert plan(matrix(4, 3), matrix(3, 5), matrix(4, 5), **kw)["bias_grad_by_lab"]
+    previous = core._matmul_fuse_dgelu_bias_grad(True)
+    try:
+        p = plan(matrix(4, 3), matrix(3, 5), matrix(4, 5), **kw)
+    finally:
+        core._matmul_fuse_dgelu_bias_grad(previous)
+    assert p["epilogue"] == 208 and not p["bias_grad_by_lab"]
 
 
 @pytest.mark.parametrize("args, kw, error, words", [

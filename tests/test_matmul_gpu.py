@@ -146,17 +146,24 @@ def test_epilogues(dtype, epilogue, with_bias):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("with_bias_grad", [False, True])
-def test_dgelu_backward_epilogue(dtype, with_bias_grad):
-    """A Linear + GELU layer's backward: grad_pre = (grad_y @ W) * gelu'(pre), and its bias gradient."""
+@pytest.mark.parametrize("with_bias_grad, fused", [(False, False), (True, False), (True, True)],
+                         ids=["no-bias-grad", "bias-grad-summed-by-lab", "bias-grad-in-cublaslt"])
+def test_dgelu_backward_epilogue(dtype, with_bias_grad, fused):
+    """A Linear + GELU layer's backward: grad_pre = (grad_y @ W) * gelu'(pre), and its bias gradient
+    (summed by lab's reduction after the product, or by cuBLASLt's DGELU_BGRAD epilogue)."""
+    import lab.lab as core
     torch = torch_or_skip()
+    previous = core._matmul_fuse_dgelu_bias_grad(fused)
     m, k, n = 128, 64, 96
     g, hg = make(torch, (m, k), dtype, scale=0.5)
     w, hw = make(torch, (k, n), dtype, rng=np.random.default_rng(11), scale=0.5)
     pre, hpre = make(torch, (m, n), dtype, rng=np.random.default_rng(12))
     out = poisoned(torch, (m, n), dtype)
     bias_grad = poisoned(torch, (n,), dtype) if with_bias_grad else None
-    lab.matmul(g, w, out, epilogue="dgelu", aux=pre, bias_grad_out=bias_grad)
+    try:
+        lab.matmul(g, w, out, epilogue="dgelu", aux=pre, bias_grad_out=bias_grad)
+    finally:
+        core._matmul_fuse_dgelu_bias_grad(previous)
     want = (hg @ hw) * gelu_tanh_grad(hpre)
     assert relative_error(out.double().cpu().numpy(), want) < 3 * TOLERANCE[dtype]
     if with_bias_grad:

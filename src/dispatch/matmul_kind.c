@@ -278,6 +278,7 @@ static void launch(lab_op_call *call, lab_launch_scope *scope) {
         lab_launch_scope_library_error(scope, "cuBLASLt", s.step, s.status,
                                        lab_cublaslt_status_name(s.status));
     }
+    if (c->sum_bias_grad && lab_launch_scope_ok(scope)) lab_reduction_kind.launch(&c->bias_sum_call, scope);
 }
 
 static int plan(lab_op_call *call) {

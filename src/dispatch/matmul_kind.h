@@ -12,6 +12,7 @@
 #define LAB_MATMUL_KIND_H
 
 #include "dispatch/driver.h"
+#include "dispatch/reduction_kind.h"
 
 typedef enum {
     LAB_MATMUL_NONE,      /* out = alpha * a @ b + beta * c (+ bias) */
@@ -51,7 +52,17 @@ typedef struct {
     /* the plan */
     lab_matmul_plan plan;
     int planned; /* 0, or 1 + lab_plan_matmul's result when the binding planned already */
+    /* epilogue='dgelu' with bias_grad_out: the column sums of out by lab's own reduction kind, run
+     * after the product in the same launch scope (see lab_matmul_fuse_dgelu_bias_grad) */
+    int sum_bias_grad;
+    lab_reduction_call bias_sum;
+    lab_op_call bias_sum_call;
 } lab_matmul_call;
+
+/* Whether epilogue='dgelu' leaves the bias gradient to cuBLASLt's DGELU_BGRAD epilogue (1) or sums
+ * out's columns with lab's reduction after a plain DGELU product (0, the default: on the H200 the
+ * fused epilogue ran at 273 TFLOP/s against 725+ for the product alone, bench_gemm 2026-12-01). */
+extern int lab_matmul_fuse_dgelu_bias_grad;
 
 /* The plan alone (matmul_plan.c): shapes, dtypes, layouts, batches, epilogue and every refusal.
  * Returns 1 with work to launch, 0 when out is empty, -1 with TypeError/ValueError naming the

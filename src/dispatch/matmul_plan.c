@@ -8,11 +8,15 @@
  * says. A column-major out is computed directly as a @ b. */
 #include "dispatch/matmul_kind.h"
 
+#include <string.h>
+
 #include "dispatch/cublaslt.h"
 #include "dispatch/dtype.h"
 #include "dispatch/iterator.h"
 
 enum { ROW_MAJOR = 1, COLUMN_MAJOR = 2 };
+
+int lab_matmul_fuse_dgelu_bias_grad = 0;
 
 /* The orientation of matrix (rows, cols) with row stride rs and column stride cs, and its leading
  * dimension; 0 when neither stride is 1 (or a stride is negative or too small to hold a row). */
@@ -284,7 +288,10 @@ static int choose_epilogue(lab_matmul_call *c, int out_row_major, const char *fu
         e = aux_out ? (bias ? LAB_EPILOGUE_GELU_AUX_BIAS : LAB_EPILOGUE_GELU_AUX)
                     : (bias ? LAB_EPILOGUE_GELU_BIAS : LAB_EPILOGUE_GELU);
         break;
-    case LAB_MATMUL_DGELU: e = grad ? LAB_EPILOGUE_DGELU_BGRAD : LAB_EPILOGUE_DGELU; break;
+    case LAB_MATMUL_DGELU:
+        c->sum_bias_grad = grad && !lab_matmul_fuse_dgelu_bias_grad;
+        e = grad && !c->sum_bias_grad ? LAB_EPILOGUE_DGELU_BGRAD : LAB_EPILOGUE_DGELU;
+        break;
     }
     c->plan.library_epilogue = e;
     return 0;
@@ -318,6 +325,20 @@ static int check_overlaps(const lab_matmul_call *c, const char *func) {
         }
     }
     return 0;
+}
+
+/* bias_grad_out = out summed over its rows, planned by the reduction kind itself (its launch runs
+ * after the product's, in the same scope). */
+static int plan_bias_sum(lab_matmul_call *c, const char *func) {
+    lab_reduction_call *r = &c->bias_sum;
+    memset(r, 0, sizeof *r);
+    r->op = LAB_REDUCE_SUM;
+    r->in = c->out;
+    r->out = c->bias_grad_out;
+    r->in_names[0] = "out";
+    r->reduced = 1u << (c->out->ndim - 2);
+    c->bias_sum_call = (lab_op_call){.func = func, .description = r};
+    return lab_reduction_kind.plan(&c->bias_sum_call) < 0 ? -1 : 0;
 }
 
 int lab_plan_matmul(lab_matmul_call *c, const char *func) {
@@ -397,6 +418,7 @@ int lab_plan_matmul(lab_matmul_call *c, const char *func) {
                       : in == LAB_FLOAT32 && c->allow_tf32 ? LAB_COMPUTE_32F_FAST_TF32
                                                            : LAB_COMPUTE_32F;
     p->scale_type = in == LAB_FLOAT64 ? LAB_CUDA_R_64F : LAB_CUDA_R_32F;
+    if (c->sum_bias_grad && plan_bias_sum(c, func) < 0) return -1;
     const int zero_bias_grad = c->bias_grad_out && c->bias_grad_out->numel > 0;
     return (c->out->numel > 0 || zero_bias_grad) ? 1 : 0;
 }

@@ -32,12 +32,13 @@ static PyObject *py_matmul_plan(PyObject *module, PyObject *const *args, Py_ssiz
     PyObject *info = NULL;
     if (A && B && C && D) {
         info = Py_BuildValue(
-            "{s:O, s:L, s:L, s:L, s:O, s:O, s:O, s:O, s:O, s:s, s:L, s:O, s:i, s:i, s:i, s:i, s:i}", "work",
-            work ? Py_True : Py_False, "m", (long long)p->m, "n", (long long)p->n, "k", (long long)p->k,
-            "swapped", p->swapped ? Py_True : Py_False, "A", A, "B", B, "C", C, "D", D, "A_is",
-            p->A_array == call.a ? "a" : "b", "batch_count", (long long)p->batch_count, "collapsed",
+            "{s:O, s:L, s:L, s:L, s:O, s:O, s:O, s:O, s:O, s:s, s:L, s:O, s:i, s:i, s:i, s:i, s:i, s:O}",
+            "work", work ? Py_True : Py_False, "m", (long long)p->m, "n", (long long)p->n, "k",
+            (long long)p->k, "swapped", p->swapped ? Py_True : Py_False, "A", A, "B", B, "C", C, "D", D,
+            "A_is", p->A_array == call.a ? "a" : "b", "batch_count", (long long)p->batch_count, "collapsed",
             p->collapsed ? Py_True : Py_False, "epilogue", p->library_epilogue, "compute_type",
-            p->compute_type, "scale_type", p->scale_type, "data_type", p->data_type, "out_type", p->out_type);
+            p->compute_type, "scale_type", p->scale_type, "data_type", p->data_type, "out_type", p->out_type,
+            "bias_grad_by_lab", call.sum_bias_grad ? Py_True : Py_False);
     }
     Py_XDECREF(A);
     Py_XDECREF(B);
@@ -46,7 +47,19 @@ static PyObject *py_matmul_plan(PyObject *module, PyObject *const *args, Py_ssiz
     return info;
 }
 
+static PyObject *py_fuse_dgelu_bias_grad(PyObject *module, PyObject *arg) {
+    const int fuse = PyObject_IsTrue(arg);
+    if (fuse < 0) return NULL;
+    const int previous = lab_matmul_fuse_dgelu_bias_grad;
+    lab_matmul_fuse_dgelu_bias_grad = fuse;
+    return PyBool_FromLong(previous);
+}
+
 PyMethodDef lab_matmul_plan_info_methods[] = {
+    {"_matmul_fuse_dgelu_bias_grad", py_fuse_dgelu_bias_grad, METH_O,
+     "_matmul_fuse_dgelu_bias_grad(fuse, /)\n--\n\nPrivate: True leaves epilogue='dgelu''s bias gradient to "
+     "cuBLASLt's DGELU_BGRAD epilogue; False (the default) sums out's columns with lab's reduction after the "
+     "product. Returns the previous setting. For benchmarks and tests."},
     {"_matmul_plan", (PyCFunction)(void (*)(void))py_matmul_plan, METH_FASTCALL | METH_KEYWORDS,
      "_matmul_plan(a, b, out=None, *, c=None, alpha=1.0, beta=None, bias=None, epilogue=None, aux_out=None, "
      "aux=None, bias_grad_out=None, allow_tf32=False, stream=None)\n--\n\nPrivate: lab.matmul's plan for "
