@@ -247,7 +247,8 @@ static void launch(lab_op_call *call, lab_launch_scope *scope) {
     const size_t in_size = (size_t)lab_dtype_itemsize[c->a->dtype],
                  out_size = (size_t)lab_dtype_itemsize[c->out->dtype];
     const lab_array *aux = c->aux_out ? c->aux_out : c->aux;
-    const lab_array *vector = c->bias ? c->bias : c->bias_grad_out;
+    /* the vector the library's epilogue reads or writes: the bias, or the bias gradient it sums itself */
+    const lab_array *vector = c->bias ? c->bias : c->sum_bias_grad ? NULL : c->bias_grad_out;
     const char *pointers[6] = {
         p->A_array->data,      p->B_array->data, cc->data, c->out->data, vector ? vector->data : NULL,
         aux ? aux->data : NULL};
