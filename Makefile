@@ -225,6 +225,7 @@ bench: build
 	$(PYTHON) bench/bench_jit.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_rowwise.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_losses.py --out-dir bench/results/latest
+	$(PYTHON) bench/bench_gemm.py --out-dir bench/results/latest
 
 clean:
 	rm -rf build lab/*.so $(VENV) .pytest_cache
