@@ -180,24 +180,33 @@ int lab_read_real(PyObject *obj, const char *func, const char *name, double *val
     return 0;
 }
 
-int lab_read_int64(PyObject *obj, const char *func, const char *name, int64_t *value) {
+/* An int argument (not bool) as int64: 0 with *value, or with *overflow set and *index holding the
+ * int for the message (a new reference) when it does not fit; -1 with TypeError (`accepted` says
+ * what the function takes) or the object's own __index__ error. */
+static int read_index(PyObject *obj, const char *func, const char *name, const char *accepted, int64_t *value,
+                      int *overflow, PyObject **index) {
     if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be an int, got %s", func, name,
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be %s, got %s", func, name, accepted,
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
-    PyObject *index = PyNumber_Index(obj);
-    if (!index) return -1;
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+    *index = PyNumber_Index(obj);
+    if (!*index) return -1;
+    *overflow = 0;
+    *value = PyLong_AsLongLongAndOverflow(*index, overflow);
+    return 0; /* an int from __index__ converts without error, or overflows */
+}
+
+int lab_read_int64(PyObject *obj, const char *func, const char *name, int64_t *value) {
+    int overflow;
+    PyObject *index;
+    if (read_index(obj, func, name, "an int", value, &overflow, &index) < 0) return -1;
     if (overflow) {
         PyErr_Format(PyExc_OverflowError, "%s(): argument '%s' = %R does not fit in int64", func, name,
                      index);
     }
     Py_DECREF(index);
-    if (overflow || (v == -1 && PyErr_Occurred())) return -1;
-    *value = v;
-    return 0;
+    return overflow ? -1 : 0;
 }
 
 int lab_read_device(PyObject *obj, const char *func, int *device) {
@@ -215,26 +224,19 @@ int lab_read_device(PyObject *obj, const char *func, int *device) {
 
 /* One axis: an int (not bool), negative counting from the end, within the input's rank. */
 int lab_read_axis(PyObject *obj, int ndim, const char *accepted, const char *func, int *axis) {
-    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument 'axis' must be %s, got %s", func, accepted,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    PyObject *index = PyNumber_Index(obj);
-    if (!index) return -1;
-    int overflow = 0;
-    const long long value = PyLong_AsLongLongAndOverflow(index, &overflow);
-    if (overflow || value < -ndim || value >= ndim) {
-        if (!PyErr_Occurred()) {
-            PyErr_Format(
-                PyExc_ValueError,
-                "%s(): argument 'axis' = %R is out of range for a %d-dimensional input (valid: %d .. %d)",
-                func, index, ndim, -ndim, ndim - 1);
-        }
-        Py_DECREF(index);
-        return -1;
+    int overflow;
+    int64_t value;
+    PyObject *index;
+    if (read_index(obj, func, "axis", accepted, &value, &overflow, &index) < 0) return -1;
+    const int in_range = !overflow && value >= -ndim && value < ndim;
+    if (!in_range) {
+        PyErr_Format(
+            PyExc_ValueError,
+            "%s(): argument 'axis' = %R is out of range for a %d-dimensional input (valid: %d .. %d)", func,
+            index, ndim, -ndim, ndim - 1);
     }
     Py_DECREF(index);
+    if (!in_range) return -1;
     *axis = (int)(value < 0 ? value + ndim : value);
     return 0;
 }
