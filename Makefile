@@ -59,11 +59,18 @@ $(VENV_PY): requirements-test.txt
 	touch $(VENV_PY)
 
 # The demo runs on the Python that has the producers (torch, CuPy); where that Python lacks numpy or
-# setuptools, on the test environment instead. Exit 0: the demo ran, or there is no GPU (it says so).
-DEMO_PYTHON = $(shell $(PYTHON) -c "import numpy, setuptools" 2>/dev/null && echo $(PYTHON) || echo $(VENV_PY))
+# a setuptools that builds lab (77 or newer), on the test environment instead. Exit 0: the demo ran,
+# or there is no GPU (it says so).
+DEMO_PYTHON = $(shell $(PYTHON) -c "import numpy, setuptools; assert int(setuptools.__version__.split('.')[0]) >= 77" \
+  2>/dev/null && echo $(PYTHON) || echo $(VENV_PY))
+# The architectures of the module already built (make gpu-check builds sm_90 alone), so that the demo
+# reuses that build instead of compiling every unit again for the default list; LAB_CUDA_ARCH, where
+# set, wins, and with no module built the build's default applies.
+BUILT_ARCH = $(shell $(DEMO_PYTHON) -c "import lab; print(';'.join(sorted(a[3:] for a in lab.compiled_architectures().split() if a.startswith('sm_'))))" 2>/dev/null)
 demo:
 	$(if $(filter $(VENV_PY),$(DEMO_PYTHON)),$(MAKE) --no-print-directory $(VENV_PY))
-	$(DEMO_PYTHON) setup.py -q build_ext --inplace
+	@arch=$${LAB_CUDA_ARCH:-$(BUILT_ARCH)}; echo "demo: building for $${arch:-the default architectures (80;90)}$(if $(BUILT_ARCH),, - no module was built yet)"; \
+	  env $${arch:+LAB_CUDA_ARCH=$$arch} $(DEMO_PYTHON) setup.py -q build_ext --inplace
 	$(DEMO_PYTHON) -m lab demo
 
 # On the GPU machine: its python3 has torch, CuPy, Numba and JAX; no network. Two `run` calls, sent

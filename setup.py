@@ -17,8 +17,17 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from setuptools import Extension, setup
-from setuptools.command.build_ext import build_ext
+import setuptools
+
+# pyproject.toml's license metadata (PEP 639: an SPDX string and license-files) needs setuptools 77;
+# older ones reject it with a page of schema errors. Say it in one line, before they do.
+if int(setuptools.__version__.split(".")[0]) < 77:
+    sys.exit(f"lab's build needs setuptools >= 77 (this Python has {setuptools.__version__}): run "
+             f"`{os.path.basename(sys.executable)} -m pip install 'setuptools>=77,<85'`, or build with "
+             "`pip install .`, which fetches a matching setuptools by itself")
+
+from setuptools import Extension, setup  # noqa: E402
+from setuptools.command.build_ext import build_ext  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 VERSION = re.search(r'__version__ = "([^"]+)"', open(os.path.join(ROOT, "lab", "_version.py")).read()).group(1)
