@@ -99,6 +99,24 @@ def test_sliced_views_keep_their_leading_dimension():
     assert torch.isnan(canvas[0]).all() and torch.isnan(canvas[:, 0]).all()  # nothing outside the view
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_views_with_no_contiguous_dimension_are_copied_first(dtype):
+    torch = torch_or_skip()
+    big_a, hbig_a = make(torch, (3, 80, 90), dtype)
+    big_b, hbig_b = make(torch, (60, 70), dtype, rng=np.random.default_rng(22))
+    a, ha = big_a[:, ::2, ::3], hbig_a[:, ::2, ::3]  # (3, 40, 30), no unit stride
+    b, hb = big_b[::2, 1::2], hbig_b[::2, 1::2]     # (30, 35), no unit stride
+    import lab.lab as core
+    out = poisoned(torch, (3, 40, 35), dtype)
+    assert core._matmul_plan(a, b, out)["staged"] == (True, True)
+    lab.matmul(a, b, out, bias=None)
+    assert relative_error(out.double().cpu().numpy(), ha @ hb) < TOLERANCE[dtype]
+    before = torch.cuda.memory_allocated()
+    for _ in range(3):  # the copies' scratch goes back to lab's pool, not torch's: nothing grows
+        lab.matmul(a, b, out)
+    assert torch.cuda.memory_allocated() == before
+
+
 @pytest.mark.parametrize("allow_tf32, tolerance", [(False, 2e-6), (True, 3e-3)])
 def test_tf32_only_when_allowed(allow_tf32, tolerance):
     torch = torch_or_skip()

@@ -13,6 +13,7 @@
 
 #include "dispatch/cublaslt.h"
 #include "dispatch/dtype.h"
+#include "dispatch/elementwise_kind.h"
 
 typedef struct {
     int device, data_type, out_type, compute_type, scale_type, epilogue;
@@ -223,17 +224,44 @@ static int64_t batch_offset(const lab_matmul_plan *p, const lab_matmul_operand *
     return offset;
 }
 
-static void launch(lab_op_call *call, lab_launch_scope *scope) {
-    lab_matmul_call *c = call->description;
+/* Copies a or b, where they have no contiguous dimension, into scratch memory with lab's copy
+ * kernel, on the launch stream before the product. The copy's plan is made here, once its buffer
+ * exists (the iterator plans with real pointers); for a contiguous destination it cannot fail. */
+static int stage_inputs(lab_matmul_call *c, lab_launch_scope *scope, const char *func) {
+    for (int i = 0; i < 2; i++) {
+        if (!c->stage[i]) continue;
+        lab_array *copy = &c->staged[i];
+        const size_t bytes = (size_t)copy->numel * (size_t)lab_dtype_itemsize[copy->dtype];
+        void *memory = NULL;
+        if (!lab_launch_scope_step(scope, "taking scratch memory for a staged copy",
+                                   lab_scratch_alloc(&memory, bytes ? bytes : 1, scope->streams.launch))) {
+            return 0;
+        }
+        copy->data = memory;
+        lab_operands ops = {.count = 2, .n_outputs = 1};
+        ops.arrays[0] = *copy;
+        ops.arrays[1] = i ? *c->b : *c->a;
+        ops.names[0] = "staged copy";
+        ops.names[1] = i ? "b" : "a";
+        lab_elementwise_launch copying;
+        if (lab_plan_elementwise(&ops, 1, func, &copying) < 0) {
+            PyErr_Clear();
+            lab_launch_scope_step(scope, "planning a staged copy", cudaErrorInvalidValue);
+            return 0;
+        }
+        copying.op = LAB_OP_COPY;
+        if (!lab_launch_scope_step(scope, "copying an operand with no contiguous dimension",
+                                   lab_launch_elementwise(&copying, scope->streams.launch))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The product's cuBLASLt calls: one, or one per batch where the batches do not collapse. */
+static void run_products(lab_matmul_call *c, lab_launch_scope *scope) {
     const lab_matmul_plan *p = &c->plan;
     const cudaStream_t stream = scope->streams.launch;
-    if (c->out->numel == 0) { /* only a bias gradient to write: the sum over no rows is 0 */
-        lab_launch_scope_step(
-            scope, "zeroing bias_grad_out",
-            cudaMemsetAsync(c->bias_grad_out->data, 0,
-                            (size_t)c->bias_grad_out->numel * lab_dtype_itemsize[c->out->dtype], stream));
-        return;
-    }
     void *workspace = NULL;
     size_t workspace_bytes = 0;
     if (!lab_launch_scope_step(scope, "making the stream's cuBLASLt workspace",
@@ -278,6 +306,25 @@ static void launch(lab_op_call *call, lab_launch_scope *scope) {
     if (s.status != LAB_BLAS_SUCCESS) {
         lab_launch_scope_library_error(scope, "cuBLASLt", s.step, s.status,
                                        lab_cublaslt_status_name(s.status));
+    }
+}
+
+static void launch(lab_op_call *call, lab_launch_scope *scope) {
+    lab_matmul_call *c = call->description;
+    const cudaStream_t stream = scope->streams.launch;
+    if (c->out->numel == 0) { /* only a bias gradient to write: the sum over no rows is 0 */
+        lab_launch_scope_step(
+            scope, "zeroing bias_grad_out",
+            cudaMemsetAsync(c->bias_grad_out->data, 0,
+                            (size_t)c->bias_grad_out->numel * lab_dtype_itemsize[c->out->dtype], stream));
+        return;
+    }
+    if (stage_inputs(c, scope, call->func)) run_products(c, scope);
+    for (int i = 0; i < 2; i++) { /* given back whatever failed: stream-ordered, after the product */
+        if (c->stage[i] && c->staged[i].data) {
+            lab_launch_scope_step(scope, "returning a staged copy to the scratch pool",
+                                  cudaFreeAsync(c->staged[i].data, stream));
+        }
     }
     if (c->sum_bias_grad && lab_launch_scope_ok(scope)) lab_reduction_kind.launch(&c->bias_sum_call, scope);
 }

@@ -55,6 +55,9 @@ typedef struct {
     /* epilogue='dgelu' with bias_grad_out: the column sums of out by lab's own reduction kind, run
      * after the product in the same launch scope (see lab_matmul_fuse_dgelu_bias_grad) */
     int sum_bias_grad;
+    /* a and b with no contiguous dimension among their last two: copied contiguous at launch */
+    int stage[2];
+    lab_array staged[2];
     lab_reduction_call bias_sum;
     lab_op_call bias_sum_call;
 } lab_matmul_call;

@@ -327,6 +327,26 @@ static int check_overlaps(const lab_matmul_call *c, const char *func) {
     return 0;
 }
 
+/* Input i (a or b) as the product reads it: the array itself when its rows or columns are
+ * contiguous, else a contiguous copy (c->staged[i], its memory taken from lab's scratch pool and
+ * filled by lab's copy kernel at launch: section "layouts" of docs/gemm.md). */
+static const lab_array *stage_input(lab_matmul_call *c, int i, int *o, int64_t *ld) {
+    const lab_array *x = i ? c->b : c->a;
+    const int d = x->ndim;
+    *o = orientation(x->shape[d - 2], x->shape[d - 1], x->strides[d - 2], x->strides[d - 1], ld);
+    c->stage[i] = *o == 0;
+    if (!c->stage[i]) return x;
+    lab_array *copy = &c->staged[i];
+    *copy = *x;
+    copy->data = NULL; /* the scratch buffer's, at launch */
+    copy->readonly = 0;
+    copy->last_use = NULL;
+    lab_fill_contiguous_strides(copy);
+    *o = ROW_MAJOR;
+    *ld = x->shape[d - 1] > 1 ? x->shape[d - 1] : 1;
+    return copy;
+}
+
 /* bias_grad_out = out summed over its rows, planned by the reduction kind itself (its launch runs
  * after the product's, in the same scope). */
 static int plan_bias_sum(lab_matmul_call *c, const char *func) {
@@ -347,14 +367,12 @@ int lab_plan_matmul(lab_matmul_call *c, const char *func) {
     if (check_dtypes(c, func) < 0 || check_shapes(c, func, &m, &n, &k) < 0) return -1;
     int oa, ob, oo;
     int64_t lda, ldb, ldo;
-    if (matrix_view(c->a, "a", func, &oa, &lda) < 0 || matrix_view(c->b, "b", func, &ob, &ldb) < 0 ||
-        matrix_view(c->out, "out", func, &oo, &ldo) < 0) {
-        return -1;
-    }
+    const lab_array *a = stage_input(c, 0, &oa, &lda), *b = stage_input(c, 1, &ob, &ldb);
+    if (matrix_view(c->out, "out", func, &oo, &ldo) < 0) return -1;
     p->swapped = oo == ROW_MAJOR;
     const int t = p->swapped; /* out row-major: D = out^T = b^T @ a^T */
-    p->A_array = t ? c->b : c->a;
-    p->B_array = t ? c->a : c->b;
+    p->A_array = t ? b : a;
+    p->B_array = t ? a : b;
     p->A = t ? library_operand(ob, k, n, ldb, 1) : library_operand(oa, m, k, lda, 0);
     p->B = t ? library_operand(oa, m, k, lda, 1) : library_operand(ob, k, n, ldb, 0);
     p->D = library_operand(oo, m, n, ldo, t);

@@ -31,14 +31,16 @@ static PyObject *py_matmul_plan(PyObject *module, PyObject *const *args, Py_ssiz
              *D = operand_dict(&p->D);
     PyObject *info = NULL;
     if (A && B && C && D) {
-        info = Py_BuildValue(
-            "{s:O, s:L, s:L, s:L, s:O, s:O, s:O, s:O, s:O, s:s, s:L, s:O, s:i, s:i, s:i, s:i, s:i, s:O}",
-            "work", work ? Py_True : Py_False, "m", (long long)p->m, "n", (long long)p->n, "k",
-            (long long)p->k, "swapped", p->swapped ? Py_True : Py_False, "A", A, "B", B, "C", C, "D", D,
-            "A_is", p->A_array == call.a ? "a" : "b", "batch_count", (long long)p->batch_count, "collapsed",
-            p->collapsed ? Py_True : Py_False, "epilogue", p->library_epilogue, "compute_type",
-            p->compute_type, "scale_type", p->scale_type, "data_type", p->data_type, "out_type", p->out_type,
-            "bias_grad_by_lab", call.sum_bias_grad ? Py_True : Py_False);
+        info = Py_BuildValue("{s:O, s:L, s:L, s:L, s:O, s:O, s:O, s:O, s:O, s:s, s:L, s:O, s:i, s:i, s:i, "
+                             "s:i, s:i, s:O, s:(OO)}",
+                             "work", work ? Py_True : Py_False, "m", (long long)p->m, "n", (long long)p->n,
+                             "k", (long long)p->k, "swapped", p->swapped ? Py_True : Py_False, "A", A, "B", B,
+                             "C", C, "D", D, "A_is", p->A_array == call.a ? "a" : "b", "batch_count",
+                             (long long)p->batch_count, "collapsed", p->collapsed ? Py_True : Py_False,
+                             "epilogue", p->library_epilogue, "compute_type", p->compute_type, "scale_type",
+                             p->scale_type, "data_type", p->data_type, "out_type", p->out_type,
+                             "bias_grad_by_lab", call.sum_bias_grad ? Py_True : Py_False, "staged",
+                             call.stage[0] ? Py_True : Py_False, call.stage[1] ? Py_True : Py_False);
     }
     Py_XDECREF(A);
     Py_XDECREF(B);
