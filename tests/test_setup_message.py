@@ -22,7 +22,8 @@ def old_setuptools_python(tmp_path_factory):
     probe = [python, "-c", "import setuptools; print(setuptools.__version__)"]
     found = subprocess.run(probe, capture_output=True, text=True)
     if found.returncode != 0 or not found.stdout.startswith("65."):
-        installed = subprocess.run([python, "-m", "pip", "install", "-q", "setuptools==65.5.0"], capture_output=True,
+        installed = subprocess.run([python, "-m", "pip", "install", "-q", "--retries", "0", "--timeout", "10",
+                                    "setuptools==65.5.0"], capture_output=True,
                                    text=True, timeout=300)
         if installed.returncode != 0:
             pytest.skip(f"no setuptools 65 to test with: {installed.stderr.strip()[-200:]}")
