@@ -100,7 +100,7 @@ gpu-check:
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
 	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
 
-# Issue 8's leak figure: refcount/tracemalloc tests at 10^6 calls each (GPU machine): succeeding calls
+# The leak figure: refcount/tracemalloc tests at 10^6 calls each (GPU machine): succeeding calls
 # (no launch, real launches on torch, lab.Array and CAI) and failing ones (validation, refused memory).
 leak-check:
 	mkdir -p $(LOGS)

@@ -128,7 +128,7 @@ def files_under(folder, endings):
 # (tests/test_source_layout.py compiles them with NVRTC). Shipped in the package as lab/include/.
 USER_HEADERS = ["functors.cuh", "dtype_traits.cuh", "strided_layout.h", "indexing.cuh", "elementwise_kernel.cuh"]
 
-# The four levels of DESIGN.md, one folder each (kernels/ holds the .cu files nvcc compiles).
+# The four levels of docs/design.md, one folder each (kernels/ holds the .cu files nvcc compiles).
 LEVEL_FOLDERS = ["binding", "dispatch", "kernels", "testing"]
 sources = [path for folder in LEVEL_FOLDERS for path in files_under(folder, (".c", ".cu"))]
 # Every header, table and kernel source: setuptools relinks lab.so only when one of these (or a C

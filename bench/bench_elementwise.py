@@ -314,7 +314,7 @@ def fmt(v, spec=".3f"):
 
 
 def goal_lines(bw, calls, curve, lists, layouts):
-    """Issues 5's and 6's goals, each with its measured ratio."""
+    """The goals of this benchmark, each with its measured ratio."""
     lines = []
     add_row, small_row, adam_row = lists
     lines.append(("foreach_add >= 10x a Python loop of torch.add", add_row["loop_ms"] / add_row["lab_ms"], 10.0))
@@ -346,7 +346,7 @@ def goal_lines(bw, calls, curve, lists, layouts):
                                                            r["library"] == "lab")
                     for n in sorted({r["n"] for r in curve}))
         lines.append((f"{op} curve 2^10..2^26: lab at or below torch and CuPy (worst peer/lab)", worst, 1.0))
-    for r in layouts:  # issue 18: mixed dtypes and casts at torch's speed
+    for r in layouts:  # mixed dtypes and casts at torch's speed
         if "->" in r["op"] or " + " in r["op"]:
             lines.append((f"{r['op']} >= 0.95x torch", r["torch_ms"] / r["lab_ms"], 0.95))
     return lines

@@ -1,4 +1,4 @@
-"""Runtime-compiled kernels (issue 17's table): per-call cost of lab.RawKernel on torch tensors
+"""Runtime-compiled kernels: per-call cost of lab.RawKernel on torch tensors
 against CuPy's RawKernel on CuPy arrays and the bare launch floor, lab.ElementwiseKernel against
 CuPy's ElementwiseKernel (per call) and against lab's built-in fused_add_mul (bandwidth, the same
 expression), a cached kernel's start-up in a new process, and a fresh compile against cuda.core's

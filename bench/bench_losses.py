@@ -1,5 +1,5 @@
 """Cross-entropy and the GLUs: lab against torch eager and torch.compile on the same tensors, in one
-run (issue 16's table): cross_entropy forward + backward on 4096 x 131072 bfloat16 logits (time and
+run: cross_entropy forward + backward on 4096 x 131072 bfloat16 logits (time and
 extra peak memory), SwiGLU / GeGLU forward and backward on 16384 x 4096 bfloat16.
 
 Cross-entropy: lab's kernel writes the loss and d loss / d logits in one pass - into the logits

@@ -1,4 +1,4 @@
-"""Reductions: lab against torch and CuPy on the same arrays, in one run (issue 14's table).
+"""Reductions: lab against torch and CuPy on the same arrays, in one run.
 
 Bytes read per second (the input read once; outputs are small), medians of event-timed repeats
 after warm-up (lab/_timing.py); ratios are the peer's time over lab's (> 1: lab is faster).
@@ -17,7 +17,7 @@ from lab._timing import median_ms  # noqa: E402
 from _peers import plot_bars, start  # noqa: E402
 from bench_elementwise import per_call_us  # noqa: E402
 
-# Issue 14's goals: (case prefix, peer, at least this ratio of the peer's time over lab's).
+# The goals: (case prefix, peer, at least this ratio of the peer's time over lab's).
 GOALS = [("sum, 2^", "torch", 1.0), ("sum, 2^", "cupy", 1.0), ("sum(dim=1)", "torch", 1.0), ("sum(dim=1)", "cupy", 1.0),
          ("sum(dim=0)", "torch", 1.0), ("sum(dim=0)", "cupy", 1.7), ("rows of 32", "torch", 5.0),
          ("argmax", "torch", 1.25), ("var(dim=1)", "torch", 1.4), ("dot", "torch", 1.0)]

@@ -1,5 +1,5 @@
 """Row-wise training kernels: lab against torch eager and torch.compile on the same tensors, in one
-run (issue 15's table): softmax, layer_norm and rms_norm forward, rms_norm forward + backward, at
+run: softmax, layer_norm and rms_norm forward, rms_norm forward + backward, at
 bfloat16 16384 x 4096, and short rows (128, 1024) where a fixed cost per call decides.
 
 Bytes a perfect kernel moves per second (each input read once, each output written once); medians of
@@ -18,7 +18,7 @@ import lab  # noqa: E402
 from lab._timing import median_ms  # noqa: E402
 from _peers import print_goals, print_ratio_table, save_eager_compile_results, start  # noqa: E402
 
-# Issue 15's goals: (case, peer, at least this ratio of the peer's time over lab's).
+# The goals: (case, peer, at least this ratio of the peer's time over lab's).
 GOALS = [("softmax, 16384x4096", "eager", 2.5), ("softmax, 16384x4096", "compile", 2.5),
          ("layer_norm, 16384x4096", "eager", 1.5), ("rms_norm, 16384x4096", "eager", 1.25),
          ("rms_norm fwd+bwd (lab.nn), 16384x4096", "eager", 1.3), ("rms_norm fwd+bwd (lab.nn), 16384x4096", "compile", 1.3)]

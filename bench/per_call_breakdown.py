@@ -1,4 +1,4 @@
-"""Where one small lab.add call's host time goes, per producer (issue 18, item 6).
+"""Where one small lab.add call's host time goes, per producer.
 
 For 1024-element float32 operands of each producer, microseconds per call (wall clock, median of
 several runs of many calls):

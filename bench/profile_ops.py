@@ -1,6 +1,6 @@
 """Kernels for Nsight Compute to read: lab's and torch's add / relu / gelu on 2^26 elements in
 float32, float16 and bfloat16, and (with --casts, or only those with --casts-only) the mixed-dtype
-adds and casting copies of issue 18 - one launch each (ncu replays a kernel to collect its counters).
+adds and casting copies - one launch each (ncu replays a kernel to collect its counters).
 
     ncu --clock-control none --kernel-name regex:'elementwise|vectorized' --csv --metrics ... \\
         python3 bench/profile_ops.py

@@ -1,4 +1,4 @@
-"""Example 1 - the seed's example, as a user first meets lab: add two 10M-element torch tensors.
+"""Example 1 - lab's first example, as a user first meets lab: add two 10M-element torch tensors.
 
 lab reads the tensors' device pointers through torch's DLPack C exchange API (no copy), launches
 its kernel on torch's current stream, and writes into c. Run: python3 examples/01_vector_add_torch.py

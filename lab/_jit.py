@@ -1,4 +1,4 @@
-"""Your own kernels on anyone's arrays: lab.RawModule and lab.RawKernel (issue 17).
+"""Your own kernels on anyone's arrays: lab.RawModule and lab.RawKernel.
 
     kernel = lab.RawKernel(r'''
     extern "C" __global__ void scale(const float* x, float* y, float a, int n) {

@@ -1,5 +1,5 @@
 """Runtime compilation with NVRTC: `lab.compile(source, ...)` turns CUDA C++ into a cubin (or PTX)
-without a GPU - the first half of running your own kernels on anyone's arrays (issue 17).
+without a GPU - the first half of running your own kernels on anyone's arrays.
 
 NVRTC is a shared library found and loaded (dlopen, through ctypes) at the first compile, never
 linked: `import lab` and every built-in op work without it. Where to look, in order: LAB_NVRTC (a

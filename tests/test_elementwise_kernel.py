@@ -1,4 +1,4 @@
-"""lab.ElementwiseKernel on any machine (issue 17): parameters, type resolution, the generated
+"""lab.ElementwiseKernel on any machine: parameters, type resolution, the generated
 source (compiled here with NVRTC for sm_90), which outputs the kernel loads first, and the C call
 path - keys, specializations, every bad input a clear error naming the argument - through fake
 producers and stand-in kernels (capsules that are never launched: without a GPU the launch fails

@@ -1,4 +1,4 @@
-"""lab.ElementwiseKernel on a GPU (issue 17): a CuPy-style kernel on every producer's arrays, each
+"""lab.ElementwiseKernel on a GPU: a CuPy-style kernel on every producer's arrays, each
 dtype and size (0, 1, odd, prime, large: the vectorized kernel's tail and the strided kernel),
 broadcasting and layouts, mixed dtypes, several outputs, outputs the operation reads or leaves,
 the element index, every scalar type, outputs allocated when left out, streams and graph capture -

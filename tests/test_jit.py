@@ -1,4 +1,4 @@
-"""lab.RawKernel / lab.RawModule on any machine (issue 17): signatures, argument marshalling and
+"""lab.RawKernel / lab.RawModule on any machine: signatures, argument marshalling and
 every bad input - each a TypeError/ValueError/OverflowError naming the argument, raised before any
 CUDA call - through fake producers and a stand-in kernel handle (a capsule that is never launched:
 without a GPU the launch itself fails as lab.CudaError, after the arguments were checked)."""

@@ -1,4 +1,4 @@
-"""lab.RawKernel / lab.RawModule on a GPU (issue 17): a kernel written in a string, compiled with
+"""lab.RawKernel / lab.RawModule on a GPU: a kernel written in a string, compiled with
 NVRTC, launched on every producer's arrays; scalars of each C type with and without a signature;
 templates through name expressions; streams and graph capture; errors naming the kernel."""
 import numpy as np

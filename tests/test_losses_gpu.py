@@ -1,4 +1,4 @@
-"""Cross-entropy and the GLUs on a GPU (issue 16), against NumPy in float64 computed from the stored
+"""Cross-entropy and the GLUs on a GPU, against NumPy in float64 computed from the stored
 inputs: every float dtype, vocabularies 7 .. 262144 (rows in registers and streamed rows), int32 and
 int64 targets, ignore_index, label smoothing, the three reductions, the gradient written in the
 same pass (also into the logits themselves), bad targets as NaN, determinism, strided logits and

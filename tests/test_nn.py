@@ -1,4 +1,4 @@
-"""lab.nn without a GPU (issue 15), where torch is installed: the operators' schemas, their fake
+"""lab.nn without a GPU, where torch is installed: the operators' schemas, their fake
 implementations (what torch.compile traces with: shapes and dtypes, no kernel), and the modules'
 torch-compatible construction and CPU fallback."""
 import pytest

@@ -1,4 +1,4 @@
-"""lab.nn on a GPU (issue 15): each function forward and backward against torch's own, gradcheck in
+"""lab.nn on a GPU: each function forward and backward against torch's own, gradcheck in
 float64, torch.library.opcheck on every operator, torch.compile(fullgraph=True) and CUDA graph
 capture, the modules' state_dict compatibility, and a small model trained 50 steps with lab.nn's
 modules tracking the same model with torch's (eager and compiled)."""

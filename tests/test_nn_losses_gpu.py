@@ -1,4 +1,4 @@
-"""lab.nn's cross_entropy, swiglu and geglu on a GPU (issue 16): against torch's own functions forward
+"""lab.nn's cross_entropy, swiglu and geglu on a GPU: against torch's own functions forward
 and backward (ignore_index, label_smoothing, every reduction, classes in dimension 1, int32 targets),
 gradcheck in float64, torch.library.opcheck, torch.compile(fullgraph=True), CUDA graph capture, and
 a small pre-norm transformer (RMSNorm, SDPA attention, RMSNorm, SwiGLU MLP, cross-entropy head)

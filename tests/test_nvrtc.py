@@ -1,4 +1,4 @@
-"""lab.compile on any machine (issue 17, first part): NVRTC compiles without a GPU, so compile
+"""lab.compile on any machine: NVRTC compiles without a GPU, so compile
 results, errors with NVRTC's log, options, name expressions, lab's own headers and the on-disk
 cache (hit, miss, corrupt entry, concurrent writers) are all tested here."""
 import os

@@ -1,4 +1,4 @@
-"""Reductions on any machine (issue 14): signatures, the axis argument, the output's shape and
+"""Reductions on any machine: signatures, the axis argument, the output's shape and
 dtype, integer inputs to mean, empty reductions - every bad input a TypeError or ValueError naming
 the argument, raised before any CUDA call - through fake producers."""
 import inspect

@@ -1,4 +1,4 @@
-"""Reductions on a GPU (issue 14): every op x dtype x axis set x layout against NumPy in float64,
+"""Reductions on a GPU: every op x dtype x axis set x layout against NumPy in float64,
 sizes around a warp and a block, a prime, 2^24 + 3 and one input past 2^31 elements; bitwise
 determinism over 10 runs on each strategy; every producer. Outputs are poisoned before each run."""
 import numpy as np

@@ -185,7 +185,7 @@ def test_module_refcounts_stable():
 
 
 def test_hundred_thousand_failing_calls_do_not_leak():
-    """Issue 8's CI figure: 10^5 failing calls, refcounts and traced memory flat."""
+    """The CI figure: 10^5 failing calls, refcounts and traced memory flat."""
     a, out = fake_array(), fake_array(readonly=True)
     fn = failing(lambda: lab.relu(a, out), ValueError)
     fn()

@@ -1,4 +1,4 @@
-"""Reliability on the GPU (issue 8): memory the GPU cannot reach is refused before launch, an
+"""Reliability on the GPU: memory the GPU cannot reach is refused before launch, an
 asynchronous fault surfaces as lab.CudaError saying the context is gone, and eight threads on
 their own streams get exact results."""
 import subprocess

@@ -1,4 +1,4 @@
-"""Row-wise ops on any machine (issues 15, 16): signatures, and every bad input - dtypes, shapes of the
+"""Row-wise ops on any machine: signatures, and every bad input - dtypes, shapes of the
 row operands, the statistics, targets, losses and column operands, eps, axis, cross-entropy's options,
 outputs that are read-only, broadcast or overlapping, a residual without its output - a TypeError or
 ValueError naming the argument, raised before any CUDA call, through fake producers (objects with
@@ -209,7 +209,7 @@ def test_import_lab_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-# ---- cross-entropy and the GLU backwards (issue 16) ----
+# ---- cross-entropy and the GLU backwards ----
 
 @pytest.mark.parametrize("dtype", ["<f4", "<i2", "|u1", "<f8"])
 def test_targets_are_int64_or_int32(dtype):

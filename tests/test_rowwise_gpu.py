@@ -1,4 +1,4 @@
-"""Row-wise ops on a GPU (issue 15): softmax, log_softmax, layer_norm, rms_norm (with and without a
+"""Row-wise ops on a GPU: softmax, log_softmax, layer_norm, rms_norm (with and without a
 residual) and their backwards, against NumPy in float64 computed from the stored inputs, for every
 float dtype and row lengths 1 .. 262144 (rows in registers, staged in shared memory, and streamed);
 each staged op with staging forced down to one partial 16-byte piece and turned off; strided, transposed,

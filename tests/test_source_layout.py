@@ -1,4 +1,4 @@
-"""The source tree keeps the shape DESIGN.md gives it, checked on the CPU:
+"""The source tree keeps the shape docs/design.md gives it, checked on the CPU:
 
 - the four levels are folders, and #include lines point downward only (binding and testing ->
   dispatch -> kernels), with no cycle between units (a .c and its .h are one unit);
@@ -185,7 +185,7 @@ def test_editing_a_kernel_header_relinks_the_module(tmp_path):
 
 # Files outside this repository that comments cite by name (other projects' sources, specs).
 EXTERNAL_FILES = {"dlpack.h", "Reduce.cuh", "Loops.cuh", "CUDALoops.cuh", "MemoryAccess.cuh", "MultiTensorApply.cuh",
-                  "TensorIterator.cpp", "llm.c", "DESIGN.md", "cuda_runtime_api.h", "cuda_fp16.h", "cuda_bf16.h",
+                  "TensorIterator.cpp", "llm.c", "cuda_runtime_api.h", "cuda_fp16.h", "cuda_bf16.h",
                   "Python.h"}
 FILE_NAME = re.compile(r"(?<![\w.-])((?:[\w-]+/)*[\w-]+\.(?:c|h|cu|cuh|def|md|py|cpp))\b")
 

@@ -1,4 +1,4 @@
-"""Two GPUs (issue 9): lab on arrays that live on the second device. Runs where lab sees two or more
+"""Two GPUs: lab on arrays that live on the second device. Runs where lab sees two or more
 GPUs (the GPU machine's `nvidia-h200-x2` kind) and skips everywhere else.
 
 On device 1 while the caller's current device is 0: results are right and the caller's current
@@ -44,7 +44,7 @@ def test_torch_and_cupy_arrays_on_device_1_from_device_0():
 
 
 def test_runtime_compiled_kernels_on_device_1():
-    """lab.RawKernel and lab.ElementwiseKernel (issue 17): one compiled library, launched on the
+    """lab.RawKernel and lab.ElementwiseKernel: one compiled library, launched on the
     device the arrays are on (the runtime loads a library into each device's context on first use)."""
     torch = producer_or_skip("torch").torch
     torch.cuda.set_device(0)

@@ -1,4 +1,4 @@
-/* device.h - which GPU a launch runs on, and switching to it only when needed (DESIGN.md, "Devices"). */
+/* device.h - which GPU a launch runs on, and switching to it only when needed (docs/design.md, "Devices"). */
 #ifndef LAB_DEVICE_H
 #define LAB_DEVICE_H
 

@@ -1,4 +1,4 @@
-/* driver.h - the one sequence every Python-facing op runs (level 3 of DESIGN.md's four).
+/* driver.h - the one sequence every Python-facing op runs (level 3 of docs/design.md's four).
  *
  * The binding (level 2) parses the call and reads each array argument into a lab_array; from
  * there lab_run_op() runs the same steps for every op kind:

@@ -1,5 +1,5 @@
 /* stream.h - which CUDA stream a launch goes on, and ordering it with the producers' streams
- * (DESIGN.md, "Streams").
+ * (docs/design.md, "Streams").
  *
  * The launch stream, in order: the `stream=` keyword; this thread's `with lab.stream(s):`; the
  * stream a producer declares for the output, then for the inputs (torch's current stream through
