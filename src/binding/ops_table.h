@@ -20,7 +20,7 @@
     "(half types compute in float32; integers wrap on overflow)."
 
 LAB_PY_OP(vector_add, BINARY, ADD, ADD,
-          "vector_add(a, b, out, *, stream=None)\n--\n\nout = a + b (add under its first name, kept)." LAB_DOC_TAIL
+          "vector_add(a, b, out, *, stream=None)\n--\n\nout = a + b (add's first name)." LAB_DOC_TAIL
               LAB_ALL_DTYPES)
 LAB_PY_OP(add, ADD, ADD, ADD,
           "add(a, b, out, *, alpha=1, stream=None)\n--\n\nout = a + alpha * b." LAB_DOC_TAIL LAB_ALL_DTYPES)
