@@ -250,3 +250,19 @@ def test_messages_name_the_argument(call, error, words):
     with pytest.raises(error) as raised:
         call()
     assert words in str(raised.value)
+
+
+class LongerThanItSays(list):
+    """A list whose __iter__ yields one array more than len() counts."""
+
+    def __iter__(self):
+        yield from super().__iter__()
+        yield FakeCudaArray()
+
+
+def test_norms_out_must_hold_the_arrays_actually_read():
+    """foreach_norm checks out's length against the arrays it read, not against len(xs): a kernel
+    writing one norm per array read would otherwise write past out's end."""
+    xs = LongerThanItSays([FakeCudaArray(), FakeCudaArray()])
+    with pytest.raises(ValueError, match="'out' must be a contiguous 1-D float32 array of 3 elements"):
+        lab.foreach_norm(xs, fake_array((2,)))

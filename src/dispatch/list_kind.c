@@ -165,6 +165,16 @@ static int plan(lab_op_call *call) {
     lab_list_call *c = call->description;
     const lab_list_roles *roles = &lab_list_op_roles[c->op];
     const int n = c->n;
+    /* n counts the arrays read (a list subclass's __iter__ may not agree with its len()): the norms'
+     * output must hold exactly that many, or the kernel would write past its end */
+    if (c->norms && (c->norms->dtype != LAB_FLOAT32 || c->norms->ndim != 1 || c->norms->numel != n ||
+                     !lab_array_is_contiguous(c->norms))) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s(): 'out' must be a contiguous 1-D float32 array of %d elements (one norm per array "
+                     "of 'xs')",
+                     call->func, n);
+        return -1;
+    }
     if (allocate_plan(c, roles) < 0) {
         PyErr_NoMemory();
         return -1;
