@@ -24,7 +24,8 @@ static int take_entries(lab_state *state, PyObject *dict, cai_entries *e) {
     const lab_name keys[] = {LAB_NAME_shape,   LAB_NAME_typestr, LAB_NAME_data,  LAB_NAME_version,
                              LAB_NAME_strides, LAB_NAME_mask,    LAB_NAME_stream};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        /* A lookup by an interned str key runs no Python code; the reference is taken at once. */
+        /* The lookup itself may run a key's __eq__ (a str subclass in a hand-made dict); CPython
+         * copes with the dict changing under it, and the reference is taken before anything else. */
         *slots[i] = Py_XNewRef(PyDict_GetItemWithError(dict, state->names[keys[i]]));
         if (!*slots[i] && PyErr_Occurred()) return -1;
     }
