@@ -19,7 +19,7 @@ SIGNATURES = {
     "layer_norm_backward": "(grad_out, x, weight, mean, rstd, grad_x, grad_weight=None, grad_bias=None, *, stream=None)",
     "rms_norm": "(x, weight, out, *, eps=None, rstd=None, residual=None, residual_out=None, stream=None)",
     "rms_norm_backward": "(grad_out, x, weight, rstd, grad_x, grad_weight=None, *, stream=None)",
-    "cross_entropy": "(logits, target, loss, *, ignore_index=-100, label_smoothing=0.0, reduction='mean', grad=None, stream=None)",
+    "cross_entropy": "(logits, target, loss, *, ignore_index=-100, label_smoothing=0.0, reduction='mean', softcap=None, z_loss=0.0, grad=None, stream=None)",
     "cross_entropy_backward": "(grad_loss, grad, *, stream=None)",
     "swiglu_backward": "(grad_out, gate, up, grad_gate, grad_up, *, stream=None)",
     "geglu_backward": "(grad_out, gate, up, grad_gate, grad_up, *, stream=None)",

@@ -3,13 +3,14 @@
  *
  * Twelve functions, one runner: each function is a row of FUNCTIONS - its signature and, per
  * parameter, the operand slot it fills (a row operand, a column operand, or a number or option:
- * axis, eps, stream, cross-entropy's ignore_index / label_smoothing / reduction).
+ * axis, eps, stream, cross-entropy's options (binding/loss_options.h)).
  * The runner parses, reads each array given (None leaves an optional operand out), and hands the
  * call to the op driver as the row-wise kind, which checks shapes and dtypes and plans the launch. */
 #include "binding/rowwise.h"
 
 #include "binding/args.h"
 #include "binding/array_reader.h"
+#include "binding/loss_options.h"
 #include "dispatch/rowwise_kind.h"
 
 typedef enum {
@@ -20,7 +21,9 @@ typedef enum {
     ROLE_STREAM,
     ROLE_IGNORE_INDEX,
     ROLE_SMOOTHING,
-    ROLE_REDUCTION
+    ROLE_REDUCTION,
+    ROLE_SOFTCAP,
+    ROLE_Z_LOSS
 } param_role;
 
 /* What a function returns: its output, the loss, or both gradients as a tuple. */
@@ -126,11 +129,11 @@ static const row_function FUNCTIONS[] = {
                        LAB_ROW_CROSS_ENTROPY,
                        {3,
                         3,
-                        8,
+                        10,
                         {N(logits), N(target), N(loss), N(ignore_index), N(label_smoothing), N(reduction),
-                         N(grad), N(stream)}},
+                         N(softcap), N(z_loss), N(grad), N(stream)}},
                        {ROW(X), ROW(TARGET), ROW(LOSS), OPTION(IGNORE_INDEX), OPTION(SMOOTHING),
-                        OPTION(REDUCTION), ROW_OPTIONAL(OUT), STREAM},
+                        OPTION(REDUCTION), OPTION(SOFTCAP), OPTION(Z_LOSS), ROW_OPTIONAL(OUT), STREAM},
                        0,
                        RETURN_LOSS},
     [CROSS_ENTROPY_BACKWARD] = {"cross_entropy_backward",
@@ -168,61 +171,6 @@ static int read_eps(PyObject *obj, const char *func, double *eps) {
     return 0;
 }
 
-/* ignore_index: an int (not bool) in int64's range. */
-static int read_ignore_index(PyObject *obj, const char *func, int64_t *index) {
-    if (!obj) return 0;
-    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument 'ignore_index' must be an int, got %.200s", func,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    int overflow = 0;
-    const long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (overflow) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'ignore_index' must fit in int64, got %R", func, obj);
-        return -1;
-    }
-    if (value == -1 && PyErr_Occurred()) return -1;
-    *index = value;
-    return 0;
-}
-
-/* label_smoothing: a real number in [0, 1]. */
-static int read_smoothing(PyObject *obj, const char *func, double *smoothing) {
-    if (!obj) return 0;
-    if (PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument 'label_smoothing' must be a real number, got bool",
-                     func);
-        return -1;
-    }
-    if (lab_read_real(obj, func, "label_smoothing", smoothing) < 0) return -1;
-    if (!(*smoothing >= 0.0 && *smoothing <= 1.0)) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'label_smoothing' must be in [0, 1], got %R", func,
-                     obj);
-        return -1;
-    }
-    return 0;
-}
-
-/* reduction: 'mean', 'sum' or 'none'. */
-static int read_reduction(lab_state *state, PyObject *obj, const char *func, lab_loss_reduction *reduction) {
-    if (!obj) return 0;
-    static const struct {
-        lab_name name;
-        lab_loss_reduction value;
-    } choices[] = {
-        {LAB_NAME_mean, LAB_LOSS_MEAN}, {LAB_NAME_sum, LAB_LOSS_SUM}, {LAB_NAME_none, LAB_LOSS_NONE}};
-    for (size_t i = 0; PyUnicode_Check(obj) && i < sizeof choices / sizeof choices[0]; i++) {
-        if (PyUnicode_Compare(obj, state->names[choices[i].name]) == 0) {
-            *reduction = choices[i].value;
-            return 0;
-        }
-    }
-    PyErr_Format(PyExc_ValueError, "%s(): argument 'reduction' must be 'mean', 'sum' or 'none', got %R", func,
-                 obj);
-    return -1;
-}
-
 static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
@@ -244,11 +192,15 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
         } else if (p->role == ROLE_STREAM) {
             stream_obj = obj;
         } else if (p->role == ROLE_IGNORE_INDEX) {
-            if (read_ignore_index(obj, func, &description.ignore_index) < 0) return NULL;
+            if (lab_read_ignore_index(obj, func, &description.ignore_index) < 0) return NULL;
         } else if (p->role == ROLE_SMOOTHING) {
-            if (read_smoothing(obj, func, &description.label_smoothing) < 0) return NULL;
+            if (lab_read_label_smoothing(obj, func, &description.label_smoothing) < 0) return NULL;
         } else if (p->role == ROLE_REDUCTION) {
-            if (read_reduction(state, obj, func, &description.reduction) < 0) return NULL;
+            if (lab_read_loss_reduction(state, obj, func, &description.reduction) < 0) return NULL;
+        } else if (p->role == ROLE_SOFTCAP) {
+            if (lab_read_softcap(obj, func, &description.softcap) < 0) return NULL;
+        } else if (p->role == ROLE_Z_LOSS) {
+            if (lab_read_z_loss(obj, func, &description.z_loss) < 0) return NULL;
         } else if (obj && !(p->optional && obj == Py_None)) {
             /* the parameter's name, for messages: only for arrays given (interned, its UTF-8 cached) */
             const char *name = PyUnicode_AsUTF8(state->names[f->signature.names[i]]);
@@ -392,7 +344,8 @@ PyMethodDef lab_rowwise_methods[] = {
     LAB_METHOD(
         cross_entropy,
         "cross_entropy(logits, target, loss, *, ignore_index=-100, label_smoothing=0.0, reduction='mean', "
-        "grad=None, stream=None)\n--\n\nThe cross-entropy of each row of logits (the last dimension: the "
+        "softcap=None, z_loss=0.0, grad=None, stream=None)\n--\n\nThe cross-entropy of each row of logits "
+        "(the last dimension: the "
         "classes) against its target class, as torch.nn.functional.cross_entropy with class indices: "
         "logsumexp(x) - (1 - s) * x[target] - s * mean(x) for label_smoothing s. target: int64 or int32, "
         "logits' shape without the last dimension. Rows whose target is ignore_index add 0 and do not count. "
@@ -400,6 +353,8 @@ PyMethodDef lab_rowwise_methods[] = {
         "none: NaN, as torch) and 'sum' write one number (loss: 0-dimensional), added in a fixed order. "
         "loss may be any float dtype. A target outside [0, classes) that is not ignore_index gives NaN for "
         "its row (and so for 'mean' and 'sum'): a device-side check that needs no synchronization. "
+        "softcap c (Gemma's): each logit x is read as c * tanh(x / c). z_loss z (PaLM's): adds z * "
+        "logsumexp(x)^2 to each row's loss. "
         "grad (logits' shape and dtype, or logits itself to overwrite them): receives d loss / d logits = "
         "softmax(x) - (1 - s) * onehot(target) - s / classes, times 1 / (rows that count) for 'mean', in "
         "the same pass - the softmax is never stored. For an upstream gradient other than 1, multiply grad "

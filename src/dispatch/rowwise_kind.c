@@ -227,6 +227,8 @@ static int plan(lab_op_call *call) {
     l->reduction = c->reduction;
     l->ignore_index = c->ignore_index;
     l->label_smoothing = c->label_smoothing;
+    l->softcap = c->softcap;
+    l->z_loss = c->z_loss;
     l->n = x->shape[c->axis];
     if (c->op == LAB_ROW_CROSS_ENTROPY && l->n == 0) {
         PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has no classes (its last dimension is 0)", func,

@@ -30,6 +30,7 @@ typedef struct {
     lab_loss_reduction reduction;
     int64_t ignore_index;
     double label_smoothing;
+    double softcap, z_loss; /* 0: off */
     lab_rowwise_launch launch;
 } lab_rowwise_call;
 

@@ -241,6 +241,11 @@ typedef struct {
     lab_loss_reduction reduction;
     int64_t ignore_index;
     double label_smoothing;
+    double softcap; /* > 0: each logit x is read as softcap * tanh(x / softcap) (Gemma's); 0: as it is */
+    double z_loss;  /* PaLM's: z_loss * logsumexp^2 added to each row's loss */
+    /* With row_data[LAB_ROW_GRAD], the forward's gradient of each row is also multiplied by that
+     * row's upstream gradient (upstream_dtype; lead_strides 0 for one number shared by every row). */
+    lab_dtype upstream_dtype;
     char *row_data[LAB_ROW_OPERANDS];
     int64_t col_strides[LAB_ROW_OPERANDS];
     int lead_ndim;
@@ -249,6 +254,19 @@ typedef struct {
     char *col_data[LAB_COL_OPERANDS];
     int64_t col_data_strides[LAB_COL_OPERANDS];
 } lab_rowwise_launch;
+
+/* Cross-entropy in parts, for a caller that has its logits a block of rows at a time (the fused
+ * linear cross-entropy computes them chunk by chunk and never holds them all):
+ * - LAB_CE_COUNT: over `launch`'s targets (every row of the call), totals[0] = 1 / the rows that
+ *   count and totals[1] = that count (totals in float32, float64 for float64 logits);
+ * - LAB_CE_ROWS: `launch`'s rows (one chunk): each row's loss into row_losses (the compute type) when
+ *   the loss is reduced, else into the LOSS operand; the gradient, where OUT is given, scaled by
+ *   totals[0] for 'mean';
+ * - LAB_CE_SUM: the reduced loss from every row's loss, in a fixed order, into the LOSS operand.
+ * lab_launch_rowwise runs the three on one call's rows with its own scratch. */
+typedef enum { LAB_CE_COUNT, LAB_CE_ROWS, LAB_CE_SUM } lab_cross_entropy_part;
+cudaError_t lab_launch_cross_entropy_part(const lab_rowwise_launch *launch, lab_cross_entropy_part part,
+                                          void *totals, void *row_losses, cudaStream_t stream);
 
 /* Launches one planned row-wise op on `stream`. Weight and bias gradients are summed over rows
  * through per-block partials (lab's scratch pool) combined in a fixed order: deterministic. */

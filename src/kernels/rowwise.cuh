@@ -36,6 +36,8 @@ struct RowArgs {
     lab_dtype loss_dtype;
     int64_t ignore_index;
     double smoothing;
+    double softcap, z_loss;
+    lab_dtype upstream_dtype;
     void *row_losses;            // reduced: each row's loss in the compute type, summed by a second kernel
     const void *grad_scale;      // 'mean': 1 / (rows whose target counts), in the compute type, on the device
     char *row[LAB_ROW_OPERANDS]; // NULL: unused operand

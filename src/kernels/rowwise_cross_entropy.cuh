@@ -3,9 +3,12 @@
 // known, d loss / d x = softmax(x) - onehot(target) needs nothing else, so the softmax is never
 // stored and the backward has nothing left to read. For 'mean', a first kernel counts the rows
 // whose target is not ignore_index (the gradient's scale); for 'mean' and 'sum' a last kernel adds
-// the rows' losses in a fixed order (deterministic, no atomics).
+// the rows' losses in a fixed order (deterministic, no atomics). Two options change the row's
+// function: Gemma's softcap reads each logit x as c tanh(x / c) (its derivative 1 - (x'/c)^2 joins
+// the gradient), and PaLM's z-loss adds z lse^2 (its gradient 2 z lse softmax).
 #pragma once
 
+#include "functors.cuh"
 #include "rowwise_ops.cuh"
 
 namespace lab {
@@ -45,8 +48,23 @@ struct CrossEntropy {
     template <typename A> __device__ static A loss_of(const RowArgs &a, const LogitStats<A> &s, int64_t t) {
         if (t == a.ignore_index) return A(0);
         if (t < 0 || t >= a.n) return A(NAN);
-        const A smoothing = A(a.smoothing);
-        return s.max + row_log(s.sum) - (A(1) - smoothing) * s.target - smoothing * s.total / A(a.n);
+        const A smoothing = A(a.smoothing), lse = s.max + row_log(s.sum);
+        return lse - (A(1) - smoothing) * s.target - smoothing * s.total / A(a.n) + A(a.z_loss) * lse * lse;
+    }
+
+    // The softcapped logit, and the factor its gradient takes: d(c tanh(x / c))/dx = 1 - (x' / c)^2.
+    template <typename A> __device__ static A softcapped(const RowArgs &a, A x) {
+        const A cap = A(a.softcap);
+        return cap * math_tanh(x / cap);
+    }
+    template <typename A> __device__ static A softcap_slope(const RowArgs &a, A capped) {
+        const A ratio = capped / A(a.softcap);
+        return A(1) - ratio * ratio;
+    }
+
+    // What softmax_j is multiplied by in the gradient besides the row's scale: 1 + 2 z lse (z-loss).
+    template <typename A> __device__ static A z_factor(const RowArgs &a, const LogitStats<A> &total) {
+        return a.z_loss != 0 ? A(1) + A(2 * a.z_loss) * (total.max + row_log(total.sum)) : A(1);
     }
 
     template <typename A> __device__ static void store_loss(const RowArgs &a, int64_t row, A loss) {
@@ -57,12 +75,14 @@ struct CrossEntropy {
         }
     }
 
-    // What the row's gradient is multiplied by: 1, or 1 / (rows that count) for 'mean'; 0 for an
-    // ignored row, NaN for a target out of range.
-    template <typename A> __device__ static A grad_scale(const RowArgs &a, int64_t t) {
+    // What the row's gradient is multiplied by: 1, or 1 / (rows that count) for 'mean', times the
+    // row's upstream gradient where one is given; 0 for an ignored row, NaN for a target out of range.
+    template <typename A> __device__ static A grad_scale(const RowArgs &a, int64_t row, int64_t t) {
         if (t == a.ignore_index) return A(0);
         if (t < 0 || t >= a.n) return A(NAN);
-        return a.grad_scale ? *static_cast<const A *>(a.grad_scale) : A(1);
+        const A scale = a.grad_scale ? *static_cast<const A *>(a.grad_scale) : A(1);
+        return a.row[LAB_ROW_GRAD] ? scale * load_converted<A>(row_at(a, row, LAB_ROW_GRAD), a.upstream_dtype)
+                                   : scale;
     }
 
     template <typename T, int kChunks>
@@ -74,6 +94,13 @@ struct CrossEntropy {
         A x[kSize];
         load_row<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
                              A(-INFINITY));
+        const bool capped = a.softcap != 0;
+        if (capped) { // past the row's end x stays -inf
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) {
+                if (tile_column<T>(i / kVec, i % kVec, lane, a.group) < int(a.n)) x[i] = softcapped(a, x[i]);
+            }
+        }
         // Which of this lane's registers holds column t, if any: the target's logit comes from the
         // registers, never from memory that the gradient (possibly the logits themselves) overwrites.
         int held = -1;
@@ -93,28 +120,40 @@ struct CrossEntropy {
                 if (tile_column<T>(i / kVec, i % kVec, lane, a.group) < int(a.n)) s.total += x[i];
             }
         }
+        // Softcapped rows keep x' (its gradient needs it) and take the exponentials twice.
         if (s.max != A(-INFINITY)) {
             const ShiftedExp<A> exp_minus_max(s.max);
 #pragma unroll
             for (int i = 0; i < kSize; ++i) {
-                x[i] = exp_minus_max(x[i]);
-                s.sum += x[i];
+                const A e = exp_minus_max(x[i]);
+                s.sum += e;
+                if (!capped) x[i] = e;
             }
-        } else {
+        } else if (!capped) {
 #pragma unroll
             for (int i = 0; i < kSize; ++i) x[i] = A(0);
         }
         const LogitStats<A> total = group_reduce(s, LogitStatsCombine{}, a.group);
         if (valid && lane == 0) store_loss(a, row, loss_of(a, total, t));
         if (!a.row[LAB_ROW_OUT]) return;
-        // d loss / d x_j = scale * (softmax_j - (1 - s) [j == t] - s / n)
-        const A scale = grad_scale<A>(a, t), smoothing = A(a.smoothing);
-        const A to_softmax = s.max == A(-INFINITY) && total.max != A(-INFINITY)
-                                 ? A(0)
-                                 : row_exp(s.max - total.max) / total.sum * scale;
-        const A uniform = scale * smoothing / A(a.n), hit = scale * (A(1) - smoothing);
+        // d loss / d x_j = scale * (softmax_j (1 + 2 z lse) - (1 - s) [j == t] - s / n), times the
+        // softcap's slope
+        const A upstream = grad_scale<A>(a, row, t), smoothing = A(a.smoothing);
+        const A scale = upstream * z_factor(a, total), uniform = upstream * smoothing / A(a.n),
+                hit = upstream * (A(1) - smoothing);
+        if (capped) {
+            const ShiftedExp<A> softmax = ShiftedExp<A>::divided(total.max, total.sum);
 #pragma unroll
-        for (int i = 0; i < kSize; ++i) x[i] = x[i] * to_softmax - uniform - (i == held ? hit : A(0));
+            for (int i = 0; i < kSize; ++i) {
+                x[i] = (softmax(x[i]) * scale - uniform - (i == held ? hit : A(0))) * softcap_slope(a, x[i]);
+            }
+        } else {
+            const A to_softmax = s.max == A(-INFINITY) && total.max != A(-INFINITY)
+                                     ? A(0)
+                                     : row_exp(s.max - total.max) / total.sum * scale;
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) x[i] = x[i] * to_softmax - uniform - (i == held ? hit : A(0));
+        }
         store_row<T, kChunks>(x, row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, 0, valid);
     }
 
@@ -155,6 +194,12 @@ struct CrossEntropy {
                                                 A(-INFINITY));
             // columns relative to this step's first, in 32 bits: the target's, and the row's end
             const StepColumns<T> at(a, t, chunk0, lane);
+            if (a.softcap != 0) { // past the row's end x stays -inf
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) {
+                    if (at.column(i, a.group) < at.end) x[i] = softcapped(a, x[i]);
+                }
+            }
             A tile_max = A(-INFINITY);
 #pragma unroll
             for (int i = 0; i < kSize; ++i) tile_max = row_max(tile_max, x[i]);
@@ -183,9 +228,10 @@ struct CrossEntropy {
         const LogitStats<A> total = group_reduce(s, LogitStatsCombine{}, a.group);
         if (lane == 0) store_loss(a, row, loss_of(a, total, t));
         if (!a.row[LAB_ROW_OUT]) return;
-        const A scale = grad_scale<A>(a, t), smoothing = A(a.smoothing);
-        const A to_softmax = scale / total.sum, uniform = scale * smoothing / A(a.n),
-                hit = scale * (A(1) - smoothing);
+        const A upstream = grad_scale<A>(a, row, t), smoothing = A(a.smoothing);
+        const A to_softmax = upstream * z_factor(a, total) / total.sum,
+                uniform = upstream * smoothing / A(a.n), hit = upstream * (A(1) - smoothing);
+        const bool capped = a.softcap != 0;
         const ShiftedExp<A> exp_minus_max(total.max);
         char *out = row_at(a, row, LAB_ROW_OUT);
         // Backwards: the end of the row was read last, so it is the part most likely still in L2.
@@ -193,12 +239,22 @@ struct CrossEntropy {
             const int64_t chunk0 = step * kStreamChunks;
             A x[kSize];
             load_row<T, kStreamChunks, int64_t>(x, in, a.col_stride[LAB_ROW_X], a, lane, chunk0, true, A(0));
-#pragma unroll
-            for (int i = 0; i < kSize; ++i) x[i] = exp_minus_max(x[i]) * to_softmax - uniform;
             const StepColumns<T> at(a, t, chunk0, lane);
-            if (at.target >= 0) {
+            if (capped) { // the gradient of x' times the slope of x -> x'
 #pragma unroll
-                for (int i = 0; i < kSize; ++i) x[i] -= at.column(i, a.group) == at.target ? hit : A(0);
+                for (int i = 0; i < kSize; ++i) {
+                    const A xc = softcapped(a, x[i]);
+                    const A g = exp_minus_max(xc) * to_softmax - uniform -
+                                (at.column(i, a.group) == at.target ? hit : A(0));
+                    x[i] = g * softcap_slope(a, xc);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) x[i] = exp_minus_max(x[i]) * to_softmax - uniform;
+                if (at.target >= 0) {
+#pragma unroll
+                    for (int i = 0; i < kSize; ++i) x[i] -= at.column(i, a.group) == at.target ? hit : A(0);
+                }
             }
             store_row<T, kStreamChunks, int64_t>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, chunk0, true);
         }

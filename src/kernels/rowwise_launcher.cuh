@@ -52,6 +52,9 @@ RowArgs make_row_args(const lab_rowwise_launch &l, int group, bool vectorized) {
     a.loss_dtype = l.loss_dtype;
     a.ignore_index = l.ignore_index;
     a.smoothing = l.label_smoothing;
+    a.softcap = l.softcap;
+    a.z_loss = l.z_loss;
+    a.upstream_dtype = l.upstream_dtype;
     for (int k = 0; k < LAB_ROW_OPERANDS; ++k) {
         a.row[k] = l.row_data[k];
         a.col_stride[k] = l.col_strides[k];
