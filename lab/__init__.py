@@ -65,6 +65,8 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     is_available,
     layer_norm,
     layer_norm_backward,
+    linear_cross_entropy,
+    linear_cross_entropy_plan,
     log_softmax,
     log_softmax_backward,
     logsumexp,
@@ -106,7 +108,7 @@ __all__ = [
     "cuda_driver_version", "cuda_runtime_version", "CudaError", "current_stream", "device_count",
     "div", "dot", "ElementwiseKernel", "empty", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
     "foreach_norm", "foreach_scale", "fused_add_mul", "geglu", "geglu_backward", "gelu", "get_device_properties",
-    "is_available", "layer_norm", "layer_norm_backward", "log_softmax", "log_softmax_backward", "logsumexp", "matmul", "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved",
+    "is_available", "layer_norm", "layer_norm_backward", "linear_cross_entropy", "linear_cross_entropy_plan", "log_softmax", "log_softmax_backward", "logsumexp", "matmul", "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved",
     "minimum", "mul", "neg", "norm", "prod", "Program", "RawKernel", "RawModule", "relu", "rms_norm", "rms_norm_backward", "sgd_step", "sigmoid", "silu", "softmax", "softmax_backward", "sqrt",
     "std", "Stream", "stream", "sub", "sum", "swiglu", "swiglu_backward", "synchronize", "var", "vector_add", "zeros",
 ]

@@ -11,7 +11,7 @@
 #include "dispatch/operand.h"
 #include "dispatch/stream.h"
 
-#define LAB_MAX_PARAMS 16
+#define LAB_MAX_PARAMS 20
 
 typedef struct {
     int n_required;   /* leading parameters that must be given */

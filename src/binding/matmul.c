@@ -73,9 +73,7 @@ static PyObject *allocate_out(PyObject *module, lab_state *state, const lab_arra
     return out;
 }
 
-/* The first product loads the library from the paths lab/_blas.py lists (LAB_CUBLASLT, the NVIDIA
- * wheels, CUDA_HOME, the loader's path). */
-static int ensure_cublaslt(void) {
+int lab_ensure_cublaslt(void) {
     if (lab_cublaslt.library) return 0;
     PyObject *blas = PyImport_ImportModule("lab._blas");
     PyObject *paths = blas ? PyObject_CallMethod(blas, "cublaslt_candidates", NULL) : NULL;
@@ -169,7 +167,7 @@ static PyObject *py_matmul(PyObject *module, PyObject *const *args, Py_ssize_t n
         goto done;
     }
     const int work = lab_plan_matmul(&description, func);
-    if (work < 0 || (work > 0 && ensure_cublaslt() < 0)) goto done;
+    if (work < 0 || (work > 0 && lab_ensure_cublaslt() < 0)) goto done;
     description.planned = 1 + work; /* the kind's plan returns this instead of planning again */
     lab_op_call_add(&call, "out", description.out, 1, 0, 1);
     const lab_matmul_call *d = &description;

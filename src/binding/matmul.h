@@ -18,6 +18,10 @@ typedef struct {
  * bias_grad_out, allow_tf32, stream). */
 const lab_signature *lab_matmul_signature(void);
 
+/* The first product loads cuBLASLt from the paths lab/_blas.py lists (LAB_CUBLASLT, the NVIDIA
+ * wheels, CUDA_HOME, the loader's path); later calls return at once. 0, or -1 with ImportError. */
+int lab_ensure_cublaslt(void);
+
 /* Reads the parsed slots (out from out_obj) into *call: scalars first, then every array.
  * Returns 0, or -1 with TypeError/ValueError naming the argument. No CUDA call. */
 int lab_matmul_read(lab_state *state, const char *func, PyObject *const *slots, PyObject *out_obj,

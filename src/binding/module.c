@@ -7,6 +7,7 @@
 #include "binding/elementwise.h"
 #include "binding/elementwise_kernel.h"
 #include "binding/foreach.h"
+#include "binding/linear_ce.h"
 #include "binding/matmul.h"
 #include "binding/module_state.h"
 #include "binding/raw_kernel.h"
@@ -70,6 +71,7 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_rowwise_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_raw_kernel_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_matmul_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_linear_ce_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_launch_floor_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_matmul_plan_info_methods) < 0) return -1;

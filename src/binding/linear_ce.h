@@ -1,0 +1,9 @@
+/* linear_ce.h - lab.linear_cross_entropy's binding (see linear_ce.c). */
+#ifndef LAB_BINDING_LINEAR_CE_H
+#define LAB_BINDING_LINEAR_CE_H
+
+#include <Python.h>
+
+extern PyMethodDef lab_linear_ce_methods[];
+
+#endif
