@@ -8,7 +8,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test package-check format format-check demo gpu-check gpu-sanitize leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test package-check format format-check demo gpu-check gpu-sanitize bench-linear-ce leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -95,6 +95,7 @@ gpu-check:
 	$(PYTHON) bench/bench_rowwise.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_losses.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_gemm.py --out-dir $(OUT)/bench
+	$(MAKE) --no-print-directory bench-linear-ce BENCH_OUT=$(OUT)/bench
 	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1
 	find $(LOGS) -type f -size +4M -printf "left out of logs.tgz (over 4 MiB): %p\n" -delete
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
@@ -233,6 +234,17 @@ bench: build
 	$(PYTHON) bench/bench_rowwise.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_losses.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_gemm.py --out-dir bench/results/latest
+	$(MAKE) --no-print-directory bench-linear-ce
+
+# The fused linear cross-entropy against Liger-Kernel and Cut Cross-Entropy: both are pure Python over
+# Triton, so where they are not installed they travel as wheels in .whl/ (pip download, see
+# docs/linear-cross-entropy.md), installed into a folder of their own for this benchmark alone.
+PEERS_SITE ?= /tmp/lab-peers
+BENCH_OUT ?= bench/results/latest
+bench-linear-ce:
+	@if ls .whl/*.whl >/dev/null 2>&1; then $(PYTHON) -m pip install -q --no-index --no-deps --no-compile \
+	  --no-cache-dir --upgrade --target $(PEERS_SITE) .whl/*.whl; fi
+	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_linear_ce.py --out-dir $(BENCH_OUT)
 
 clean:
 	rm -rf build lab/*.so $(VENV) .pytest_cache

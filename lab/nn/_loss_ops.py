@@ -88,6 +88,33 @@ def _cross_entropy_grad(ctx, grad_loss, _grad_of_grad):
 cross_entropy.register_autograd(_cross_entropy_grad, setup_context=_cross_entropy_setup)
 
 
+class CrossEntropyIntoLogits(torch.autograd.Function):
+    """Cross-entropy whose gradient overwrites the logits' own storage in the forward pass (what
+    Liger-Kernel's does): no logits-sized tensor beyond the logits at all. The logits' values are
+    gone afterwards, so their version is bumped: a node that saved them (softcap's tanh, say) raises
+    autograd's in-place error at its backward instead of reading the gradient. Eager only: under
+    torch.compile lab.nn.cross_entropy uses the operator above."""
+
+    @staticmethod
+    def forward(ctx, logits, target, ignore_index, label_smoothing, reduction):
+        loss = _loss_like(logits, reduction)
+        grad = logits.detach()
+        lab.cross_entropy(grad, target, loss, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                          reduction=reduction, grad=grad)
+        torch.autograd.graph.increment_version(logits)
+        ctx.save_for_backward(logits)
+        ctx.set_materialize_grads(False)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        (grad,) = ctx.saved_tensors
+        if grad_loss is None:
+            return None, None, None, None, None
+        lab.cross_entropy_backward(_plain(grad_loss), grad.detach())
+        return grad, None, None, None, None
+
+
 # ---- swiglu, geglu ----
 
 def _glu_pair(name, forward, backward):

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import _eager, _loss_ops, _ops  # noqa: F401  (registers torch.ops.lab.*)
+from . import _eager, _linear_loss_ops, _loss_ops, _ops  # noqa: F401  (registers torch.ops.lab.*)
 
 _lab = torch.ops.lab
 
@@ -101,12 +101,13 @@ def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape: _Shape, weight: 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
                   ignore_index: int = -100, reduce=None, reduction: str = "mean", label_smoothing: float = 0.0,
-                  *, inplace_backward: bool = False) -> Tensor:
+                  *, inplace_backward: bool = False, grad_into_logits: bool = False) -> Tensor:
     """torch.nn.functional.cross_entropy with class-index targets, the gradient computed in the
     forward pass. Class weights, probability targets and the deprecated size_average/reduce go to
     torch's own function, as CPU tensors do. inplace_backward=True scales the saved gradient in place
-    (no second logits-sized tensor; no pass at all for loss.backward() of a mean or a sum), allowing
-    one backward per forward."""
+    (no pass at all for loss.backward() of a mean or a sum), allowing one backward per forward.
+    grad_into_logits=True (eager mode) also writes the gradient into the logits' own storage: no
+    logits-sized tensor beyond the logits, whose values are gone after the call."""
     lab_can = (_on_lab(input) and weight is None and size_average is None and reduce is None and input.dim() >= 1
                and target.dtype in (torch.int64, torch.int32) and target.dim() == input.dim() - 1
                and reduction in ("mean", "sum", "none"))
@@ -114,8 +115,53 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
         return F.cross_entropy(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
     logits = input.movedim(1, -1) if input.dim() > 2 else input  # torch's classes are dimension 1
     with_grad = torch.is_grad_enabled() and input.requires_grad
+    if grad_into_logits and with_grad and not _compiling():
+        return _loss_ops.CrossEntropyIntoLogits.apply(logits, target, ignore_index, float(label_smoothing), reduction)
     loss, _ = _lab.cross_entropy.default(logits, target, ignore_index, float(label_smoothing), reduction, with_grad,
                                          inplace_backward)
+    return loss
+
+
+def _torch_linear_cross_entropy(hidden, weight, target, bias, ignore_index, label_smoothing, reduction, softcap,
+                                z_loss):
+    """What linear_cross_entropy computes, in torch's own ops (float32 logits): for tensors lab does
+    not take, and the reference the tests compare with."""
+    logits = F.linear(hidden, weight, bias).float()
+    if softcap:
+        logits = softcap * torch.tanh(logits / softcap)
+    logits = logits.reshape(-1, logits.shape[-1])
+    flat_target = target.reshape(-1)
+    loss = F.cross_entropy(logits, flat_target, ignore_index=ignore_index, reduction="none",
+                           label_smoothing=label_smoothing)
+    if z_loss:
+        counted = flat_target != ignore_index
+        loss = loss + z_loss * torch.logsumexp(logits, -1).square() * counted
+    if reduction == "mean":
+        return loss.sum() / (flat_target != ignore_index).sum()
+    return loss.sum() if reduction == "sum" else loss.reshape(target.shape)
+
+
+def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor] = None, *,
+                         ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = "mean",
+                         softcap: Optional[float] = None, z_loss: float = 0.0,
+                         max_scratch_bytes: Optional[int] = None) -> Tensor:
+    """cross_entropy(hidden @ weight.T + bias, target) without the logits: lab computes them a chunk
+    of rows at a time within max_scratch_bytes (default 256 MiB), with the gradients of hidden,
+    weight and bias in the same call. softcap: Gemma's logit softcap; z_loss: PaLM's. The loss is
+    float32."""
+    lab_can = (_on_lab(hidden) and weight.dtype == hidden.dtype and weight.is_cuda and weight.dim() == 2
+               and (bias is None or (bias.dtype == hidden.dtype and bias.is_cuda))
+               and target.dtype in (torch.int64, torch.int32) and target.is_cuda
+               and reduction in ("mean", "sum", "none"))
+    if not lab_can:
+        return _torch_linear_cross_entropy(hidden, weight, target, bias, ignore_index, label_smoothing, reduction,
+                                           softcap, z_loss)
+    grad = torch.is_grad_enabled()
+    needs = [grad and hidden.requires_grad, grad and weight.requires_grad,
+             grad and bias is not None and bias.requires_grad]
+    loss, _, _, _ = _lab.linear_cross_entropy.default(
+        hidden, weight, target, bias, ignore_index, float(label_smoothing), reduction, float(softcap or 0.0),
+        float(z_loss), -1 if max_scratch_bytes is None else int(max_scratch_bytes), needs)
     return loss
 
 
