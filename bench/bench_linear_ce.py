@@ -5,7 +5,7 @@ by side in one run on the same tensors. Forward + backward to d hidden and d wei
   - hidden (8192, 4096), weight (128256, 4096) of std 0.02 (a Llama's initialization: logits of std
     1.3): lab's C function (scratch from lab's pool), lab.nn (autograd; scratch a torch tensor), both
     peers, torch eager, the three products alone (together and each); lab and CCE with 64 MiB of
-    scratch; lab and CCE on a peaked softmax (logits of std 6.4), where CCE skips most of the
+    scratch, lab with 128 and 512 MiB; lab and CCE on a peaked softmax (logits of std 6.4), where CCE skips most of the
     gradient;
   - vocabularies of GPT-2 (50257), Qwen (151936) and Gemma (256000, softcap 30), lab against both
     peers;
@@ -160,6 +160,9 @@ def main():
           fwd_bwd(torch, lab_nn, hidden, weight, target, max_scratch_bytes=small))
     if "CCE" in peers:
         timed(main_case + ", 64 MiB scratch", "CCE", fwd_bwd(torch, peers["CCE"], hidden, weight, target))
+    for mib in (128, 512):  # the trade: fewer chunks, fewer passes over grad_weight, more memory
+        timed(main_case + f", {mib} MiB scratch", "lab",
+              lab_c_step(torch, hidden, weight, target, max_scratch_bytes=mib << 20))
 
     print("\nmemory beyond dh and dW (torch's allocator)")
     mem_impls = [("lab.nn", fwd_bwd(torch, lab_nn, hidden, weight, target)),

@@ -9,8 +9,9 @@
  *   launch stream on lab.Arrays.
  *
  * An op kind - elementwise, list (foreach and optimizer steps), reduction, raw (a user's
- * runtime-compiled kernel), row-wise, and elementwise kernel (a user's lab.ElementwiseKernel) -
- * supplies only its plan and its launch. */
+ * runtime-compiled kernel), row-wise, elementwise kernel (a user's lab.ElementwiseKernel), matmul
+ * and linear cross-entropy (whose launch drives the matmul and row-wise launches) - supplies only
+ * its plan and its launch. */
 #ifndef LAB_DRIVER_H
 #define LAB_DRIVER_H
 
