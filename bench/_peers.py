@@ -96,3 +96,34 @@ def save_eager_compile_results(out_dir, name, torch, rows, title):
                          ("torch.compile", "compile_ms", "tab:red")], title, os.path.join(out_dir, f"{name}.png"))
     except ImportError:
         print("(matplotlib is not installed: no plot)")
+
+
+def extra_peak_mib(torch, fn):
+    """MiB torch's allocator held at its peak during fn() beyond what was allocated before."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    result = fn()
+    torch.cuda.synchronize()
+    del result
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
+def print_met_goals(goals, width=55, digits=2):
+    """The goals table: (goal, measured, met) rows, the measured value with `digits` decimals."""
+    print(f"\n{'goal':{width}s} {'measured':>9s}  met")
+    for goal, measured, met in goals:
+        print(f"{goal:{width}s} {measured:9.{digits}f}  {'yes' if met else 'NO'}")
+
+
+def save_json(out_dir, filename, torch, **fields):
+    """<out_dir>/<filename>: the GPU, the date, torch's version and `fields`. Nothing without out_dir."""
+    import json
+    import os
+    import time
+    if not out_dir:
+        return
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, filename), "w") as f:
+        json.dump(dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__,
+                       **fields), f, indent=1)

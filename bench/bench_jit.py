@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
-from _peers import peers  # noqa: E402
+from _peers import peers, print_met_goals  # noqa: E402
 from bench_elementwise import median, median_ratio, per_call_rounds  # noqa: E402
 from lab._timing import median_ms, torch_timer  # noqa: E402
 
@@ -178,9 +178,7 @@ def main():
         goals.append(("cached kernel ready in a new process <= 5 ms", cached_ms, cached_ms <= 5))
     if core_ms is not None:
         goals.append(("fresh compile <= cuda.core's (ratio)", compile_ms / core_ms, compile_ms <= core_ms))
-    print(f"\n{'goal':55s} {'measured':>9s}  met")
-    for goal, measured, met in goals:
-        print(f"{goal:55s} {measured:9.2f}  {'yes' if met else 'NO'}")
+    print_met_goals(goals)
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
         with open(os.path.join(args.out_dir, "jit.json"), "w") as f:

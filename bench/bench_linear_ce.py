@@ -17,15 +17,13 @@ missing is a row left out, said so. Medians of event-timed repeats after warm-up
 peer's time over lab's (> 1: lab is faster).
     python3 bench/bench_linear_ce.py [--out-dir DIR] [--quick]
 """
-import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 from lab._timing import median_ms  # noqa: E402
-from _peers import start  # noqa: E402
+from _peers import extra_peak_mib, print_met_goals, save_json, start  # noqa: E402
 
 T, D, V = 8192, 4096, 128256
 
@@ -107,14 +105,8 @@ def products(torch, hidden, weight):
 
 def beyond_grads_mib(torch, step, hidden, weight):
     """MiB at torch's allocator's peak during step() beyond what was allocated before, less dh, dW."""
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    result = step()
-    torch.cuda.synchronize()
-    del result
     grads = hidden.numel() * hidden.element_size() + weight.numel() * weight.element_size()
-    return (torch.cuda.max_memory_allocated() - before - grads) / 2**20
+    return extra_peak_mib(torch, step) - grads / 2**20
 
 
 def grad_weight_error(torch, loss_fn, hidden, weight, target, reference):
@@ -181,13 +173,7 @@ def main():
     def into_logits():
         import lab.nn
         return torch.autograd.grad(lab.nn.cross_entropy(logits, small_target, grad_into_logits=True), (logits,))
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    result = into_logits()
-    torch.cuda.synchronize()
-    del result
-    mib = (torch.cuda.max_memory_allocated() - before) / 2**20
+    mib = extra_peak_mib(torch, into_logits)
     memory.append(dict(impl="lab.nn.cross_entropy(grad_into_logits), 4096x128256, beyond the logits", mib=mib))
     print(f"  {memory[-1]['impl']:34s} {mib:10.1f} MiB", flush=True)
     del logits
@@ -250,16 +236,9 @@ def main():
     if "Liger" in errors:
         ours, theirs = errors["lab.nn"]["relative_frobenius"], errors["Liger"]["relative_frobenius"]
         goals.append(("grad_weight error: lab <= Liger's", ours / theirs, ours <= theirs))
-    print(f"\n{'goal':52s} {'measured':>9s}  met")
-    for text, value, met in goals:
-        print(f"{text:52s} {value:9.3f}  {'yes' if met else 'NO'}")
-
-    if args.out_dir:
-        os.makedirs(args.out_dir, exist_ok=True)
-        with open(os.path.join(args.out_dir, "linear_ce.json"), "w") as f:
-            json.dump(dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__,
-                           peers=sorted(peers), rows=rows, memory_mib=memory, grad_weight_error=errors,
-                           goals=[dict(goal=g, measured=v, met=m) for g, v, m in goals]), f, indent=1)
+    print_met_goals(goals, width=52, digits=3)
+    save_json(args.out_dir, "linear_ce.json", torch, peers=sorted(peers), rows=rows, memory_mib=memory,
+              grad_weight_error=errors, goals=[dict(goal=g, measured=v, met=m) for g, v, m in goals])
 
 
 if __name__ == "__main__":

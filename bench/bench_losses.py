@@ -16,20 +16,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 from lab._timing import median_ms  # noqa: E402
-from _peers import print_goals, print_ratio_table, save_eager_compile_results, start  # noqa: E402
+from _peers import extra_peak_mib, print_goals, print_ratio_table, save_eager_compile_results, start  # noqa: E402
 
 MEMORY_GOAL_MIB = 64
-
-
-def extra_peak_mib(torch, fn):
-    """MiB torch's allocator held at its peak during fn() beyond what was allocated before."""
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    result = fn()
-    torch.cuda.synchronize()
-    del result
-    return (torch.cuda.max_memory_allocated() - before) / 2**20
 
 
 def cross_entropy_cases(torch, rows, vocab):

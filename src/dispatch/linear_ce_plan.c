@@ -46,26 +46,6 @@ int lab_plan_linear_ce_chunks(int64_t rows, int64_t classes, lab_dtype dtype, in
 
 /* ---- the plan ---- */
 
-static int raise_shape(const char *func, const char *name, const lab_array *a, const int64_t *want, int ndim,
-                       const char *what) {
-    PyObject *got = lab_shape_tuple(a->shape, a->ndim), *expected = lab_shape_tuple(want, ndim);
-    if (got && expected) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has shape %R; it must have shape %R (%s)", func,
-                     name, got, expected, what);
-    }
-    Py_XDECREF(got);
-    Py_XDECREF(expected);
-    return -1;
-}
-
-static int has_shape(const lab_array *a, const int64_t *shape, int ndim) {
-    if (a->ndim != ndim) return 0;
-    for (int d = 0; d < ndim; d++) {
-        if (a->shape[d] != shape[d]) return 0;
-    }
-    return 1;
-}
-
 /* The stride (elements) that walks a's first `ndim` dimensions as one run of rows, or 0 when they do
  * not merge (a view that would need a copy to be flattened). Size-1 dimensions carry any stride. */
 static int flat_stride(const lab_array *a, int ndim, int64_t *stride) {
@@ -160,8 +140,8 @@ static int check_operands(lab_linear_ce_call *c, const char *func) {
     c->depth = h->shape[lead];
     if (w->ndim != 2 || w->shape[1] != c->depth) {
         const int64_t want[2] = {w->ndim == 2 ? w->shape[0] : 1, c->depth};
-        return raise_shape(func, "weight", w, want, 2,
-                           "(classes, depth): one row of hidden's depth per class");
+        return lab_raise_shape(func, "weight", w, want, 2,
+                               "(classes, depth): one row of hidden's depth per class");
     }
     c->classes = w->shape[0];
     if (c->classes == 0) {
@@ -176,53 +156,54 @@ static int check_operands(lab_linear_ce_call *c, const char *func) {
     }
     c->rows = 1;
     for (int d = 0; d < lead; d++) c->rows *= h->shape[d];
-    if (!has_shape(c->target, h->shape, lead)) {
-        return raise_shape(func, "target", c->target, h->shape, lead,
-                           "hidden's shape without its last dimension");
+    if (!lab_has_shape(c->target, h->shape, lead)) {
+        return lab_raise_shape(func, "target", c->target, h->shape, lead,
+                               "hidden's shape without its last dimension");
     }
     if (c->target->dtype != LAB_INT64 && c->target->dtype != LAB_INT32) {
         return raise_dtype(func, "target", c->target->dtype, "class indices are int64 or int32");
     }
     const int reduced = c->reduction != LAB_LOSS_NONE;
-    if (reduced ? c->loss->ndim != 0 : !has_shape(c->loss, h->shape, lead)) {
-        return raise_shape(func, "loss", c->loss, h->shape, reduced ? 0 : lead,
-                           reduced ? "one number: the loss reduced by 'mean' or 'sum'" : "one loss per row");
+    if (reduced ? c->loss->ndim != 0 : !lab_has_shape(c->loss, h->shape, lead)) {
+        return lab_raise_shape(func, "loss", c->loss, h->shape, reduced ? 0 : lead,
+                               reduced ? "one number: the loss reduced by 'mean' or 'sum'"
+                                       : "one loss per row");
     }
     if (lab_dtype_is_integer(c->loss->dtype)) {
         return raise_dtype(func, "loss", c->loss->dtype, "the loss is float16, bfloat16, float32 or float64");
     }
     if (c->bias) {
-        if (!has_shape(c->bias, &c->classes, 1)) {
-            return raise_shape(func, "bias", c->bias, &c->classes, 1, "one per class");
+        if (!lab_has_shape(c->bias, &c->classes, 1)) {
+            return lab_raise_shape(func, "bias", c->bias, &c->classes, 1, "one per class");
         }
         if (c->bias->dtype != dtype) {
             return raise_dtype(func, "bias", c->bias->dtype, "it must be hidden's dtype");
         }
     }
     if (c->grad_hidden) {
-        if (!has_shape(c->grad_hidden, h->shape, h->ndim)) {
-            return raise_shape(func, "grad_hidden", c->grad_hidden, h->shape, h->ndim, "hidden's shape");
+        if (!lab_has_shape(c->grad_hidden, h->shape, h->ndim)) {
+            return lab_raise_shape(func, "grad_hidden", c->grad_hidden, h->shape, h->ndim, "hidden's shape");
         }
         if (check_grad_dtype(func, "grad_hidden", c->grad_hidden, dtype) < 0) return -1;
     }
     if (c->grad_weight) {
-        if (!has_shape(c->grad_weight, w->shape, 2)) {
-            return raise_shape(func, "grad_weight", c->grad_weight, w->shape, 2, "weight's shape");
+        if (!lab_has_shape(c->grad_weight, w->shape, 2)) {
+            return lab_raise_shape(func, "grad_weight", c->grad_weight, w->shape, 2, "weight's shape");
         }
         if (check_grad_dtype(func, "grad_weight", c->grad_weight, dtype) < 0) return -1;
     }
     if (c->grad_bias) {
-        if (!has_shape(c->grad_bias, &c->classes, 1)) {
-            return raise_shape(func, "grad_bias", c->grad_bias, &c->classes, 1, "one per class");
+        if (!lab_has_shape(c->grad_bias, &c->classes, 1)) {
+            return lab_raise_shape(func, "grad_bias", c->grad_bias, &c->classes, 1, "one per class");
         }
         if (check_grad_dtype(func, "grad_bias", c->grad_bias, dtype) < 0) return -1;
     }
     if (c->grad_output) {
         const int per_row = c->grad_output->ndim != 0;
-        if (per_row && (reduced || !has_shape(c->grad_output, h->shape, lead))) {
-            return raise_shape(func, "grad_output", c->grad_output, h->shape, reduced ? 0 : lead,
-                               reduced ? "the upstream gradient of a reduced loss is one number"
-                                       : "one upstream gradient per row, or one number");
+        if (per_row && (reduced || !lab_has_shape(c->grad_output, h->shape, lead))) {
+            return lab_raise_shape(func, "grad_output", c->grad_output, h->shape, reduced ? 0 : lead,
+                                   reduced ? "the upstream gradient of a reduced loss is one number"
+                                           : "one upstream gradient per row, or one number");
         }
         if (lab_dtype_is_integer(c->grad_output->dtype)) {
             return raise_dtype(func, "grad_output", c->grad_output->dtype, "it must be a float dtype");

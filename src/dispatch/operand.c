@@ -94,3 +94,23 @@ PyObject *lab_shape_tuple(const int64_t *values, int n) {
     }
     return tuple;
 }
+
+int lab_has_shape(const lab_array *a, const int64_t *shape, int ndim) {
+    if (a->ndim != ndim) return 0;
+    for (int d = 0; d < ndim; d++) {
+        if (a->shape[d] != shape[d]) return 0;
+    }
+    return 1;
+}
+
+int lab_raise_shape(const char *func, const char *name, const lab_array *a, const int64_t *want,
+                    int want_ndim, const char *what) {
+    PyObject *got = lab_shape_tuple(a->shape, a->ndim), *expected = lab_shape_tuple(want, want_ndim);
+    if (got && expected) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has shape %R; it must have shape %R (%s)", func,
+                     name, got, expected, what);
+    }
+    Py_XDECREF(got);
+    Py_XDECREF(expected);
+    return -1;
+}

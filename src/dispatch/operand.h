@@ -84,6 +84,13 @@ int lab_check_writable(const lab_array *array, const char *func, const char *nam
 /* A tuple of Python ints - a shape, strides - for messages and introspection; NULL on failure. */
 PyObject *lab_shape_tuple(const int64_t *values, int n);
 
+/* 1 if a has exactly this shape. */
+int lab_has_shape(const lab_array *a, const int64_t *shape, int ndim);
+
+/* ValueError "func(): argument 'name' has shape (..); it must have shape (..) (what)"; returns -1. */
+int lab_raise_shape(const char *func, const char *name, const lab_array *a, const int64_t *want,
+                    int want_ndim, const char *what);
+
 /* "name[index]" into buf (truncated to fit); index < 0 gives just "name". Hand-rolled rather than
  * snprintf: list ops name arrays of every list up front, hundreds per call. */
 void lab_indexed_name(char *buf, size_t size, const char *name, int index);

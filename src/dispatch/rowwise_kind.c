@@ -49,26 +49,6 @@ static int check_per_row_dtype(const lab_rowwise_call *c, int k, const char *fun
     return -1;
 }
 
-static int raise_shape(const char *func, const char *name, const lab_array *a, const int64_t *want,
-                       int want_ndim, const char *what) {
-    PyObject *got = lab_shape_tuple(a->shape, a->ndim), *expected = lab_shape_tuple(want, want_ndim);
-    if (got && expected) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has shape %R; it must have shape %R (%s)", func,
-                     name, got, expected, what);
-    }
-    Py_XDECREF(got);
-    Py_XDECREF(expected);
-    return -1;
-}
-
-static int same_shape(const lab_array *a, const int64_t *shape, int ndim) {
-    if (a->ndim != ndim) return 0;
-    for (int d = 0; d < ndim; d++) {
-        if (a->shape[d] != shape[d]) return 0;
-    }
-    return 1;
-}
-
 /* Dtypes and shapes of every operand against x's. */
 static int check_operands(const lab_rowwise_call *c, const char *func) {
     const lab_array *x = c->rows[LAB_ROW_X];
@@ -87,24 +67,24 @@ static int check_operands(const lab_rowwise_call *c, const char *func) {
         if (!a || k == LAB_ROW_X) continue;
         if (is_reduced_loss(c, k)) {
             if (a->ndim != 0) {
-                return raise_shape(func, c->row_names[k], a, lead, 0,
-                                   "one number: the loss reduced by 'mean' or 'sum'");
+                return lab_raise_shape(func, c->row_names[k], a, lead, 0,
+                                       "one number: the loss reduced by 'mean' or 'sum'");
             }
             if (check_per_row_dtype(c, k, func) < 0) return -1;
             continue;
         }
         if (is_per_row(k)) {
-            if (!same_shape(a, lead, x->ndim - 1)) {
-                return raise_shape(func, c->row_names[k], a, lead, x->ndim - 1,
-                                   "one value per row: the input's shape without its last dimension");
+            if (!lab_has_shape(a, lead, x->ndim - 1)) {
+                return lab_raise_shape(func, c->row_names[k], a, lead, x->ndim - 1,
+                                       "one value per row: the input's shape without its last dimension");
             }
             if (check_per_row_dtype(c, k, func) < 0) return -1;
             continue;
         }
-        if (!same_shape(a, x->shape, x->ndim)) {
+        if (!lab_has_shape(a, x->shape, x->ndim)) {
             char what[64];
             snprintf(what, sizeof what, "the shape of '%s'", x_name);
-            return raise_shape(func, c->row_names[k], a, x->shape, x->ndim, what);
+            return lab_raise_shape(func, c->row_names[k], a, x->shape, x->ndim, what);
         }
         if (a->dtype != x->dtype) {
             PyErr_Format(PyExc_TypeError,
@@ -117,9 +97,9 @@ static int check_operands(const lab_rowwise_call *c, const char *func) {
     for (int k = 0; k < LAB_COL_OPERANDS; k++) {
         const lab_array *a = c->cols[k];
         if (!a) continue;
-        if (!same_shape(a, &n, 1)) {
-            return raise_shape(func, c->col_names[k], a, &n, 1,
-                               "one element per position of the normalized dimension");
+        if (!lab_has_shape(a, &n, 1)) {
+            return lab_raise_shape(func, c->col_names[k], a, &n, 1,
+                                   "one element per position of the normalized dimension");
         }
         if (a->dtype != x->dtype) {
             PyErr_Format(PyExc_TypeError,
