@@ -24,3 +24,12 @@ def need(module_name):
     except ImportError:
         print(f"skipped: {module_name} is not installed")
         sys.exit(0)
+
+
+def need_nvcc():
+    """Examples that build a CUDA extension need nvcc (CUDA_HOME/bin or the PATH), not a GPU."""
+    import shutil
+    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    if not (shutil.which("nvcc") or os.path.exists(os.path.join(home, "bin", "nvcc"))):
+        print("skipped: nvcc is not installed (CUDA_HOME/bin/nvcc or the PATH)")
+        sys.exit(0)

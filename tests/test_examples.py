@@ -27,3 +27,17 @@ def test_an_example_finds_lab_from_any_folder(tmp_path):
                             capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ModuleNotFoundError" not in result.stderr
+
+
+def test_the_minimal_extension_builds_and_checks_its_arguments_anywhere():
+    """Example 7 needs nvcc, not a GPU: it builds the 90-line extension and shows each refusal, so a
+    learner without a GPU sees the first lesson work (the GPU part runs where there is one)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([sys.executable, os.path.join(EXAMPLES, "07_minimal_extension.py")],
+                            capture_output=True, text=True, timeout=300, env=env, cwd=os.path.dirname(EXAMPLES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    if result.stdout.startswith("skipped: nvcc"):
+        pytest.skip("nvcc is not installed")
+    for refusal in ("takes 3 arguments", "'out' must be a CUDA array", "'b' must be contiguous", "'out' is read-only",
+                    "differ in length"):
+        assert refusal in result.stdout, result.stdout
