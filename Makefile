@@ -8,7 +8,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test package-check format format-check demo gpu-check gpu-bench gpu-sanitize bench-linear-ce leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize bench-linear-ce leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -25,6 +25,15 @@ test: $(VENV_PY)
 	$(VENV_PY) -m mypy.stubtest lab.lab  # the type stubs (lab/lab.pyi) match the built module
 	$(VENV_PY) -m pytest -q tests; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests - that is a failure"; exit 1; fi; exit $$rc
+	$(MAKE) --no-print-directory lessons PYTHON=$(VENV_PY)
+
+# The lessons between examples/minimal_extension and src/: each a small extension built with nvcc
+# (one architecture unless LAB_CUDA_ARCH says more: a few seconds), its checks run on any machine and
+# its GPU half where there is one.
+lessons:
+	LAB_CUDA_ARCH=$${LAB_CUDA_ARCH:-90} $(PYTHON) examples/lessons/setup.py -q build_ext --inplace > /dev/null
+	$(PYTHON) -m pytest -q -p no:cacheprovider examples/lessons; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "make lessons: pytest collected no tests - that is a failure"; exit 1; fi; exit $$rc
 
 # A new user's install, checked: the sdist, a wheel built from it alone (build isolation fetches
 # setuptools), installed into a fresh environment and imported from outside the checkout. The wheel
@@ -88,6 +97,7 @@ gpu-check:
 	$(PYTHON) -m lab | tee $(LOGS)/config.txt
 	$(PYTHON) -m pytest -q -p no:cacheprovider -rfEs $(XDIST) tests 2>&1 | tee $(LOGS)/tests.txt | grep -v "^[.sx]*  *\[" | grep -v "^SKIPPED" | tail -30; \
 	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(LOGS)/tests.txt
+	$(MAKE) --no-print-directory lessons 2>&1 | tail -3
 	$(PYTHON) -m lab demo 2>&1 | tail -5
 	$(if $(EXTRA),$(MAKE) --no-print-directory $(EXTRA))
 	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1

@@ -1,0 +1,157 @@
+"""The lessons' checks: every refusal on plain objects that only carry a __cuda_array_interface__
+dict (any machine: their pointers are never read, because each refusal comes before any CUDA call),
+and each lesson's add on real device memory where there is a GPU - lab.Arrays, and a strided view of
+one described by hand, since a CAI dict is all a producer is. `make lessons` builds and runs them."""
+import importlib.util
+import inspect
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lesson1_keywords  # noqa: E402
+import lesson2_module_state  # noqa: E402
+import lesson3_strides_dtypes  # noqa: E402
+import lesson4_plan_launch  # noqa: E402
+
+try:
+    import lab
+    HAVE_GPU = lab.is_available()
+except ImportError:
+    HAVE_GPU = False
+gpu = pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU (or lab not built): the GPU half of the lessons")
+
+ADDS = [lesson1_keywords.add, lesson2_module_state.add, lesson3_strides_dtypes.add, lesson4_plan_launch.add]
+FAKE = 0x7F0000000000  # never dereferenced: every call below that reaches the launch fails there
+
+
+class Vector:
+    def __init__(self, n=8, typestr="<f4", strides=None, readonly=False, ptr=FAKE, stream=None, **extra):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": typestr, "strides": strides,
+                                         "data": (ptr, readonly), "version": 3, "stream": stream, **extra}
+
+
+# ---- lesson 1: keyword arguments ----
+
+def test_keywords_are_matched_by_name_and_refused_by_name():
+    add, v = lesson1_keywords.add, Vector()
+    assert str(inspect.signature(add)) == "(a, b, out, *, stream=None)"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'strem'"):
+        add(v, v, v, strem=None)
+    with pytest.raises(TypeError, match="multiple values for argument 'out'"):
+        add(v, v, v, out=v)
+    with pytest.raises(TypeError, match="missing required argument 'b'"):
+        add(v, out=v)
+    with pytest.raises(TypeError, match="takes 3 positional arguments but 4 were given"):
+        add(v, v, v, None)
+    with pytest.raises(TypeError, match="'stream' must be None or an int"):
+        add(v, v, v, stream="default")
+
+
+def test_a_keyword_name_built_at_run_time_still_matches():
+    name = "".join(["st", "ream"])  # not the interned object: the parser's fallback compare finds it
+    with pytest.raises(TypeError, match="'stream' must be None or an int"):
+        lesson1_keywords.add(Vector(), Vector(), Vector(), **{name: 1.5})
+
+
+# ---- lesson 2: module state ----
+
+def test_the_module_state_holds_its_own_exception_type():
+    assert issubclass(lesson2_module_state.CudaError, RuntimeError)
+    if not HAVE_GPU:  # the launch itself fails without a GPU: the module's own type says so
+        with pytest.raises(lesson2_module_state.CudaError, match="CUDA error"):
+            lesson2_module_state.add(Vector(), Vector(), Vector())
+
+
+def test_a_second_module_object_gets_a_state_of_its_own():
+    spec = importlib.util.find_spec("lesson2_module_state")
+    second = importlib.util.module_from_spec(spec)  # multi-phase init: a new module, a new state
+    spec.loader.exec_module(second)
+    assert second is not lesson2_module_state
+    assert second.CudaError is not lesson2_module_state.CudaError
+    with pytest.raises(TypeError, match="unexpected keyword argument 'x'"):
+        second.add(Vector(), Vector(), Vector(), x=1)
+
+
+# ---- lesson 3: strides and dtypes ----
+
+@pytest.mark.parametrize("typestr, strides, want", [
+    ("<f4", None, (1, "float32")), ("<f8", None, (1, "float64")), ("<f4", (8,), (2, "float32")),
+    ("<f8", (-8,), (-1, "float64")), ("<f4", (0,), (0, "float32"))])
+def test_describe_reads_the_dtype_and_the_stride_in_elements(typestr, strides, want):
+    got = lesson3_strides_dtypes.describe(Vector(5, typestr, strides, stream=7))
+    assert (got["stride"], got["dtype"]) == want
+    assert got["n"] == 5 and got["data"] == FAKE and got["stream"] == 7 and got["readonly"] is False
+
+
+class RaisingProperty:
+    @property
+    def __cuda_array_interface__(self):
+        raise KeyError("the producer's own error")
+
+
+@pytest.mark.parametrize("obj, error, match", [
+    (np.zeros(4, np.float32), TypeError, "'x' must be a CUDA array, got numpy.ndarray"),
+    (Vector(typestr="<i4"), TypeError, r"float32 or float64 \('<f4', '<f8'\), got '<i4'"),
+    (Vector(strides=(6,)), ValueError, "stride of 6 bytes, not a whole number of elements"),
+    (Vector(strides=(4, 4)), ValueError, "a vector has one"),
+    (Vector(shape=(2, 4)), ValueError, r"1-dimensional, got shape \(2, 4\)"),
+    (Vector(data=None), TypeError, "malformed 'data'"),
+    (RaisingProperty(), KeyError, "the producer's own error"),
+])
+def test_describe_refuses_what_it_cannot_represent(obj, error, match):
+    with pytest.raises(error, match=match):
+        lesson3_strides_dtypes.describe(obj)
+
+
+# ---- lesson 4: plan and launch ----
+
+def test_the_plan_chooses_the_path_without_a_gpu():
+    plan = lesson4_plan_launch.plan
+    assert plan(Vector(), Vector(), Vector())["path"] == "contiguous"
+    assert plan(Vector(typestr="<f8"), Vector(typestr="<f8"), Vector(typestr="<f8"))["path"] == "strided"
+    got = plan(Vector(strides=(8,)), Vector(), Vector())
+    assert got["path"] == "strided" and got["strides"] == (1, 2, 1) and got["n"] == 8
+
+
+@pytest.mark.parametrize("add", ADDS, ids=lambda f: f.__module__ if hasattr(f, "__module__") else str(f))
+def test_every_add_refuses_before_any_cuda_call(add):
+    v = Vector()
+    with pytest.raises(ValueError, match="differ in length"):
+        add(v, Vector(7), v)
+    with pytest.raises(ValueError, match="'out' is read-only"):
+        add(v, v, Vector(readonly=True))
+    with pytest.raises(TypeError, match="one dtype"):
+        add(v, Vector(typestr="<f8"), v)
+
+
+# ---- the GPU half ----
+
+def strided_view(array, step):
+    """Every step-th element of a lab.Array, described by hand: the same memory, a stride in bytes."""
+    cai = array.__cuda_array_interface__
+    itemsize = np.dtype(cai["typestr"]).itemsize
+    return Vector((cai["shape"][0] + step - 1) // step, cai["typestr"], (step * itemsize,), ptr=cai["data"][0],
+                  stream=cai.get("stream"))
+
+
+@gpu
+@pytest.mark.parametrize("add", ADDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_every_add_on_lab_arrays(add, dtype):
+    n = 1001  # odd: the last block is partly idle
+    a_host, b_host = np.arange(n, dtype=dtype), np.full(n, 0.5, dtype=dtype)
+    a, b, out = lab.asarray(a_host), lab.asarray(b_host), lab.asarray(np.full(n, np.nan, dtype=dtype))
+    assert add(a, b, out) is out
+    np.testing.assert_array_equal(out.numpy(), a_host + b_host)
+
+
+@gpu
+@pytest.mark.parametrize("add", ADDS[2:])
+def test_strided_views_read_every_other_element(add):
+    a_host = np.arange(2000, dtype=np.float64)
+    a, out = lab.asarray(a_host), lab.asarray(np.full(1000, np.nan))
+    add(strided_view(a, 2), strided_view(a, 2), out)
+    np.testing.assert_array_equal(out.numpy(), 2 * a_host[::2])
