@@ -70,3 +70,13 @@ def test_repository_text_stands_on_its_own(path):
     text = open(os.path.join(ROOT, path), encoding="utf-8").read()
     found = [m.group(0) for m in DANGLING.finditer(text)]
     assert not found, f"{path} names what the repository does not hold: {found[:5]}"
+
+
+def test_the_call_structures_picture_is_the_scripts_output():
+    """docs/call-structures.svg is drawn by docs/draw_call_structures.py: the committed picture must be
+    what the script draws now (run it after changing either)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("draw_call_structures", os.path.join(DOCS, "draw_call_structures.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert open(os.path.join(DOCS, "call-structures.svg")).read() == script.svg()
