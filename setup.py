@@ -9,12 +9,18 @@ Environment:
                  plus PTX for the newest, so newer GPUs can JIT it. "90" alone builds faster.
   CUDA_HOME      the CUDA toolkit (default: the directory above the nvcc on PATH, else /usr/local/cuda).
   LAB_NVCC_JOBS  how many nvcc processes to run at once (default: CPU count).
+  LAB_NVCC_CACHE a folder of nvcc objects kept by content (nvcc's version, the flags, the text of the
+                 unit and of every file in src/kernels/): a build with the same sources and flags -
+                 another checkout, the wheel pip builds from the sdist - copies them instead of
+                 compiling again. `make test` and `make package-check` share one.
 """
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import setuptools
@@ -77,6 +83,38 @@ def object_depends(source, obj):
     return [path for path in text.split(":", 1)[1].split() if os.path.exists(path)] + [source]
 
 
+class ObjectCache:
+    """nvcc objects by what they were built from (see LAB_NVCC_CACHE). Every file in src/kernels/ goes
+    into each key - the units include only headers from there - so a header edited anywhere compiles
+    every unit again: coarse, and never stale."""
+
+    def __init__(self, folder, nvcc):
+        self.folder = folder
+        os.makedirs(folder, exist_ok=True)
+        digest = hashlib.sha256(subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+                                .encode())
+        kernels = os.path.join(ROOT, "src", "kernels")
+        for name in sorted(os.listdir(kernels)):
+            digest.update(name.encode() + b"\0" + open(os.path.join(kernels, name), "rb").read())
+        self.base = digest
+
+    def path(self, source, flags):
+        digest = self.base.copy()
+        digest.update(source.encode() + b"\0" + " ".join(flags).encode())
+        return os.path.join(self.folder, digest.hexdigest() + ".o")
+
+    def fetch(self, cached, obj):
+        if not os.path.exists(cached):
+            return False
+        shutil.copyfile(cached, obj)
+        return True
+
+    def keep(self, obj, cached):
+        partial = f"{cached}.{os.getpid()}.partial"  # another build may be writing the same entry
+        shutil.copyfile(obj, partial)
+        os.replace(partial, cached)
+
+
 class BuildExtWithNvcc(build_ext):
     """Compiles the .cu sources with nvcc (in parallel), then lets setuptools build and link the rest."""
 
@@ -91,6 +129,7 @@ class BuildExtWithNvcc(build_ext):
         os.makedirs(objects_dir, exist_ok=True)
 
         counter = iter(range(1, len(cuda_sources) + 1))
+        cache = ObjectCache(os.environ["LAB_NVCC_CACHE"], nvcc) if os.environ.get("LAB_NVCC_CACHE") else None
 
         def compile_one(source):
             # the architectures are part of the name, so changing LAB_CUDA_ARCH never reuses a stale object
@@ -98,12 +137,21 @@ class BuildExtWithNvcc(build_ext):
             if not self.force and os.path.exists(obj) and all(os.path.getmtime(obj) >= os.path.getmtime(d)
                                                                for d in object_depends(source, obj)):
                 return obj
-            command = [nvcc, "-c", source, "-o", obj, "-O3", "-std=c++17", "-Isrc", "-MD", "-MF", obj + ".d",
-                       "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", f'-DLAB_ARCH_LIST="{listing}"',
-                       *gencode]
+            flags = ["-O3", "-std=c++17", "-Isrc", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
+                     f'-DLAB_ARCH_LIST="{listing}"', *gencode]
+            cached = cache.path(source, flags) if cache else None
+            if cached and cache.fetch(cached, obj):
+                print(f"lab: nvcc [{next(counter)}/{len(cuda_sources)}] {source} for {listing}: from "
+                      f"LAB_NVCC_CACHE", flush=True)
+                return obj
+            command = [nvcc, "-c", source, "-o", obj, "-MD", "-MF", obj + ".d", *flags]
             print(f"lab: nvcc [{next(counter)}/{len(cuda_sources)}] {source} for {listing}", flush=True)
             print(" ".join(command), flush=True)
+            started = time.monotonic()
             subprocess.run(command, check=True)
+            print(f"lab: nvcc {source} took {time.monotonic() - started:.0f} s", flush=True)
+            if cached:
+                cache.keep(obj, cached)
             return obj
 
         # The headers a user kernel may #include (lab.compile puts this folder on NVRTC's path).
