@@ -11,13 +11,15 @@ The source compiles with NVRTC at the first call (lab.compile: cached in memory 
 the architecture of device 0; the cubin loads with the runtime's library calls and launches through
 lab's op driver (src/binding/raw_kernel.c), so a user's kernel gets the stream policy of every lab op.
 Without `signature`, each argument's own type decides its C type: arrays -> device pointers, NumPy
-scalars -> their exact type, int -> long long, float -> double, bool -> bool; where the runtime
-reports the kernel's parameter sizes, a mismatch is a TypeError before launch, never a wrong read.
+scalars -> their exact type, int -> long long, float -> double, bool -> bool; the kernel's
+parameter sizes are read from the compiled binary (lab/_kernel_params.py), so a mismatch is a
+TypeError before launch, never a wrong read.
 """
 import re
 import threading
 
 from . import lab as _core
+from ._kernel_params import parameter_sizes
 from ._nvrtc import Program, check_program
 from ._nvrtc import compile as _compile
 
@@ -81,7 +83,8 @@ class RawModule:
 
     def _kernel_handle(self, name, signature):
         program, library = self._load()
-        kernel, sizes = _core._library_kernel(library, program.lowered_names.get(name, name))
+        lowered = program.lowered_names.get(name, name)
+        kernel, sizes = _core._library_kernel(library, lowered, parameter_sizes(program, lowered))
         if sizes is not None and signature is not None and len(sizes) != len(signature) // 2:
             raise ValueError(f"RawKernel {name!r}: the signature has {len(signature) // 2} parameters, "
                              f"the compiled kernel {len(sizes)}")

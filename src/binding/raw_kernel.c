@@ -2,8 +2,9 @@
  * dispatch/raw_kind.c; lab/_jit.py's RawKernel and RawModule are the Python face).
  *
  * Three private functions: _library_load(cubin or PTX) loads a library with the runtime API
- * (cudaLibraryLoadData: no driver-API linking), _library_kernel(library, name) finds a kernel in it
- * and asks the runtime for its parameter sizes, and _launch_kernel(handle, grid, block, args, ...)
+ * (cudaLibraryLoadData: no driver-API linking), _library_kernel(library, name, sizes) finds a kernel
+ * in it - with its parameter sizes as lab/_kernel_params.py read them from the binary, or asking the
+ * runtime where the binary did not say - and _launch_kernel(handle, grid, block, args, ...)
  * turns each argument into the bytes of one kernel parameter - an array from any producer into its
  * device pointer, a number into the C type the signature or its own type says - and hands the
  * launch to the op driver, so a user's kernel follows lab's stream policy like every op. */
@@ -46,9 +47,10 @@ static PyObject *py_library_load(PyObject *module, PyObject *code) {
 static void release_kernel(PyObject *capsule) { Py_XDECREF((PyObject *)PyCapsule_GetContext(capsule)); }
 
 /* The byte size of each parameter, as bytes (one per parameter, 255 for anything larger), or None
- * where the runtime cannot say. cudaFuncGetParamInfo answers an index past the last parameter with
- * cudaErrorInvalidValue, which it also leaves as the runtime's last error: cleared here, or the next
- * launch's check would report it. */
+ * where the runtime cannot say. The fallback for a binary lab/_kernel_params.py could not read:
+ * cudaFuncGetParamInfo answers an index past the last parameter with cudaErrorInvalidValue, which it
+ * also leaves as the runtime's last error (cleared here, or the next launch's check would report it)
+ * and which compute-sanitizer reports as an API error of the user's program. */
 static PyObject *parameter_sizes(cudaKernel_t kernel) {
     unsigned char sizes[LAB_MAX_KERNEL_ARGS + 1];
     int count = 0;
@@ -66,8 +68,8 @@ static PyObject *parameter_sizes(cudaKernel_t kernel) {
 }
 
 static PyObject *py_library_kernel(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyUnicode_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "_library_kernel(library, name: str)");
+    if (nargs != 3 || !PyUnicode_Check(args[1]) || !(args[2] == Py_None || PyBytes_Check(args[2]))) {
+        PyErr_SetString(PyExc_TypeError, "_library_kernel(library, name: str, sizes: bytes | None)");
         return NULL;
     }
     cudaLibrary_t library = PyCapsule_GetPointer(args[0], LIBRARY_CAPSULE);
@@ -96,7 +98,7 @@ static PyObject *py_library_kernel(PyObject *module, PyObject *const *args, Py_s
         Py_DECREF(capsule);
         return NULL;
     }
-    PyObject *sizes = parameter_sizes(kernel);
+    PyObject *sizes = args[2] != Py_None ? Py_NewRef(args[2]) : parameter_sizes(kernel);
     if (!sizes) {
         Py_DECREF(capsule);
         return NULL;
@@ -255,8 +257,8 @@ PyMethodDef lab_raw_kernel_methods[] = {
      "_library_load(code, /)\n--\n\nLoads a cubin or PTX with cudaLibraryLoadData "
      "(RawModule's)."},
     {"_library_kernel", (PyCFunction)(void (*)(void))py_library_kernel, METH_FASTCALL,
-     "_library_kernel(library, name, /)\n--\n\nFinds a kernel in a loaded "
-     "library."},
+     "_library_kernel(library, name, sizes, /)\n--\n\nFinds a kernel in a loaded library; sizes: "
+     "its parameters' byte sizes as read from the binary, or None to ask the runtime."},
     {"_launch_kernel", (PyCFunction)(void (*)(void))py_launch_kernel, METH_FASTCALL,
      "_launch_kernel(handle, grid, block, args, shared_mem, stream, /)\n--\n\nLaunches a RawKernel (its "
      "__call__)."},
