@@ -13,7 +13,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 CUDA = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-LESSONS = ["lesson1_keywords", "lesson2_module_state", "lesson3_strides_dtypes", "lesson4_plan_launch"]
+LESSONS = ["lesson1_keywords", "lesson2_module_state", "lesson3_strides_dtypes", "lesson4_plan_launch",
+           "lesson5_streams"]
 
 
 class BuildWithNvcc(build_ext):

@@ -15,6 +15,7 @@ import lesson1_keywords  # noqa: E402
 import lesson2_module_state  # noqa: E402
 import lesson3_strides_dtypes  # noqa: E402
 import lesson4_plan_launch  # noqa: E402
+import lesson5_streams  # noqa: E402
 
 try:
     import lab
@@ -23,7 +24,8 @@ except ImportError:
     HAVE_GPU = False
 gpu = pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU (or lab not built): the GPU half of the lessons")
 
-ADDS = [lesson1_keywords.add, lesson2_module_state.add, lesson3_strides_dtypes.add, lesson4_plan_launch.add]
+ADDS = [lesson1_keywords.add, lesson2_module_state.add, lesson3_strides_dtypes.add, lesson4_plan_launch.add,
+        lesson5_streams.add]
 FAKE = 0x7F0000000000  # never dereferenced: every call below that reaches the launch fails there
 
 
@@ -155,3 +157,42 @@ def test_strided_views_read_every_other_element(add):
     a, out = lab.asarray(a_host), lab.asarray(np.full(1000, np.nan))
     add(strided_view(a, 2), strided_view(a, 2), out)
     np.testing.assert_array_equal(out.numpy(), 2 * a_host[::2])
+
+
+# ---- lesson 5: streams and events ----
+
+class StreamProtocol:
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __cuda_stream__(self):
+        return self.answer
+
+
+def test_the_stream_argument_is_read_before_any_cuda_call():
+    stream_of = lesson5_streams.stream_of
+    assert stream_of(None) is None and stream_of(0x1234) == 0x1234
+    assert stream_of(StreamProtocol((0, 0xABC0))) == 0xABC0
+    with pytest.raises(TypeError, match="must be None, an int or an object with __cuda_stream__, got str"):
+        stream_of("default")
+    with pytest.raises(TypeError, match=r"must return \(version, handle\)"):
+        stream_of(StreamProtocol(7))
+    with pytest.raises(ValueError, match="has version 3; this reads version 0"):
+        stream_of(StreamProtocol((3, 1)))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'strem'"):
+        lesson5_streams.add(Vector(), Vector(), Vector(), strem=None)
+
+
+@gpu
+def test_add_on_a_stream_of_its_own_is_ordered_for_its_reader():
+    """out is written on a side stream; lab's .numpy() copies on lab's current stream, which the
+    lesson's events made wait for the launch (out's producer stream is ordered after it)."""
+    n = 1 << 20
+    a_host = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    a, out = lab.asarray(a_host), lab.asarray(np.full(n, np.nan, np.float32))
+    side = lab.Stream()
+    for _ in range(3):  # each launch on `side` waits for out's producer stream, and it for the launch
+        lesson5_streams.add(a, a, out, stream=side)
+    np.testing.assert_array_equal(out.numpy(), 2 * a_host)
+    lesson5_streams.add(a, a, out, stream=side.__cuda_stream__()[1])
+    np.testing.assert_array_equal(out.numpy(), 2 * a_host)
