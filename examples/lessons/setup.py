@@ -14,7 +14,8 @@ from setuptools.command.build_ext import build_ext
 
 CUDA = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 LESSONS = ["lesson1_keywords", "lesson2_module_state", "lesson3_strides_dtypes", "lesson4_plan_launch",
-           "lesson5_streams"]
+           "lesson5_streams", "lesson6_dlpack_exchange"]
+SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src")  # lesson 6 includes lab's DLPack header
 
 
 class BuildWithNvcc(build_ext):
@@ -32,7 +33,7 @@ class BuildWithNvcc(build_ext):
 
 
 setup(name="lessons",
-      ext_modules=[Extension(name, [f"{name}.c"], include_dirs=[os.path.join(CUDA, "include")],
+      ext_modules=[Extension(name, [f"{name}.c"], include_dirs=[os.path.join(CUDA, "include"), SRC],
                              library_dirs=[os.path.join(CUDA, "lib64")],
                              libraries=["cudart_static", "stdc++", "rt", "pthread", "dl"]) for name in LESSONS],
       cmdclass={"build_ext": BuildWithNvcc})

@@ -16,6 +16,7 @@ import lesson2_module_state  # noqa: E402
 import lesson3_strides_dtypes  # noqa: E402
 import lesson4_plan_launch  # noqa: E402
 import lesson5_streams  # noqa: E402
+import lesson6_dlpack_exchange  # noqa: E402
 
 try:
     import lab
@@ -25,7 +26,7 @@ except ImportError:
 gpu = pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU (or lab not built): the GPU half of the lessons")
 
 ADDS = [lesson1_keywords.add, lesson2_module_state.add, lesson3_strides_dtypes.add, lesson4_plan_launch.add,
-        lesson5_streams.add]
+        lesson5_streams.add]  # lesson 6's add reports dtype and length as one message
 FAKE = 0x7F0000000000  # never dereferenced: every call below that reaches the launch fails there
 
 
@@ -196,3 +197,54 @@ def test_add_on_a_stream_of_its_own_is_ordered_for_its_reader():
     np.testing.assert_array_equal(out.numpy(), 2 * a_host)
     lesson5_streams.add(a, a, out, stream=side.__cuda_stream__()[1])
     np.testing.assert_array_equal(out.numpy(), 2 * a_host)
+
+
+# ---- lesson 6: the DLPack C exchange API ----
+
+def exchange_fakes():
+    """tests/fakes.py's producer type, whose exchange table is built with ctypes: no GPU needed."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))
+    import fakes
+    return fakes
+
+
+def test_describe_reads_the_exchange_table_of_the_type():
+    fakes = exchange_fakes()
+    got = lesson6_dlpack_exchange.describe(fakes.FakeExchangeTensor((5,), ptr=0x7F0000000000, strides=(2,),
+                                                                    byte_offset=16))
+    assert got == {"n": 5, "stride": 2, "dtype": "float32", "data": 0x7F0000000000 + 16,
+                   "stream": fakes.STREAM_REPORTED}
+    assert lesson6_dlpack_exchange.describe(fakes.FakeExchangeTensor((3,), bits=64))["dtype"] == "float64"
+
+
+def test_the_exchange_table_is_checked_before_it_is_trusted():
+    fakes = exchange_fakes()
+    for bad, match in [(fakes.FakeExchangeTensor(bits=16), "1-D float32 or float64"),
+                       (fakes.FakeExchangeTensor((2, 4)), "1-D float32 or float64"),
+                       (fakes.FakeExchangeTensor(device_type=1), "not CUDA device memory")]:
+        with pytest.raises(TypeError, match=match):
+            lesson6_dlpack_exchange.describe(bad)
+
+    class Forged:
+        __dlpack_c_exchange_api__ = 0x1234  # an address is not a capsule: never dereferenced
+
+    with pytest.raises(TypeError, match="must be a capsule named 'dlpack_exchange_api'"):
+        lesson6_dlpack_exchange.add(Forged(), Forged(), Forged())
+    with pytest.raises(TypeError, match="publishes no DLPack exchange API"):
+        lesson6_dlpack_exchange.describe(Vector())
+
+
+@gpu
+def test_add_reads_torch_through_its_table_and_others_through_the_cai():
+    torch = pytest.importorskip("torch")
+    if getattr(type(torch.empty(0)), "__dlpack_c_exchange_api__", None) is None:
+        pytest.skip("this torch publishes no DLPack exchange API (torch 2.11+ does)")
+    a = torch.arange(1001, device="cuda", dtype=torch.float32)
+    out = torch.full_like(a, float("nan"))
+    assert lesson6_dlpack_exchange.add(a, a, out) is out
+    torch.testing.assert_close(out, 2 * a)
+    b = lab.asarray(np.full(1001, 0.5, np.float32))  # a lab.Array: read through its CAI
+    lesson6_dlpack_exchange.add(a[::1], b, out)
+    torch.testing.assert_close(out, a + 0.5)
+    lesson6_dlpack_exchange.add(a[::2], a[::2], out[:501])  # DLPack strides are in elements
+    torch.testing.assert_close(out[:501], 2 * a[::2])
