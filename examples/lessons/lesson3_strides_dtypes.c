@@ -26,12 +26,7 @@ static PyObject *add(PyObject *module, PyObject *const *args, Py_ssize_t nargs) 
     if (nargs != 3) return PyErr_Format(PyExc_TypeError, "add(a, b, out) takes 3 arguments, got %zd", nargs);
     vector a, b, out;
     if (read_add_operands(args, "add", &a, &b, &out) < 0) return NULL;
-    const char *error = NULL;
-    if (lessons_launch_add_strided(out.is_double, out.data, a.data, b.data, out.n, out.stride, a.stride,
-                                   b.stride, launch_stream(out.stream), &error) != 0) {
-        return PyErr_Format(PyExc_RuntimeError, "add(): CUDA error: %s", error);
-    }
-    return Py_NewRef(args[2]);
+    return add_on_outs_stream(args[2], &a, &b, &out);
 }
 
 static PyMethodDef methods[] = {

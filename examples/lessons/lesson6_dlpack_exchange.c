@@ -103,20 +103,8 @@ static PyObject *describe(PyObject *module, PyObject *x) {
 static PyObject *add(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) return PyErr_Format(PyExc_TypeError, "add(a, b, out) takes 3 arguments, got %zd", nargs);
     vector a, b, out;
-    if (read_any_vector(args[0], "add", "a", &a) < 0 || read_any_vector(args[1], "add", "b", &b) < 0 ||
-        read_any_vector(args[2], "add", "out", &out) < 0) {
-        return NULL;
-    }
-    if (out.readonly) return PyErr_Format(PyExc_ValueError, "add(): 'out' is read-only");
-    if (a.is_double != out.is_double || b.is_double != out.is_double || a.n != out.n || b.n != out.n) {
-        return PyErr_Format(PyExc_ValueError, "add(): 'a', 'b' and 'out' must have one dtype and one length");
-    }
-    const char *error = NULL;
-    if (lessons_launch_add_strided(out.is_double, out.data, a.data, b.data, out.n, out.stride, a.stride,
-                                   b.stride, launch_stream(out.stream), &error) != 0) {
-        return PyErr_Format(PyExc_RuntimeError, "add(): CUDA error: %s", error);
-    }
-    return Py_NewRef(args[2]);
+    if (read_add_operands_with(read_any_vector, args, "add", &a, &b, &out) < 0) return NULL;
+    return add_on_outs_stream(args[2], &a, &b, &out);
 }
 
 static PyMethodDef methods[] = {

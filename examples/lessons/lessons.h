@@ -121,10 +121,14 @@ done:
     return rc;
 }
 
-/* out, a and b read as one call's vectors: one dtype, one length, out writable. */
-static int read_add_operands(PyObject *const *objs, const char *func, vector *a, vector *b, vector *out) {
-    if (read_vector(objs[0], func, "a", a) < 0 || read_vector(objs[1], func, "b", b) < 0 ||
-        read_vector(objs[2], func, "out", out) < 0) {
+/* Reads one argument as a vector: read_vector, or a lesson's own reader (lesson 6 tries DLPack first). */
+typedef int (*vector_reader)(PyObject *obj, const char *func, const char *name, vector *v);
+
+/* out, a and b read as one call's vectors by `read`: one dtype, one length, out writable. */
+static int read_add_operands_with(vector_reader read, PyObject *const *objs, const char *func, vector *a,
+                                  vector *b, vector *out) {
+    if (read(objs[0], func, "a", a) < 0 || read(objs[1], func, "b", b) < 0 ||
+        read(objs[2], func, "out", out) < 0) {
         return -1;
     }
     if (out->readonly) {
@@ -141,6 +145,10 @@ static int read_add_operands(PyObject *const *objs, const char *func, vector *a,
         return -1;
     }
     return 0;
+}
+
+static int read_add_operands(PyObject *const *objs, const char *func, vector *a, vector *b, vector *out) {
+    return read_add_operands_with(read_vector, objs, func, a, b, out);
 }
 
 /* Fills slots[0 .. n_params) from positional args and keyword arguments, matched against `names`
@@ -201,6 +209,16 @@ static int read_stream(PyObject *obj, const char *func, void **stream) {
 
 /* The stream to launch on: CAI's 1 means the legacy default stream, NULL to the runtime. */
 static void *launch_stream(void *stream) { return stream == (void *)1 ? NULL : stream; }
+
+/* out = a + b on out's producer's stream; out_obj (a new reference), or NULL with a RuntimeError. */
+static PyObject *add_on_outs_stream(PyObject *out_obj, const vector *a, const vector *b, const vector *out) {
+    const char *error = NULL;
+    if (lessons_launch_add_strided(out->is_double, out->data, a->data, b->data, out->n, out->stride,
+                                   a->stride, b->stride, launch_stream(out->stream), &error) != 0) {
+        return PyErr_Format(PyExc_RuntimeError, "add(): CUDA error: %s", error);
+    }
+    return Py_NewRef(out_obj);
+}
 
 /* add(a, b, out, *, stream) once parsed (slots: a, b, out, stream): the stream option first, then
  * the arrays (options may run Python; arrays are read last), then the launch - on the given stream,

@@ -26,7 +26,7 @@ except ImportError:
 gpu = pytest.mark.skipif(not HAVE_GPU, reason="no CUDA GPU (or lab not built): the GPU half of the lessons")
 
 ADDS = [lesson1_keywords.add, lesson2_module_state.add, lesson3_strides_dtypes.add, lesson4_plan_launch.add,
-        lesson5_streams.add]  # lesson 6's add reports dtype and length as one message
+        lesson5_streams.add, lesson6_dlpack_exchange.add]
 FAKE = 0x7F0000000000  # never dereferenced: every call below that reaches the launch fails there
 
 
