@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize bench-linear-ce leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize sanitize-linear-ce bench-linear-ce leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -233,6 +233,18 @@ sanitize:
 	@grep -E "SUMMARY" $(LOGS)/racecheck.log
 
 # The second GPU call: compute-sanitizer over the GPU tests, logs packed into $(OUT)/sanitize-logs.tgz.
+# memcheck over the fused linear cross-entropy's GPU tests (cuBLASLt under the sanitizer is slow:
+# the small shapes only). Its own call on the GPU machine: `make sanitize-linear-ce OUT=$$OUT`.
+sanitize-linear-ce:
+	mkdir -p $(LOGS)
+	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(LOGS)/build.log 2>&1 || (tail -50 $(LOGS)/build.log; exit 1)
+	PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 400 compute-sanitizer --tool memcheck --report-api-errors no \
+	  --error-exitcode 9 --log-file $(LOGS)/memcheck-linear-ce.log $(PYTHON) -m pytest -q -p no:cacheprovider \
+	  tests/test_linear_ce_gpu.py -k "not 128256 and not 32000 and not memory and not same_bits and not training \
+	  and not compile and not grad_into_logits_needs" > $(LOGS)/memcheck-linear-ce-pytest.txt 2>&1; \
+	  echo "memcheck exit code: $$?"; tail -1 $(LOGS)/memcheck-linear-ce-pytest.txt
+	@grep -E "^========= (Invalid|Program hit|ERROR SUMMARY)" $(LOGS)/memcheck-linear-ce.log | sort | uniq -c | head -8
+
 gpu-sanitize:
 	mkdir -p $(LOGS)
 	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(LOGS)/build.log 2>&1 || (tail -50 $(LOGS)/build.log; exit 1)
