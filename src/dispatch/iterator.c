@@ -235,6 +235,32 @@ int lab_raise_partial_overlap(const char *in_name, const char *out_name, const c
     return -1;
 }
 
+int lab_check_written_apart(const lab_array *const *arrays, const char *const *names, const int *written,
+                            const int *in_place_ok, int count, const char *func) {
+    for (int i = 0; i < count; i++) {
+        if (!written[i]) continue;
+        if (lab_check_writable(arrays[i], func, names[i]) < 0 ||
+            lab_check_no_self_overlap(arrays[i], names[i], func) < 0) {
+            return -1;
+        }
+        for (int j = 0; j < count; j++) {
+            if (j == i || !lab_share_memory(arrays[i], arrays[j]) ||
+                lab_disjoint_views(arrays[i], arrays[j])) {
+                continue;
+            }
+            if (!written[j] && in_place_ok && in_place_ok[i] && in_place_ok[j]) {
+                if (!lab_partially_overlap(arrays[j], arrays[i])) continue; /* the same view: in place */
+                return lab_raise_partial_overlap(names[j], names[i], func);
+            }
+            PyErr_Format(PyExc_ValueError,
+                         "%s(): arguments '%s' and '%s' share memory; '%s' is written, so they must not",
+                         func, names[i], names[j], names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Whether dimensions a and b of the iteration should swap so that the outer one comes first: the
  * first operand whose strides in both are nonzero decides (the output first), as in
  * TensorIterator::reorder_dimensions; ties and broadcasts leave the order as it is. */

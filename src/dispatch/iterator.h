@@ -74,4 +74,11 @@ int lab_check_no_self_overlap(const lab_array *out, const char *name, const char
 /* The ValueError for a partial overlap, naming both arguments. Returns -1. */
 int lab_raise_partial_overlap(const char *in_name, const char *out_name, const char *func);
 
+/* The written arrays among `count` operands: writable, no element written twice, and sharing memory
+ * with no other operand - except an operand only read whose very view a written one is, where both
+ * allow it (in_place_ok, NULL: none does): an update in place. A partial overlap there is the
+ * partial-overlap error. 0, or -1 with ValueError naming both arguments. */
+int lab_check_written_apart(const lab_array *const *arrays, const char *const *names, const int *written,
+                            const int *in_place_ok, int count, const char *func);
+
 #endif

@@ -97,34 +97,6 @@ static int check_grad_dtype(const char *func, const char *name, const lab_array 
     return raise_dtype(func, name, a->dtype, what);
 }
 
-typedef struct {
-    const lab_array *array;
-    const char *name;
-    int written;
-} named_operand;
-
-/* Outputs writable, never writing an element twice, sharing memory with no other operand. */
-static int check_outputs(const named_operand *all, int count, const char *func) {
-    for (int i = 0; i < count; i++) {
-        if (!all[i].written) continue;
-        if (lab_check_writable(all[i].array, func, all[i].name) < 0 ||
-            lab_check_no_self_overlap(all[i].array, all[i].name, func) < 0) {
-            return -1;
-        }
-        for (int j = 0; j < count; j++) {
-            if (j == i || !lab_share_memory(all[i].array, all[j].array) ||
-                lab_disjoint_views(all[i].array, all[j].array)) {
-                continue;
-            }
-            PyErr_Format(PyExc_ValueError,
-                         "%s(): arguments '%s' and '%s' share memory; '%s' is written, so they must not",
-                         func, all[i].name, all[j].name, all[i].name);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static int check_operands(lab_linear_ce_call *c, const char *func) {
     const lab_array *h = c->hidden, *w = c->weight;
     const lab_dtype dtype = h->dtype;
@@ -253,22 +225,24 @@ int lab_plan_linear_ce(lab_op_call *call) {
     const char *func = call->func;
     if (c->planned) return c->planned - 1;
     if (check_operands(c, func) < 0 || check_layouts(c, func) < 0) return -1;
-    const named_operand all[] = {{c->hidden, "hidden", 0},
-                                 {c->weight, "weight", 0},
-                                 {c->target, "target", 0},
-                                 {c->loss, "loss", 1},
-                                 {c->bias, "bias", 0},
-                                 {c->grad_hidden, "grad_hidden", 1},
-                                 {c->grad_weight, "grad_weight", 1},
-                                 {c->grad_bias, "grad_bias", 1},
-                                 {c->grad_output, "grad_output", 0},
-                                 {c->scratch, "scratch", 1}};
-    named_operand given[sizeof all / sizeof all[0]];
-    int count = 0;
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        if (all[i].array) given[count++] = all[i];
+    const lab_array *const operands[] = {c->hidden,      c->weight,      c->target,      c->loss,
+                                         c->bias,        c->grad_hidden, c->grad_weight, c->grad_bias,
+                                         c->grad_output, c->scratch};
+    static const char *const operand_names[] = {"hidden",      "weight",      "target",      "loss",
+                                                "bias",        "grad_hidden", "grad_weight", "grad_bias",
+                                                "grad_output", "scratch"};
+    static const int operand_written[] = {0, 0, 0, 1, 0, 1, 1, 1, 0, 1};
+    enum { OPERANDS = sizeof operand_written / sizeof operand_written[0] };
+    const lab_array *given[OPERANDS];
+    const char *names[OPERANDS];
+    int written[OPERANDS], count = 0;
+    for (int i = 0; i < OPERANDS; i++) {
+        if (!operands[i]) continue;
+        given[count] = operands[i];
+        names[count] = operand_names[i];
+        written[count++] = operand_written[i];
     }
-    if (check_outputs(given, count, func) < 0) return -1;
+    if (lab_check_written_apart(given, names, written, NULL, count, func) < 0) return -1;
     const int64_t scratch_bytes =
         c->scratch ? c->scratch->numel * (int64_t)lab_dtype_itemsize[c->scratch->dtype] : 0;
     if (c->scratch && !lab_array_is_contiguous(c->scratch)) {

@@ -137,25 +137,7 @@ static int check_outputs(const lab_rowwise_call *c, const char *func) {
         row_sized[count] = is_row && !is_per_row(k);
         count++;
     }
-    for (int i = 0; i < count; i++) {
-        if (!written[i]) continue;
-        if (lab_check_writable(all[i], func, names[i]) < 0) return -1;
-        if (lab_check_no_self_overlap(all[i], names[i], func) < 0) return -1;
-        for (int j = 0; j < count; j++) {
-            if (j == i || !lab_share_memory(all[i], all[j]) || lab_disjoint_views(all[i], all[j])) continue;
-            const int in_place =
-                !written[j] && row_sized[i] && row_sized[j] && !lab_partially_overlap(all[j], all[i]);
-            if (in_place) continue;
-            if (!written[j] && row_sized[i] && row_sized[j]) {
-                return lab_raise_partial_overlap(names[j], names[i], func);
-            }
-            PyErr_Format(PyExc_ValueError,
-                         "%s(): arguments '%s' and '%s' share memory; '%s' is written, so they must not",
-                         func, names[i], names[j], names[i]);
-            return -1;
-        }
-    }
-    return 0;
+    return lab_check_written_apart(all, names, written, row_sized, count, func);
 }
 
 /* The leading dimensions (all but the row's), each operand's byte strides along them, merged where
