@@ -21,6 +21,7 @@ import re
 import threading
 
 from . import lab as _core
+from ._kernel_params import parameter_sizes
 from ._nvrtc import check_program
 from ._nvrtc import compile as _compile
 from ._runtime import DTYPE_NAMES
@@ -232,8 +233,8 @@ class ElementwiseKernel(_core._ElementwiseLauncher):
         with self._lock:
             program = _compile(source, options=self.options)
             library = _core._library_load(program.binary)
-        vectorized = _core._library_kernel(library, f"{self.name}_vectorized")[0]
-        strided = _core._library_kernel(library, f"{self.name}_strided")[0]
+        vectorized, strided = (_core._library_kernel(library, name, parameter_sizes(program, name))[0]
+                               for name in (f"{self.name}_vectorized", f"{self.name}_strided"))
         letters = bytes(ord("*") if storage is not None else ord("f" if _COMPUTE[ptype] == "float" else _TYPES[ptype][1])
                         for storage, ptype in resolved[:len(self.inputs)])
         return (vectorized, strided, letters, self.uses_index, vector)

@@ -4,6 +4,8 @@ Each producer returns the *stored* host values (after rounding to the dtype) as 
 references are computed from exactly what the GPU sees. bfloat16 exists only where the producer can
 name it unambiguously: torch (through the DLPack exchange API). Producers that are not installed or
 see no GPU are simply absent from PRODUCERS."""
+import os
+
 import numpy as np
 
 FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]
@@ -108,8 +110,13 @@ def round_to(values, dtype):
 
 
 def _available():
+    """The producers that work here. LAB_TEST_PRODUCERS (e.g. "torch,cupy") narrows the set: the
+    sanitizer's API-error pass leaves Numba out, whose driver probes the sanitizer reports."""
+    wanted = os.environ.get("LAB_TEST_PRODUCERS")
     found = {}
     for cls in (TorchProducer, CupyProducer, NumbaProducer):
+        if wanted is not None and cls.name not in wanted.split(","):
+            continue
         try:
             producer = cls()
             probe, _ = producer.from_host([1.0], "float32")

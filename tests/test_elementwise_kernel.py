@@ -215,3 +215,26 @@ def test_calls_hold_no_references():
             except (lab.CudaError, TypeError, ValueError):
                 pass
     assert [sys.getrefcount(o) for o in (x, y, a, k)] == before
+
+
+def test_a_specialization_finds_its_kernels_with_their_parameter_sizes(monkeypatch):
+    """The real _specialize: compiled by NVRTC (no GPU needed), then each kernel looked up with the
+    parameter sizes read from the cubin, so the C side never probes the runtime for them."""
+    found = []
+
+    class Library:  # the C module's library entry points, recorded instead of loaded
+        def _library_load(self, binary):
+            assert isinstance(binary, bytes) and binary
+            return "library"
+
+        def _library_kernel(self, library, name, sizes, /):
+            found.append((library, name, sizes))
+            return handle()[0], sizes
+
+    monkeypatch.setattr(lab._nvrtc, "_device_arch", "sm_90")
+    monkeypatch.setattr(lab._elementwise_kernel, "_core", Library())
+    kernel = lab.ElementwiseKernel("T x, T y, float32 a", "T z", "z = (x + y) * a", "axpy_sizes")
+    vectorized, strided, letters, uses_index, _ = kernel._specialize(b"22f2")
+    assert letters == b"**f" and uses_index is False
+    assert [name for _, name, _ in found] == ["axpy_sizes_vectorized", "axpy_sizes_strided"]
+    assert all(library == "library" and isinstance(sizes, bytes) and len(sizes) > 0 for library, _, sizes in found)

@@ -116,6 +116,7 @@ def test_streams_and_graph_capture():
                        lambda: x.copy_(torch.rand_like(x)), lambda _: torch.testing.assert_close(out, 0.5 * x + y))
 
 
+@pytest.mark.provokes_cuda_error
 def test_errors_name_the_kernel():
     torch = producer_or_skip("torch").torch
     x = torch.zeros(4, device="cuda")
