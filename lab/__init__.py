@@ -84,6 +84,8 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     relu,
     rms_norm,
     rms_norm_backward,
+    rope,
+    rope_backward,
     adam_step,
     sgd_step,
     sigmoid,
@@ -109,7 +111,7 @@ __all__ = [
     "div", "dot", "ElementwiseKernel", "empty", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
     "foreach_norm", "foreach_scale", "fused_add_mul", "geglu", "geglu_backward", "gelu", "get_device_properties",
     "is_available", "layer_norm", "layer_norm_backward", "linear_cross_entropy", "linear_cross_entropy_plan", "log_softmax", "log_softmax_backward", "logsumexp", "matmul", "maximum", "mean", "mem_get_info", "memory_allocated", "memory_reserved",
-    "minimum", "mul", "neg", "norm", "prod", "Program", "RawKernel", "RawModule", "relu", "rms_norm", "rms_norm_backward", "sgd_step", "sigmoid", "silu", "softmax", "softmax_backward", "sqrt",
+    "minimum", "mul", "neg", "norm", "prod", "Program", "RawKernel", "RawModule", "relu", "rms_norm", "rms_norm_backward", "rope", "rope_backward", "sgd_step", "sigmoid", "silu", "softmax", "softmax_backward", "sqrt",
     "std", "Stream", "stream", "sub", "sum", "swiglu", "swiglu_backward", "synchronize", "var", "vector_add", "zeros",
 ]
 

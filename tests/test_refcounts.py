@@ -124,6 +124,35 @@ def test_rowwise_calls_do_not_leak(case):
     assert_no_leak(fn if error is None else failing(fn, error), objects)
 
 
+@pytest.mark.parametrize("case", ["empty", "q_alone_empty", "k_alone", "shape", "rotary_dim", "overlap",
+                                  "interleaved_raises"])
+def test_rope_calls_do_not_leak(case):
+    """Every path through the rope binding - the options, the six arrays, k left out - succeeding (no
+    positions: nothing launched) and failing."""
+    q, k = fake_array(shape=(2, 4, 5, 8)), fake_array(shape=(2, 2, 5, 8))
+    q_out, k_out, cos = fake_array(shape=(2, 4, 5, 8)), fake_array(shape=(2, 2, 5, 8)), fake_array(shape=(5, 8))
+    empty_q, empty_k, empty_cos = fake_array(shape=(2, 4, 0, 8)), fake_array(shape=(2, 2, 0, 8)), fake_array(shape=(0, 8))
+    empty_q_out, empty_k_out, rotary_dim = fake_array(shape=(2, 4, 0, 8)), fake_array(shape=(2, 2, 0, 8)), 6
+
+    class Truthless:
+        def __bool__(self):
+            raise RuntimeError("no truth")
+    truthless = Truthless()
+    calls = {
+        "empty": (lambda: lab.rope(empty_q, empty_k, empty_cos, empty_cos, empty_q_out, empty_k_out), None),
+        "q_alone_empty": (lambda: lab.rope_backward(empty_q, None, empty_cos, empty_cos, empty_q_out, None), None),
+        "k_alone": (lambda: lab.rope(q, k, cos, cos, q_out, None), TypeError),
+        "shape": (lambda: lab.rope(q, k, cos, cos, k_out, q_out), ValueError),
+        "rotary_dim": (lambda: lab.rope(q, k, cos, cos, q_out, k_out, rotary_dim=rotary_dim), ValueError),
+        "overlap": (lambda: lab.rope(q, k, cos, cos, cos, k_out), ValueError),
+        "interleaved_raises": (lambda: lab.rope(q, k, cos, cos, q_out, k_out, interleaved=truthless), RuntimeError),
+    }
+    fn, error = calls[case]
+    objects = tracked(q, k, q_out, k_out, cos, empty_q, empty_k, empty_cos, empty_q_out, empty_k_out) + [
+        rotary_dim, truthless]
+    assert_no_leak(fn if error is None else failing(fn, error), objects)
+
+
 @pytest.mark.gpu
 def test_rowwise_launches_do_not_leak():
     """Real launches, the weight-gradient partials taken from and given back to the scratch pool."""

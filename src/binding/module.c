@@ -12,6 +12,7 @@
 #include "binding/module_state.h"
 #include "binding/raw_kernel.h"
 #include "binding/reduction.h"
+#include "binding/rope.h"
 #include "binding/rowwise.h"
 #include "binding/runtime.h"
 #include "binding/runtime_types.h"
@@ -72,6 +73,7 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_raw_kernel_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_matmul_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_linear_ce_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_rope_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_launch_floor_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_matmul_plan_info_methods) < 0) return -1;

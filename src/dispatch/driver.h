@@ -9,9 +9,9 @@
  *   launch stream on lab.Arrays.
  *
  * An op kind - elementwise, list (foreach and optimizer steps), reduction, raw (a user's
- * runtime-compiled kernel), row-wise, elementwise kernel (a user's lab.ElementwiseKernel), matmul
- * and linear cross-entropy (whose launch drives the matmul and row-wise launches) - supplies only
- * its plan and its launch. */
+ * runtime-compiled kernel), row-wise, elementwise kernel (a user's lab.ElementwiseKernel), matmul,
+ * linear cross-entropy (whose launch drives the matmul and row-wise launches) and rope (q and k
+ * rotated in one launch) - supplies only its plan and its launch. */
 #ifndef LAB_DRIVER_H
 #define LAB_DRIVER_H
 

@@ -279,6 +279,47 @@ int lab_rowwise_set_max_chunks(int chunks);
  * larger value than any row turns staging off). Returns the previous value. */
 int64_t lab_rowwise_set_staged_min_vectors(int64_t vectors);
 
+/* ---- rotary position embedding: q and k rotated pairwise by angles from cos/sin tables ---- */
+
+/* One of the (at most two) tensors a rope launch rotates: rows are its (batch, head, position)
+ * triples, `shape` outermost first in the order the plan chose (by x's strides, so neighbouring
+ * threads read neighbouring memory); strides in bytes for x, out, cos and sin (the tables' head
+ * stride is 0: one angle for every head). col_strides: bytes between neighbours along the head
+ * dimension. in_place: out is x's very view, so the unrotated tail is left as it is. */
+#define LAB_ROPE_X 0
+#define LAB_ROPE_OUT 1
+#define LAB_ROPE_COS 2
+#define LAB_ROPE_SIN 3
+typedef struct {
+    const char *x;
+    char *out;
+    int64_t rows;
+    int64_t shape[3];
+    int64_t strides[4][3];
+    int64_t col_strides[4];
+    int in_place;
+} lab_rope_tensor;
+
+/* Rotates the first rotary_dim elements of every row, in pairs: (j, j + rotary_dim / 2) in the
+ * rotate-half convention (Llama, NeoX), (2i, 2i + 1) when interleaved (GPT-J). Forward, element j
+ * of a pair whose partner is p: out[j] = x[j] cos[j] + sign(j) x[p] sin[j], sign -1 for the pair's
+ * first element and +1 for its second; backward (the transpose, given the forward's output
+ * gradient as x): out[j] = x[j] cos[j] - sign(j) x[p] sin[p]. pair_table: the tables hold one
+ * column per pair (rotary_dim / 2 of them, flash-attn's form) instead of one per element (Hugging
+ * Face's). x and out have `dtype`, the tables table_dtype (dtype or float32); halves compute in
+ * float32. The rest of each row (rotary_dim .. head_dim) is copied. */
+typedef struct {
+    lab_dtype dtype, table_dtype;
+    int interleaved, backward, pair_table;
+    int64_t head_dim, rotary_dim;
+    const char *cos, *sin;
+    int n_tensors;
+    lab_rope_tensor tensors[2];
+} lab_rope_launch;
+
+/* Launches one planned rope on `stream`: both tensors in one kernel. */
+cudaError_t lab_launch_rope(const lab_rope_launch *launch, cudaStream_t stream);
+
 /* Scratch memory for a kernel's own use on `stream`, from lab's per-device pool (kernels/scratch.cu),
  * which keeps its memory between calls; give it back with cudaFreeAsync on the same stream. */
 cudaError_t lab_scratch_alloc(void **ptr, size_t bytes, cudaStream_t stream);
