@@ -182,3 +182,111 @@ def test_functional_eager_path_shapes_and_gradients(monkeypatch):
                     assert mine is None or not mine.any()
                 else:
                     torch.testing.assert_close(mine, reference)
+
+
+# ---- the rotary embedding: lab::rope's schema and fake, the CPU formula, the autograd wiring ----
+
+def hf_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    """transformers' Llama formula, written out here as the reference."""
+    def rotate_half(x):
+        return torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), dim=-1)
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def rope_tables(batch, positions, rotary_dim, dtype=torch.float64, interleaved=False):
+    """cos and sin as a rotary embedding makes them: (batch, positions, rotary_dim), each angle twice."""
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim))
+    angles = torch.arange(positions, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    angles = angles.repeat_interleave(2, dim=-1) if interleaved else torch.cat((angles, angles), dim=-1)
+    angles = angles.expand(batch, positions, rotary_dim)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+class TorchRope:
+    """Stand-ins for lab.rope / lab.rope_backward with launch.h's formulas, element by element:
+    forward out[j] = x[j] cos[j] + sign(j) x[p] sin[j]; backward out[j] = x[j] cos[j] - sign(j) x[p] sin[p]."""
+
+    @staticmethod
+    def _turn(x, cos, sin, interleaved, backward):
+        rotary_dim = cos.shape[-1]
+        j = torch.arange(rotary_dim)
+        if interleaved:
+            partner, sign = j ^ 1, torch.where(j % 2 == 0, -1.0, 1.0)
+        else:
+            half = rotary_dim // 2
+            partner, sign = torch.where(j < half, j + half, j - half), torch.where(j < half, -1.0, 1.0)
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        head = x[..., :rotary_dim]
+        turned = head * cos - sign * head[..., partner] * sin[..., partner] if backward \
+            else head * cos + sign * head[..., partner] * sin
+        return torch.cat((turned, x[..., rotary_dim:]), dim=-1)
+
+    @classmethod
+    def rope(cls, q, k, cos, sin, q_out, k_out, *, interleaved=False, backward=False):
+        for x, out in ((q, q_out), (k, k_out)):
+            out.copy_(cls._turn(x, cos, sin, interleaved, backward))
+        return q_out, k_out
+
+    @classmethod
+    def rope_backward(cls, *args, interleaved=False):
+        return cls.rope(*args, interleaved=interleaved, backward=True)
+
+
+def test_rope_schema_and_fake_keep_the_layout():
+    assert str(torch.ops.lab.rope.default._schema) == \
+        "lab::rope(Tensor q, Tensor k, Tensor cos, Tensor sin, bool interleaved) -> (Tensor, Tensor)"
+    with FakeTensorMode():
+        q = torch.empty(2, 6, 4, 16, device="cuda", dtype=torch.bfloat16).transpose(1, 2)  # (B, H, S, D) view
+        k = torch.empty(2, 6, 2, 16, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        cos = torch.empty(1, 6, 16, device="cuda", dtype=torch.bfloat16)
+        q_out, k_out = torch.ops.lab.rope(q, k, cos, cos, False)
+        assert q_out.shape == q.shape and q_out.stride() == q.stride() and k_out.stride() == k.stride()
+        grad_q, grad_k = torch.ops.lab.rope_backward(q_out, k_out, cos, cos, False)
+        assert grad_q.shape == q.shape and grad_k.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("unsqueeze_dim", [1, 2])
+def test_apply_rotary_pos_emb_falls_back_to_the_formula_on_the_cpu(unsqueeze_dim):
+    g = torch.Generator().manual_seed(2)
+    shape_q, shape_k = ((3, 4, 5, 8), (3, 2, 5, 8)) if unsqueeze_dim == 1 else ((3, 5, 4, 8), (3, 5, 2, 8))
+    q, k = torch.randn(shape_q, generator=g), torch.randn(shape_k, generator=g)
+    cos, sin = rope_tables(3, 5, 8, torch.float32)
+    got = lab.nn.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+    for ours, theirs in zip(got, hf_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim)):
+        torch.testing.assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("tables", ["angles", "random"])
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("rotary_dim", [8, 4])
+@pytest.mark.parametrize("unsqueeze_dim", [1, 2])
+def test_apply_rotary_pos_emb_wires_lab_rope_and_its_backward(monkeypatch, interleaved, rotary_dim, unsqueeze_dim,
+                                                              tables):
+    """The lab path with launch.h's formulas as stand-in kernels: values against transformers' formula
+    (computed on the rotated part), and gradcheck - so the backward formula is the forward's exact
+    transpose (random tables: a pair's two sines differ, as no rotary embedding makes them, which
+    tells sin[j] from sin[partner]) and the operator hands each gradient to the right input."""
+    from lab.nn import _rope_ops
+    monkeypatch.setattr(_rope_ops, "lab", TorchRope)
+    monkeypatch.setattr(lab.nn.functional, "_on_lab", lambda x: True)
+    g = torch.Generator().manual_seed(3)
+    if unsqueeze_dim == 1:
+        q = torch.randn(2, 3, 5, 8, dtype=torch.float64, generator=g).transpose(1, 2)  # the projections' view
+        k = torch.randn(2, 2, 3, 8, dtype=torch.float64, generator=g)
+    else:
+        q = torch.randn(2, 3, 5, 8, dtype=torch.float64, generator=g)
+        k = torch.randn(2, 3, 2, 8, dtype=torch.float64, generator=g)
+    q.requires_grad_(), k.requires_grad_()
+    cos, sin = rope_tables(2, 3, rotary_dim, interleaved=interleaved)
+    if tables == "random":
+        cos, sin = (torch.randn(1, 3, rotary_dim, dtype=torch.float64, generator=g) for _ in range(2))
+    q_out, k_out = lab.nn.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim, interleaved=interleaved)
+    if not interleaved:
+        want_q, want_k = hf_apply_rotary_pos_emb(q[..., :rotary_dim], k[..., :rotary_dim], cos, sin, unsqueeze_dim)
+        torch.testing.assert_close(q_out[..., :rotary_dim], want_q)
+        torch.testing.assert_close(k_out[..., :rotary_dim], want_k)
+    torch.testing.assert_close(q_out[..., rotary_dim:], q[..., rotary_dim:])
+    torch.autograd.gradcheck(
+        lambda q, k: lab.nn.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim, interleaved=interleaved),
+        (q, k))

@@ -3,7 +3,7 @@ anything else (CPU tensors) to torch's own function, so a model using these runs
 
 Under torch.compile the softmax and norms are the operators of lab/nn/_ops.py (traced, no graph
 break); in eager mode they are the autograd.Functions of _eager.py, the same kernels with less host
-time a call. Cross-entropy and the GLUs are always the operators of _loss_ops.py."""
+time a call. Cross-entropy, the GLUs and the rotary embedding are always operators (_loss_ops.py, _rope_ops.py)."""
 import math
 from typing import Optional, Sequence, Tuple, Union
 
@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import _eager, _linear_loss_ops, _loss_ops, _ops  # noqa: F401  (registers torch.ops.lab.*)
+from . import _eager, _linear_loss_ops, _loss_ops, _ops, _rope_ops  # noqa: F401  (registers torch.ops.lab.*)
 
 _lab = torch.ops.lab
 
@@ -177,3 +177,46 @@ def geglu(gate: Tensor, up: Tensor) -> Tensor:
     if not (_on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape):
         return F.gelu(gate, approximate="tanh") * up
     return _lab.geglu.default(gate, up)
+
+
+def _rotate_half(x: Tensor) -> Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _rotate_interleaved(x: Tensor) -> Tensor:
+    pairs = x.unflatten(-1, (-1, 2))
+    return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+
+
+def _rope_reference(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
+    """Hugging Face's formula, x * cos + rotate(x) * sin, over the first cos.shape[-1] elements of
+    each row (the rest passed through, as the partial-rotary models do); cos already broadcasts."""
+    rotary_dim = cos.shape[-1]
+    rotated, rest = x[..., :rotary_dim], x[..., rotary_dim:]
+    turn = _rotate_interleaved if interleaved else _rotate_half
+    out = rotated * cos + turn(rotated) * sin
+    return out if rest.shape[-1] == 0 else torch.cat((out, rest), dim=-1)
+
+
+def apply_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, position_ids: Optional[Tensor] = None,
+                         unsqueeze_dim: int = 1, interleaved: bool = False) -> Tuple[Tensor, Tensor]:
+    """Hugging Face's apply_rotary_pos_emb: (q * cos + rotate_half(q) * sin, the same for k), both in
+    one launch of lab.rope. q (batch, heads, positions, head_dim) with unsqueeze_dim=1 - or (batch,
+    positions, heads, head_dim) with unsqueeze_dim=2 - and k with its own number of heads; cos and sin
+    (batch or 1, positions, rotary_dim) as the model's rotary embedding returns them. A rotary_dim below
+    head_dim rotates the first rotary_dim elements and keeps the rest; interleaved=True pairs (2i, 2i+1)
+    (GPT-J) instead of (i, i + rotary_dim/2). position_ids is ignored, as in transformers. Anything lab
+    does not take (CPU tensors, tables that require grad, other shapes) runs the same formula in torch."""
+    unsqueeze = unsqueeze_dim % 4 if q.dim() == 4 else unsqueeze_dim
+    on_lab = (_on_lab(q) and k.dtype == q.dtype and q.dim() == 4 and k.dim() == 4 and unsqueeze in (1, 2)
+              and cos.dim() == 3 and sin.shape == cos.shape and cos.dtype == sin.dtype
+              and cos.dtype in (q.dtype, torch.float32) and not (cos.requires_grad or sin.requires_grad)
+              and cos.shape[-1] % 2 == 0 and 0 < cos.shape[-1] <= q.shape[-1])
+    if not on_lab:
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        return _rope_reference(q, cos, sin, interleaved), _rope_reference(k, cos, sin, interleaved)
+    if unsqueeze == 2:  # (batch, positions, heads, head_dim): rotated as its (batch, heads, ...) view
+        q_out, k_out = _lab.rope.default(q.transpose(1, 2), k.transpose(1, 2), cos, sin, interleaved)
+        return q_out.transpose(1, 2), k_out.transpose(1, 2)
+    return _lab.rope.default(q, k, cos, sin, interleaved)
