@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize sanitize-linear-ce bench-linear-ce leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -122,6 +122,7 @@ gpu-bench:
 	$(PYTHON) bench/bench_rowwise.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_losses.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_gemm.py --out-dir $(OUT)/bench
+	$(MAKE) --no-print-directory bench-rope BENCH_OUT=$(OUT)/bench
 	$(MAKE) --no-print-directory bench-linear-ce BENCH_OUT=$(OUT)/bench
 	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
 
@@ -277,17 +278,25 @@ bench: build
 	$(PYTHON) bench/bench_rowwise.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_losses.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_gemm.py --out-dir bench/results/latest
+	$(MAKE) --no-print-directory bench-rope
 	$(MAKE) --no-print-directory bench-linear-ce
 
-# The fused linear cross-entropy against Liger-Kernel and Cut Cross-Entropy: both are pure Python over
-# Triton, so where they are not installed they travel as wheels in .whl/ (pip download, see
-# docs/linear-cross-entropy.md), installed into a folder of their own for this benchmark alone.
+# The peers that are pure Python over Triton (Liger-Kernel, Cut Cross-Entropy): where they are not
+# installed they travel as wheels in .whl/ (pip download, see docs/linear-cross-entropy.md), installed
+# into a folder of their own that only the benchmarks comparing with them put on their path.
 PEERS_SITE ?= /tmp/lab-peers
 BENCH_OUT ?= bench/results/latest
-bench-linear-ce:
+peers-site:
 	@if ls .whl/*.whl >/dev/null 2>&1; then $(PYTHON) -m pip install -q --no-index --no-deps --no-compile \
 	  --no-cache-dir --upgrade --target $(PEERS_SITE) .whl/*.whl; fi
+
+# The fused linear cross-entropy against Liger-Kernel and Cut Cross-Entropy.
+bench-linear-ce: peers-site
 	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_linear_ce.py --out-dir $(BENCH_OUT)
+
+# The rotary embedding against transformers' formula (eager, compiled) and Liger-Kernel's.
+bench-rope: peers-site
+	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_rope.py --out-dir $(BENCH_OUT)
 
 clean:
 	rm -rf build lab/*.so $(VENV) .pytest_cache
