@@ -1,0 +1,179 @@
+"""lab.nn.patch(model): lab's kernels in a Hugging Face model of the Llama family in one call.
+
+What it replaces, in place, where the installed transformers defines it as lab expects:
+  - each <Family>RMSNorm module: lab.nn's rms_norm (one pass, statistics in float32);
+  - each <Family>MLP whose activation is SiLU: down_proj(lab.nn.swiglu(gate_proj(x), up_proj(x)));
+  - the rotary application: the family's module-level apply_rotary_pos_emb, which the attention
+    calls by name, becomes lab.nn.apply_rotary_pos_emb (q and k in one launch). It is the one
+    replacement that is not per instance - a module-level function cannot be - so it reaches every
+    model of that family in the process; lab's function runs transformers' formula wherever lab's
+    kernel does not apply, and undo() puts the original back once no patched model needs it;
+  - the causal-LM head (<Family>ForCausalLM): when the model is training and given labels, the loss
+    comes from lab.nn.linear_cross_entropy on the last hidden states - the logits are never made,
+    and the output's logits are None, as with Liger-Kernel's patch. Evaluation, generation and calls
+    without labels run transformers' own forward.
+The modules keep their classes, parameters and state_dict keys: each gets its own `forward`
+attribute (the instance's, over the class's), which undo() deletes. Families: Llama, Mistral, Qwen2,
+Qwen3. A model of any other family is left as it is, and the result says so."""
+import types
+from typing import Callable, List, Tuple
+
+import torch
+
+from . import functional
+
+FAMILIES = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3"}
+
+
+class Patched:
+    """What lab.nn.patch did: `patched` and `left_alone` list (module name, what or why) pairs;
+    undo() restores the model (and the module-level rotary function) as it was."""
+
+    def __init__(self, family: str):
+        self.family = family
+        self.patched: List[Tuple[str, str]] = []
+        self.left_alone: List[Tuple[str, str]] = []
+        self._undo: List[Callable[[], None]] = []
+
+    def undo(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+        self.patched = []
+
+    def counts(self) -> dict:
+        """How many modules of each kind were replaced, e.g. {'rms_norm': 17, 'swiglu': 8, ...}."""
+        found: dict = {}
+        for _, what in self.patched:
+            found[what] = found.get(what, 0) + 1
+        return found
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{what} x{n}" for what, n in self.counts().items()) or "nothing"
+        alone = "; ".join(f"{name or '<model>'}: {why}" for name, why in self.left_alone)
+        return f"<lab.nn.patch of a {self.family or 'model'}: {counts}" + (f"; left alone: {alone}>" if alone else ">")
+
+
+def _family(model: torch.nn.Module):
+    """(key, its transformers modeling module) for the model's family, or None."""
+    module = type(model).__module__
+    for key in FAMILIES:
+        if module == f"transformers.models.{key}.modeling_{key}":
+            import importlib
+            return key, importlib.import_module(module)
+    return None
+
+
+def _set_forward(module: torch.nn.Module, forward, result: Patched, name: str, what: str) -> None:
+    module.forward = types.MethodType(forward, module)
+    result.patched.append((name, what))
+    result._undo.append(lambda: module.__dict__.pop("forward", None))
+
+
+def _rms_norm_forward(self, hidden_states):
+    if self.weight.dtype != hidden_states.dtype:  # transformers' result is then the weight's dtype
+        return type(self).forward(self, hidden_states)
+    return functional.rms_norm(hidden_states, (hidden_states.shape[-1],), self.weight, self.variance_epsilon)
+
+
+def _swiglu_mlp_forward(self, x):
+    return self.down_proj(functional.swiglu(self.gate_proj(x), self.up_proj(x)))
+
+
+def _rotary(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+    """transformers' apply_rotary_pos_emb signature over lab.nn's."""
+    return functional.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+
+
+# module -> [transformers' own function, how many patches use lab's]
+_rotary_patches: dict = {}
+
+
+def _patch_rotary(modeling, result: Patched) -> None:
+    entry = _rotary_patches.get(modeling)
+    if entry is None:
+        entry = _rotary_patches[modeling] = [modeling.apply_rotary_pos_emb, 0]
+        modeling.apply_rotary_pos_emb = _rotary
+    entry[1] += 1
+    result.patched.append((f"{modeling.__name__}.apply_rotary_pos_emb", "rope"))
+
+    def undo():
+        entry[1] -= 1
+        if entry[1] == 0:
+            modeling.apply_rotary_pos_emb = entry[0]
+            del _rotary_patches[modeling]
+    result._undo.append(undo)
+
+
+def _causal_lm_forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                       inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0, **kwargs):
+    """transformers' causal-LM forward, with the loss of a training step fused with the head."""
+    if labels is None or not self.training:
+        return type(self).forward(self, input_ids=input_ids, attention_mask=attention_mask,
+                                  position_ids=position_ids, past_key_values=past_key_values,
+                                  inputs_embeds=inputs_embeds, labels=labels, use_cache=use_cache,
+                                  logits_to_keep=logits_to_keep, **kwargs)
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+    num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+    shift_labels = kwargs.pop("shift_labels", None)
+    return_dict = kwargs.pop("return_dict", None)
+    outputs = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         past_key_values=past_key_values, inputs_embeds=inputs_embeds, use_cache=use_cache, **kwargs)
+    hidden = outputs.last_hidden_state
+    if shift_labels is None:  # token t predicts token t + 1; the last one predicts nothing
+        shift_labels = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
+    reduction = "mean" if num_items_in_batch is None else "sum"
+    loss = functional.linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight,
+                                           shift_labels.reshape(-1).to(hidden.device), self.lm_head.bias,
+                                           reduction=reduction)
+    if num_items_in_batch is not None:
+        loss = loss / (num_items_in_batch.to(loss.device) if torch.is_tensor(num_items_in_batch)
+                       else num_items_in_batch)
+    out = CausalLMOutputWithPast(loss=loss, logits=None, past_key_values=outputs.past_key_values,
+                                 hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+    return out.to_tuple() if return_dict is False else out
+
+
+def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True, rope: bool = True,
+          loss: bool = True) -> Patched:
+    """Replaces what lab does better in `model` (see this module's docstring); each keyword turns one
+    replacement off. Returns a Patched: what was replaced, what was left alone and why, and undo()."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"lab.nn.patch(): model must be a torch.nn.Module, got {type(model).__name__}")
+    found = _family(model)
+    if found is None:
+        result = Patched("")
+        result.left_alone.append(("", f"{type(model).__name__} (from {type(model).__module__}) is not a family "
+                                      f"lab.nn.patch knows: {', '.join(FAMILIES.values())}"))
+        return result
+    key, modeling = found
+    prefix = FAMILIES[key]
+    result = Patched(prefix)
+    norm_class = getattr(modeling, f"{prefix}RMSNorm", None)
+    mlp_class = getattr(modeling, f"{prefix}MLP", None)
+    for name, module in model.named_modules():
+        if rms_norm and norm_class is not None and type(module) is norm_class:
+            if hasattr(module, "variance_epsilon") and isinstance(getattr(module, "weight", None), torch.Tensor):
+                _set_forward(module, _rms_norm_forward, result, name, "rms_norm")
+            else:
+                result.left_alone.append((name, "an RMSNorm without weight and variance_epsilon"))
+        elif swiglu and mlp_class is not None and type(module) is mlp_class:
+            act = getattr(getattr(module, "config", model.config if hasattr(model, "config") else None), "hidden_act",
+                          None)
+            parts = all(isinstance(getattr(module, p, None), torch.nn.Module) for p in ("gate_proj", "up_proj",
+                                                                                          "down_proj"))
+            if act in ("silu", "swish") and parts:
+                _set_forward(module, _swiglu_mlp_forward, result, name, "swiglu")
+            else:
+                result.left_alone.append((name, f"an MLP with activation {act!r}: lab fuses SiLU's (SwiGLU)"))
+    if rope:
+        if callable(getattr(modeling, "apply_rotary_pos_emb", None)):
+            _patch_rotary(modeling, result)
+        else:
+            result.left_alone.append((modeling.__name__, "no module-level apply_rotary_pos_emb to replace"))
+    head_class = getattr(modeling, f"{prefix}ForCausalLM", None)
+    if loss and head_class is not None and type(model) is head_class:
+        if isinstance(getattr(model, "lm_head", None), torch.nn.Linear) and hasattr(model, "model"):
+            _set_forward(model, _causal_lm_forward, result, "", "linear_cross_entropy")
+        else:
+            result.left_alone.append(("", "a causal LM without an nn.Linear lm_head"))
+    return result

@@ -1,0 +1,132 @@
+"""lab.nn.patch on tiny random models of each family it knows, on the CPU (where transformers is
+installed): what is replaced and what is left alone, the same parameters and state_dict keys, the loss
+and every gradient of a training step equal to the unpatched model's (on the CPU lab.nn runs torch's
+formulas, so this tests the patching itself: the shifted labels, the fused head's reductions, the
+forwards bound to the right modules), evaluation untouched, and undo. The tolerances are float32's:
+transformers' RMSNorm computes in float32 even for a float64 model, torch's rms_norm in float64."""
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+import lab.nn  # noqa: E402
+
+LAYERS = 2
+CLOSE = dict(rtol=1e-5, atol=1e-7)
+
+
+def tiny(family, **overrides):
+    """A random-weight causal LM of `family`, float64 on the CPU: 2 layers, 4 query heads over 2 key heads."""
+    prefix = lab.nn.patching.FAMILIES[family]
+    config_class = getattr(transformers, f"{prefix}Config")
+    config = config_class(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=LAYERS,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64,
+                          tie_word_embeddings=False, attn_implementation="eager", **overrides)
+    torch.manual_seed(0)
+    return getattr(transformers, f"{prefix}ForCausalLM")(config).double()
+
+
+def batch(seed=1):
+    g = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(0, 97, (2, 11), generator=g)
+    labels = input_ids.clone()
+    labels[0, :3] = -100  # a prompt that does not count
+    return input_ids, labels
+
+
+def step(model, **kwargs):
+    model.train()
+    model.zero_grad(set_to_none=True)
+    input_ids, labels = batch()
+    out = model(input_ids=input_ids, labels=labels, **kwargs)
+    out.loss.backward()
+    return out, {name: p.grad for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3"])
+def test_a_patched_model_trains_like_the_original(family):
+    original = tiny(family)
+    model = copy.deepcopy(original)
+    result = lab.nn.patch(model)
+    try:
+        norms = 2 * LAYERS + 1 + (2 * LAYERS if family == "qwen3" else 0)  # Qwen3 normalizes q and k too
+        assert result.counts() == {"rms_norm": norms, "swiglu": LAYERS, "rope": 1, "linear_cross_entropy": 1}
+        assert result.left_alone == [] and result.family == lab.nn.patching.FAMILIES[family]
+        assert list(model.state_dict()) == list(original.state_dict())
+        want, want_grads = step(original)
+        got, got_grads = step(model)
+        assert got.logits is None  # a training step with labels never makes the logits
+        torch.testing.assert_close(got.loss, want.loss, **CLOSE)
+        for name, grad in want_grads.items():
+            torch.testing.assert_close(got_grads[name], grad, **CLOSE, msg=name)
+        items = torch.tensor(15)  # what transformers' Trainer passes under gradient accumulation
+        want, _ = step(original, num_items_in_batch=items)
+        got, _ = step(model, num_items_in_batch=items)
+        torch.testing.assert_close(got.loss, want.loss, **CLOSE)
+        model.eval(), original.eval()
+        input_ids, labels = batch(2)
+        with torch.no_grad():
+            got, want = model(input_ids=input_ids, labels=labels), original(input_ids=input_ids, labels=labels)
+        torch.testing.assert_close(got.logits, want.logits)
+        torch.testing.assert_close(got.loss, want.loss)
+    finally:
+        result.undo()
+    assert not any("forward" in vars(m) for m in model.modules())
+    modeling = __import__(type(model).__module__, fromlist=["apply_rotary_pos_emb"])
+    assert modeling.apply_rotary_pos_emb is not lab.nn.patching._rotary
+
+
+def test_the_rotary_function_is_restored_when_the_last_patch_is_undone():
+    import transformers.models.llama.modeling_llama as modeling
+    original_function = modeling.apply_rotary_pos_emb
+    first, second = lab.nn.patch(tiny("llama")), lab.nn.patch(tiny("llama"))
+    assert modeling.apply_rotary_pos_emb is lab.nn.patching._rotary
+    first.undo()
+    assert modeling.apply_rotary_pos_emb is lab.nn.patching._rotary  # the second model still uses it
+    second.undo()
+    assert modeling.apply_rotary_pos_emb is original_function
+
+
+def test_each_replacement_can_be_turned_off():
+    model = tiny("llama")
+    result = lab.nn.patch(model, rope=False, loss=False)
+    try:
+        assert set(result.counts()) == {"rms_norm", "swiglu"}
+        assert "forward" not in vars(model)
+    finally:
+        result.undo()
+
+
+def test_what_it_does_not_understand_it_leaves_alone():
+    result = lab.nn.patch(torch.nn.Sequential(torch.nn.Linear(4, 4)))
+    assert result.patched == [] and "Sequential" in result.left_alone[0][1]
+    assert "is not a family lab.nn.patch knows: Llama, Mistral, Qwen2, Qwen3" in repr(result)
+    gelu = lab.nn.patch(tiny("llama", hidden_act="gelu"))
+    try:
+        assert "swiglu" not in gelu.counts()
+        assert [why for _, why in gelu.left_alone] == ["an MLP with activation 'gelu': lab fuses SiLU's (SwiGLU)"] * LAYERS
+    finally:
+        gelu.undo()
+    with pytest.raises(TypeError, match=r"lab.nn.patch\(\): model must be a torch.nn.Module, got str"):
+        lab.nn.patch("llama")
+
+
+def test_gradient_checkpointing_and_return_tuples():
+    original = tiny("llama")
+    model = copy.deepcopy(original)
+    result = lab.nn.patch(model)
+    try:
+        for m in (original, model):
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        want, want_grads = step(original)
+        got, got_grads = step(model)
+        torch.testing.assert_close(got.loss, want.loss, **CLOSE)
+        torch.testing.assert_close(got_grads["model.layers.0.mlp.up_proj.weight"],
+                                   want_grads["model.layers.0.mlp.up_proj.weight"])
+        input_ids, labels = batch()
+        as_tuple = model(input_ids=input_ids, labels=labels, return_dict=False)
+        assert isinstance(as_tuple, tuple)
+        torch.testing.assert_close(as_tuple[0], want.loss, **CLOSE)
+    finally:
+        result.undo()
