@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-llama gpu-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -297,6 +297,17 @@ bench-linear-ce: peers-site
 # The rotary embedding against transformers' formula (eager, compiled) and Liger-Kernel's.
 bench-rope: peers-site
 	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_rope.py --out-dir $(BENCH_OUT)
+
+# A Llama training step end to end (torch eager, torch.compile per layer, Liger-Kernel, lab.nn.patch),
+# each in a process of its own. Too long to share a GPU call with the other benchmarks: on the GPU
+# machine it is `make gpu-llama OUT=$$OUT`, its own call.
+bench-llama: peers-site
+	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_llama.py --out-dir $(BENCH_OUT)
+
+gpu-llama:
+	mkdir -p $(OUT)/bench
+	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(OUT)/build.log 2>&1 || (tail -50 $(OUT)/build.log; exit 1)
+	$(MAKE) --no-print-directory bench-llama BENCH_OUT=$(OUT)/bench
 
 clean:
 	rm -rf build lab/*.so $(VENV) .pytest_cache

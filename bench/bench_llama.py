@@ -1,0 +1,169 @@
+"""A training step of a Hugging Face Llama end to end: forward + backward of the causal-LM loss of a
+random-weight model of 1.03 B parameters (8 layers, hidden 2048, 16 query heads over 8 key heads,
+MLP 8192, vocabulary 128256, untied head), bfloat16, batch 4 x 2048 tokens - and a second case of 4 x
+4096 tokens, where memory decides what fits. Each implementation runs in a process of its own on the
+same weights (one seed) and batch, so patches and allocator peaks do not leak between them:
+  - torch eager (transformers as installed, sdpa attention);
+  - torch.compile of each decoder layer;
+  - Liger-Kernel's apply_liger_kernel_to_llama (rope, RMSNorm, SwiGLU, fused linear cross-entropy),
+    where importable (carried as a wheel: make bench-llama);
+  - lab.nn.patch (RMSNorm, SwiGLU, rope, fused linear cross-entropy).
+Prints ms/step (median of event-timed steps after warm-up), tokens/s and the allocator's peak beyond
+the model's weights and gradients; writes llama.json and llama.png (tokens/s and memory by
+implementation) into --out-dir.
+    python3 bench/bench_llama.py [--out-dir DIR] [--quick]
+"""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CONFIG = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=8,
+              num_attention_heads=16, num_key_value_heads=8, max_position_embeddings=8192, rope_theta=500000.0,
+              tie_word_embeddings=False, attn_implementation="sdpa")
+CASES = {"4x2048": (4, 2048), "4x4096": (4, 4096)}
+IMPLEMENTATIONS = ["torch eager", "torch.compile per layer", "Liger-Kernel", "lab.nn.patch"]
+
+
+def build(torch, transformers, implementation):
+    """The model on the GPU with the implementation applied; None when it cannot be applied here."""
+    config = transformers.LlamaConfig(**CONFIG)
+    if implementation == "Liger-Kernel":
+        try:
+            from liger_kernel.transformers import apply_liger_kernel_to_llama
+        except ImportError as e:
+            print(json.dumps(dict(skipped=f"Liger-Kernel is not importable: {e}")))
+            return None
+        apply_liger_kernel_to_llama()  # before the model exists: its classes are replaced in the module
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
+    model.train()
+    if implementation == "torch.compile per layer":
+        for layer in model.model.layers:
+            layer.compile()
+    elif implementation == "lab.nn.patch":
+        import lab.nn
+        lab.nn.patch(model)
+    return model
+
+
+def measure(implementation, case, steps):
+    """One implementation on one case, in this process: a JSON line on stdout."""
+    import torch
+    import transformers
+    from lab._timing import median_ms, torch_timer
+    model = build(torch, transformers, implementation)
+    if model is None:
+        return
+    batch, positions = CASES[case]
+    g = torch.Generator(device="cuda").manual_seed(1)
+    input_ids = torch.randint(0, CONFIG["vocab_size"], (batch, positions), device="cuda", generator=g)
+    parameters = sum(p.numel() for p in model.parameters())
+
+    def step():
+        model(input_ids=input_ids, labels=input_ids).loss.backward()
+    try:
+        step()  # gradients exist from here on, so the peak below is the step's own
+        torch.cuda.synchronize()
+        weights_and_grads = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        ms = median_ms(step, *torch_timer(torch), repeats=steps, warmup=2)
+        peak = torch.cuda.max_memory_allocated() - weights_and_grads
+    except torch.OutOfMemoryError:
+        print(json.dumps(dict(implementation=implementation, case=case, out_of_memory=True)))
+        return
+    print(json.dumps(dict(implementation=implementation, case=case, ms=ms, tokens_per_s=batch * positions / ms * 1e3,
+                          peak_gib=peak / 2**30, parameters=parameters)))
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, key, label in ((axes[0], "tokens_per_s", "tokens/s (higher is better)"),
+                           (axes[1], "peak_gib", "peak GiB beyond weights and grads (lower is better)")):
+        width = 0.8 / len(CASES)
+        for k, case in enumerate(CASES):
+            xs, heights = [], []
+            for i, name in enumerate(IMPLEMENTATIONS):
+                row = next((r for r in rows if r["implementation"] == name and r["case"] == case and key in r), None)
+                if row:
+                    xs.append(i + (k - (len(CASES) - 1) / 2) * width)
+                    heights.append(row[key])
+            ax.bar(xs, heights, width, label=case)
+        ax.set_xticks(range(len(IMPLEMENTATIONS)), IMPLEMENTATIONS, rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel(label)
+        ax.legend()
+    fig.suptitle("Llama 1.03 B training step (forward + backward), bf16, H200")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out-dir")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--one", nargs=2, metavar=("IMPLEMENTATION", "CASE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    steps = 3 if args.quick else 10
+    if args.one:
+        measure(args.one[0], args.one[1], steps)
+        return
+    import lab
+    try:
+        import transformers  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as e:
+        print(f"bench_llama.py: needs torch and transformers ({e})")
+        return
+    if not lab.is_available():
+        print("bench_llama.py: needs a CUDA GPU")
+        return
+    rows = []
+    for case in CASES:
+        for name in IMPLEMENTATIONS:
+            done = subprocess.run([sys.executable, __file__, "--one", name, case] + (["--quick"] if args.quick else []),
+                                  capture_output=True, text=True, timeout=900)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+            if done.returncode != 0 or not lines:
+                print(f"{name}, {case}: failed\n{done.stderr[-2000:]}")
+                continue
+            row = json.loads(lines[-1])
+            if "skipped" in row:
+                print(f"{name}: {row['skipped']}")
+                continue
+            rows.append(row)
+    print(f"\n{'case':8s} {'implementation':26s} {'ms/step':>9s} {'tokens/s':>10s} {'peak GiB':>9s}")
+    for r in rows:
+        if r.get("out_of_memory"):
+            print(f"{r['case']:8s} {r['implementation']:26s} {'out of memory':>30s}")
+            continue
+        print(f"{r['case']:8s} {r['implementation']:26s} {r['ms']:9.1f} {r['tokens_per_s']:10.0f} {r['peak_gib']:9.2f}")
+    by = {(r["implementation"], r["case"]): r for r in rows if not r.get("out_of_memory")}
+    ours = by.get(("lab.nn.patch", "4x2048"))
+    goals = []
+    if ours:
+        for peer, key, target, higher in (("torch eager", "tokens_per_s", 1.4, True),
+                                          ("Liger-Kernel", "tokens_per_s", 1.15, True),
+                                          ("Liger-Kernel", "peak_gib", 0.9, False)):
+            theirs = by.get((peer, "4x2048"))
+            if theirs:
+                ratio = ours[key] / theirs[key]
+                goals.append((f"4x2048: lab {key} / {peer} {'>=' if higher else '<='} {target}", ratio,
+                              ratio >= target if higher else ratio <= target))
+    from _peers import print_met_goals
+    print_met_goals(goals, width=56, digits=3)
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
+        with open(os.path.join(args.out_dir, "llama.json"), "w") as f:
+            json.dump(dict(config=CONFIG, rows=rows, goals=[list(g) for g in goals]), f, indent=1)
+        plot(rows, os.path.join(args.out_dir, "llama.png"))
+
+
+if __name__ == "__main__":
+    main()
