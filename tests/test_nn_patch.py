@@ -130,3 +130,24 @@ def test_gradient_checkpointing_and_return_tuples():
         torch.testing.assert_close(as_tuple[0], want.loss, **CLOSE)
     finally:
         result.undo()
+
+
+def test_a_patched_model_traces_under_compile():
+    """Dynamo follows the instance forwards and the module-level rotary function (aot_eager: traced
+    and run through AOTAutograd without generating code, so no compiler is needed)."""
+    original = tiny("llama")
+    model = copy.deepcopy(original)
+    result = lab.nn.patch(model)
+    try:
+        want, _ = step(original)
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="aot_eager")
+        compiled.train()
+        input_ids, labels = batch()
+        got = compiled(input_ids=input_ids, labels=labels)
+        got.loss.backward()
+        torch.testing.assert_close(got.loss, want.loss, **CLOSE)
+        assert got.logits is None and model.lm_head.weight.grad is not None
+    finally:
+        result.undo()
+        torch._dynamo.reset()
