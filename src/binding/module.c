@@ -16,6 +16,7 @@
 #include "binding/rowwise.h"
 #include "binding/runtime.h"
 #include "binding/runtime_types.h"
+#include "binding/xla_ffi.h"
 #include "dispatch/cuda_error.h"
 #include "testing/introspect.h"
 #include "testing/launch_floor.h"
@@ -74,6 +75,7 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_matmul_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_linear_ce_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_rope_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_xla_ffi_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_launch_floor_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_matmul_plan_info_methods) < 0) return -1;

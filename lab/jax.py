@@ -1,0 +1,331 @@
+"""lab.jax: lab's kernels inside jax.jit, through XLA's FFI (the handlers are C, src/binding/xla_ffi.c).
+
+    import lab.jax as ljax          # imports jax; `import lab` never does
+    @jax.jit
+    def step(params, x, t):
+        h = ljax.rms_norm(x, params["w"], eps=1e-6)
+        return ljax.cross_entropy(h @ params["head"], t)     # jax.grad works
+
+Each function checks shapes and dtypes at trace time (a clear TypeError/ValueError naming the
+argument), then emits an FFI call to one of lab's targets, registered with jax once on import. XLA
+runs it on its own stream; the handler reads XLA's buffers into lab's arrays and runs lab's op driver,
+exactly as a call from Python does. Gradients are jax.custom_vjp rules calling lab's backward kernels
+(cross_entropy's gradient is made in the forward pass and only scaled in the backward).
+
+Where the computation is not on a CUDA device (jax on a CPU), each function is the same formula in
+jax.numpy (jax.lax.platform_dependent picks per platform at lowering), so code written with lab.jax
+runs anywhere jax does; lab's kernels run only on the GPU. vmap: softmax and rms_norm without a
+weight work over the last axis with any leading ones, so a mapped axis is one more leading axis
+(vmap_method="broadcast_all", one launch); rms_norm with a weight, cross_entropy and the rotary
+embedding run once per mapped element (vmap_method="sequential")."""
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import lab as _core
+
+_FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+for _name, _capsule in _core._xla_ffi_targets().items():
+    jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
+
+
+def _float(x, func, name):
+    if jnp.dtype(x.dtype) not in [jnp.dtype(t) for t in _FLOATS]:
+        raise TypeError(f"{func}(): argument '{name}' has dtype {x.dtype}; {func} takes float16, bfloat16, "
+                        f"float32 or float64")
+
+
+def _stats_dtype(dtype):
+    return jnp.float64 if jnp.dtype(dtype) == jnp.float64 else jnp.float32
+
+
+def _on_cuda(target, reference, *args):
+    """target on CUDA devices, reference (jax.numpy, the same results) everywhere else."""
+    return jax.lax.platform_dependent(*args, cuda=target, default=reference)
+
+
+# ---- rms_norm ----
+
+def _vmap_method(weight):
+    """Under vmap the mapped axis becomes a leading axis of every argument ("broadcast_all"): right for
+    x and its statistics, wrong for a weight, which must stay one row - so with a weight, vmap runs
+    the call once per mapped element ("sequential")."""
+    return "broadcast_all" if weight is None else "sequential"
+
+
+def _rms_norm_reference(x, weight, eps):
+    xf = x.astype(_stats_dtype(x.dtype))
+    rstd = jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1) + eps)
+    out = xf * rstd[..., None]
+    if weight is not None:
+        out = out * weight.astype(xf.dtype)
+    return out.astype(x.dtype), rstd
+
+
+def _rms_norm_call(x, weight, eps):
+    results = (jax.ShapeDtypeStruct(x.shape, x.dtype), jax.ShapeDtypeStruct(x.shape[:-1], _stats_dtype(x.dtype)))
+    args = (x,) if weight is None else (x, weight)
+
+    def target(*args):
+        return tuple(jax.ffi.ffi_call("lab_rms_norm", results, vmap_method=_vmap_method(weight))(
+            *args, eps=np.float64(eps)))
+    return _on_cuda(target, lambda *args: _rms_norm_reference(args[0], args[1] if len(args) > 1 else None, eps),
+                    *args)
+
+
+def _rms_norm_backward_reference(grad, x, rstd, weight):
+    f = rstd.dtype
+    xhat = x.astype(f) * rstd[..., None]
+    g = grad.astype(f) * (1.0 if weight is None else weight.astype(f))
+    grad_x = rstd[..., None] * (g - xhat * jnp.mean(g * xhat, axis=-1, keepdims=True))
+    grad_w = None if weight is None else jnp.sum((grad.astype(f) * xhat).reshape(-1, x.shape[-1]), axis=0)
+    return grad_x.astype(x.dtype), None if grad_w is None else grad_w.astype(weight.dtype)
+
+
+def _rms_norm_backward_call(grad, x, rstd, weight):
+    results = [jax.ShapeDtypeStruct(x.shape, x.dtype)]
+    args = (grad, x, rstd)
+    if weight is not None:
+        results.append(jax.ShapeDtypeStruct(weight.shape, weight.dtype))
+        args = args + (weight,)
+
+    def target(*args):
+        out = jax.ffi.ffi_call("lab_rms_norm_backward", tuple(results), vmap_method=_vmap_method(weight))(*args)
+        return (out[0], out[1] if len(out) > 1 else None)
+    return _on_cuda(target, lambda *args: _rms_norm_backward_reference(args[0], args[1], args[2],
+                                                                      args[3] if len(args) > 3 else None), *args)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _rms_norm(x, weight, eps):
+    return _rms_norm_call(x, weight, eps)[0]
+
+
+def _rms_norm_forward(x, weight, eps):
+    out, rstd = _rms_norm_call(x, weight, eps)
+    return out, (x, weight, rstd)
+
+
+def _rms_norm_backward(eps, saved, grad):
+    x, weight, rstd = saved
+    return _rms_norm_backward_call(grad, x, rstd, weight)
+
+
+_rms_norm.defvjp(_rms_norm_forward, _rms_norm_backward)
+
+
+def rms_norm(x, weight=None, eps=None):
+    """x / sqrt(mean(x**2) + eps) * weight over the last axis (torch.nn.functional.rms_norm's formula;
+    eps=None is the dtype's machine epsilon). weight: (x.shape[-1],) in x's dtype, or None."""
+    _float(x, "rms_norm", "x")
+    if x.ndim == 0:
+        raise ValueError("rms_norm(): argument 'x' is 0-dimensional; it needs an axis to normalize")
+    if weight is not None:
+        if weight.shape != (x.shape[-1],):
+            raise ValueError(f"rms_norm(): argument 'weight' has shape {weight.shape}; it must have shape "
+                             f"({x.shape[-1]},) (x's last axis)")
+        if weight.dtype != x.dtype:
+            raise TypeError(f"rms_norm(): argument 'weight' has dtype {weight.dtype}; it must have x's, {x.dtype}")
+    eps = float(jnp.finfo(x.dtype).eps) if eps is None else float(eps)
+    if not eps >= 0:
+        raise ValueError(f"rms_norm(): argument 'eps' must be >= 0, got {eps}")
+    return _rms_norm(x, weight, eps)
+
+
+# ---- softmax, log_softmax ----
+
+def _softmax_reference(x, log):
+    f = x.astype(_stats_dtype(x.dtype))
+    return (jax.nn.log_softmax(f, axis=-1) if log else jax.nn.softmax(f, axis=-1)).astype(x.dtype)
+
+
+def _softmax_backward_reference(grad, y, log):
+    g, yf = grad.astype(_stats_dtype(y.dtype)), y.astype(_stats_dtype(y.dtype))
+    out = g - jnp.exp(yf) * jnp.sum(g, -1, keepdims=True) if log else yf * (g - jnp.sum(g * yf, -1, keepdims=True))
+    return out.astype(y.dtype)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _softmax(x, log):
+    result = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    return _on_cuda(lambda x: jax.ffi.ffi_call("lab_softmax", result, vmap_method="broadcast_all")(x, log=np.int32(log)),
+                    lambda x: _softmax_reference(x, log), x)
+
+
+def _softmax_forward(x, log):
+    y = _softmax(x, log)
+    return y, y
+
+
+def _softmax_backward(log, y, grad):
+    result = jax.ShapeDtypeStruct(y.shape, y.dtype)
+    target = lambda g, y: jax.ffi.ffi_call("lab_softmax_backward", result,  # noqa: E731
+                                           vmap_method="broadcast_all")(g, y, log=np.int32(log))
+    return (_on_cuda(target, lambda g, y: _softmax_backward_reference(g, y, log), grad, y),)
+
+
+_softmax.defvjp(_softmax_forward, _softmax_backward)
+
+
+def _along_last(x, axis, func, log):
+    _float(x, func, "x")
+    if x.ndim == 0:
+        raise ValueError(f"{func}(): argument 'x' is 0-dimensional; it needs an axis")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"{func}(): axis {axis} is out of range for {x.ndim} dimensions")
+    moved = jnp.moveaxis(x, axis, -1)
+    return jnp.moveaxis(_softmax(moved, log), -1, axis)
+
+
+def softmax(x, axis=-1):
+    """exp(x - max) / sum(exp(x - max)) along axis, computed in float32 (float64 for float64)."""
+    return _along_last(x, axis, "softmax", False)
+
+
+def log_softmax(x, axis=-1):
+    """x - max - log(sum(exp(x - max))) along axis."""
+    return _along_last(x, axis, "log_softmax", True)
+
+
+# ---- cross_entropy ----
+
+def _cross_entropy_reference(logits, target, ignore_index, smoothing, reduction):
+    def loss_of(logits):
+        f = logits.astype(jnp.float32 if logits.dtype != jnp.float64 else jnp.float64)
+        lse = jax.nn.logsumexp(f, axis=-1)
+        keep = target != ignore_index
+        picked = jnp.take_along_axis(f, jnp.where(keep, target, 0)[..., None].astype(jnp.int32), -1)[..., 0]
+        rows = jnp.where(keep, lse - (1 - smoothing) * picked - smoothing * jnp.mean(f, -1), 0.0)
+        if reduction == "none":
+            return rows, rows
+        total = jnp.sum(rows)
+        return (total / jnp.sum(keep) if reduction == "mean" else total), rows
+    if reduction == "none":
+        rows, _ = loss_of(logits)
+        return rows.astype(logits.dtype), None
+    (loss, _), grad = jax.value_and_grad(loss_of, has_aux=True)(logits)
+    return loss.astype(jnp.float32), grad.astype(logits.dtype)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def _cross_entropy(logits, target, ignore_index, smoothing, reduction):
+    return _cross_entropy_with_grad(logits, target, ignore_index, smoothing, reduction)[0]
+
+
+def _cross_entropy_with_grad(logits, target, ignore_index, smoothing, reduction):
+    loss = jax.ShapeDtypeStruct((), jnp.float32)
+    grad = jax.ShapeDtypeStruct(logits.shape, logits.dtype)
+
+    def call(logits, target):
+        return tuple(jax.ffi.ffi_call("lab_cross_entropy", (loss, grad), vmap_method="sequential")(
+            logits, target, ignore_index=np.int64(ignore_index), label_smoothing=np.float64(smoothing),
+            reduction=np.int32(_REDUCTIONS[reduction])))
+    return _on_cuda(call, lambda l, t: _cross_entropy_reference(l, t, ignore_index, smoothing, reduction),
+                    logits, target)
+
+
+def _cross_entropy_forward(logits, target, ignore_index, smoothing, reduction):
+    loss, grad = _cross_entropy_with_grad(logits, target, ignore_index, smoothing, reduction)
+    return loss, (grad, target)
+
+
+def _cross_entropy_backward(ignore_index, smoothing, reduction, saved, upstream):
+    grad, target = saved
+    return (grad * upstream.astype(grad.dtype), np.zeros(target.shape, dtype=jax.dtypes.float0))
+
+
+_cross_entropy.defvjp(_cross_entropy_forward, _cross_entropy_backward)
+
+
+def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+    """The cross-entropy of each row of logits (the last axis: the classes) against its target class,
+    as optax/torch define it with class indices; 'mean' over the rows whose target is not
+    ignore_index, or 'sum'. A float32 number; its gradient is made in the same pass as the loss and
+    only scaled by jax.grad's upstream value."""
+    _float(logits, "cross_entropy", "logits")
+    if logits.ndim == 0 or target.shape != logits.shape[:-1]:
+        raise ValueError(f"cross_entropy(): argument 'target' has shape {target.shape}; it must have shape "
+                         f"{logits.shape[:-1]} (logits' shape without the classes)")
+    if jnp.dtype(target.dtype) not in (jnp.dtype(jnp.int32), jnp.dtype(jnp.int64)):
+        raise TypeError(f"cross_entropy(): argument 'target' has dtype {target.dtype}; class indices are "
+                        f"int32 or int64")
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"cross_entropy(): reduction must be 'mean' or 'sum', got {reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy(): label_smoothing must be in [0, 1], got {label_smoothing}")
+    return _cross_entropy(logits, target, int(ignore_index), float(label_smoothing), reduction)
+
+
+# ---- the rotary embedding ----
+
+def _rope_reference(q, k, cos, sin, interleaved, backward):
+    def turn(x):
+        rotary_dim = cos.shape[-1]
+        j = np.arange(rotary_dim)
+        if interleaved:
+            partner, sign = j ^ 1, np.where(j % 2 == 0, -1.0, 1.0)
+        else:
+            half = rotary_dim // 2
+            partner, sign = np.where(j < half, j + half, j - half), np.where(j < half, -1.0, 1.0)
+        f = _stats_dtype(x.dtype)
+        c = cos.astype(f).reshape((cos.shape[0] if cos.ndim == 3 else 1, 1) + cos.shape[-2:])
+        s = sin.astype(f).reshape(c.shape)
+        head = x[..., :rotary_dim].astype(f)
+        turned = head * c - sign * head[..., partner] * s[..., partner] if backward \
+            else head * c + sign * head[..., partner] * s
+        return jnp.concatenate([turned.astype(x.dtype), x[..., rotary_dim:]], axis=-1)
+    return turn(q), turn(k)
+
+
+def _rope_call(q, k, cos, sin, interleaved, backward):
+    results = (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct(k.shape, k.dtype))
+
+    def target(q, k, cos, sin):
+        return tuple(jax.ffi.ffi_call("lab_rope", results, vmap_method="sequential")(
+            q, k, cos, sin, interleaved=np.int32(interleaved), backward=np.int32(backward)))
+    return _on_cuda(target, lambda q, k, c, s: _rope_reference(q, k, c, s, interleaved, backward), q, k, cos, sin)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(4,))
+def _rope(q, k, cos, sin, interleaved):
+    return _rope_call(q, k, cos, sin, interleaved, False)
+
+
+def _rope_forward(q, k, cos, sin, interleaved):
+    return _rope_call(q, k, cos, sin, interleaved, False), (cos, sin)
+
+
+def _rope_backward(interleaved, saved, grads):
+    cos, sin = saved
+    grad_q, grad_k = _rope_call(grads[0], grads[1], cos, sin, interleaved, True)
+    return grad_q, grad_k, jnp.zeros_like(cos), jnp.zeros_like(sin)
+
+
+_rope.defvjp(_rope_forward, _rope_backward)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, interleaved=False):
+    """q and k (batch, heads, positions, head_dim) - k with its own number of heads - rotated by the
+    angles in cos/sin (batch or 1, positions, rotary_dim), as transformers' apply_rotary_pos_emb; a
+    rotary_dim below head_dim keeps the rest. The tables are constants (their gradient is zero)."""
+    for name, x in (("q", q), ("k", k)):
+        _float(x, "apply_rotary_pos_emb", name)
+        if x.ndim != 4:
+            raise ValueError(f"apply_rotary_pos_emb(): argument '{name}' has {x.ndim} dimensions; it must have 4: "
+                             f"(batch, heads, positions, head_dim)")
+    if k.dtype != q.dtype or k.shape[0] != q.shape[0] or k.shape[2:] != q.shape[2:]:
+        raise ValueError(f"apply_rotary_pos_emb(): argument 'k' has shape {k.shape} and dtype {k.dtype}; it must "
+                         f"have q's batch, positions, head_dim and dtype ({q.shape}, {q.dtype})")
+    want = f"(batch or 1, {q.shape[2]}, C) with C even and at most {q.shape[3]}"
+    if cos.ndim != 3 or cos.shape[0] not in (1, q.shape[0]) or cos.shape[1] != q.shape[2] \
+            or cos.shape[2] % 2 or not 0 < cos.shape[2] <= q.shape[3] or sin.shape != cos.shape:
+        raise ValueError(f"apply_rotary_pos_emb(): cos and sin have shapes {cos.shape} and {sin.shape}; they "
+                         f"must have one shape, {want}")
+    if cos.dtype != sin.dtype or jnp.dtype(cos.dtype) not in (jnp.dtype(q.dtype), jnp.dtype(jnp.float32)):
+        raise TypeError(f"apply_rotary_pos_emb(): cos and sin have dtypes {cos.dtype} and {sin.dtype}; they must "
+                        f"have q's ({q.dtype}) or float32")
+    return _rope(q, k, cos, sin, bool(interleaved))

@@ -1,0 +1,212 @@
+"""lab's XLA FFI handlers (src/binding/xla_ffi.c) called the way XLA calls them, with call frames built
+by hand here (ctypes, the layout of xla/ffi/api/c_api.h) - no jax needed: the metadata query, the API
+version check, stages other than execution, buffers of every kind read into lab's arrays, attributes,
+and every refusal turned into an XLA error carrying the op driver's message. Without a GPU a frame that
+passes every check fails at the first CUDA call, as an XLA error too."""
+import ctypes
+
+import pytest
+
+import lab
+
+HANDLER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+
+
+class Extension(ctypes.Structure):
+    pass
+
+
+Extension._fields_ = [("struct_size", ctypes.c_size_t), ("type", ctypes.c_int), ("next", ctypes.POINTER(Extension))]
+
+
+class ApiVersion(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p),
+                ("major_version", ctypes.c_int), ("minor_version", ctypes.c_int)]
+
+
+class ErrorCreateArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p),
+                ("message", ctypes.c_char_p), ("errc", ctypes.c_int)]
+
+
+class StreamGetArgs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p),
+                ("ctx", ctypes.c_void_p), ("stream", ctypes.c_void_p)]
+
+
+ERROR_CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(ErrorCreateArgs))
+STREAM_GET = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(StreamGetArgs))
+
+
+class Api(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("api_version", ApiVersion),
+                ("internal_api", ctypes.c_void_p), ("error_create", ERROR_CREATE), ("error_get_message", ctypes.c_void_p),
+                ("error_destroy", ctypes.c_void_p), ("handler_register", ctypes.c_void_p), ("stream_get", STREAM_GET)]
+
+
+class Buffer(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("dtype", ctypes.c_int),
+                ("data", ctypes.c_void_p), ("rank", ctypes.c_int64), ("dims", ctypes.POINTER(ctypes.c_int64))]
+
+
+class List(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("size", ctypes.c_int64),
+                ("types", ctypes.POINTER(ctypes.c_int)), ("items", ctypes.POINTER(ctypes.c_void_p))]
+
+
+class ByteSpan(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_char_p), ("len", ctypes.c_size_t)]
+
+
+class Scalar(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_int), ("value", ctypes.c_void_p)]
+
+
+class Attrs(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.c_void_p), ("size", ctypes.c_int64),
+                ("types", ctypes.POINTER(ctypes.c_int)), ("names", ctypes.POINTER(ctypes.POINTER(ByteSpan))),
+                ("attrs", ctypes.POINTER(ctypes.c_void_p))]
+
+
+class CallFrame(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("extension_start", ctypes.POINTER(Extension)),
+                ("api", ctypes.POINTER(Api)), ("ctx", ctypes.c_void_p), ("stage", ctypes.c_int), ("args", List),
+                ("rets", List), ("attrs", Attrs), ("future", ctypes.c_void_p)]
+
+
+class Metadata(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("api_version", ApiVersion), ("traits", ctypes.c_uint32)]
+
+
+class MetadataExtension(ctypes.Structure):
+    _fields_ = [("extension_base", Extension), ("metadata", ctypes.POINTER(Metadata))]
+
+
+F16, BF16, F32, F64, S32, S64, F8 = 10, 16, 11, 12, 4, 5, 19
+EXECUTE = 3
+
+
+class Xla:
+    """A stand-in for XLA's side: the API table (errors are recorded, the stream is 0) and frames."""
+
+    def __init__(self, major=0):
+        self.errors = []
+        self._error_create = ERROR_CREATE(self._record)
+        self._stream_get = STREAM_GET(self._stream)
+        self.api = Api(struct_size=ctypes.sizeof(Api), api_version=ApiVersion(ctypes.sizeof(ApiVersion), None, major, 3),
+                       error_create=self._error_create, stream_get=self._stream_get)
+        self.keep = []
+
+    def _record(self, args):
+        self.errors.append((args.contents.errc, args.contents.message.decode()))
+        return len(self.errors)  # any non-null pointer: XLA's error object
+
+    @staticmethod
+    def _stream(args):
+        args.contents.stream = None
+        return None
+
+    def _list(self, buffers):
+        items = []
+        for dtype, shape in buffers:
+            dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+            buffer = Buffer(ctypes.sizeof(Buffer), None, dtype, 0x7F0000000000 + 0x100000000 * len(self.keep), len(shape),
+                            dims)
+            self.keep += [dims, buffer]
+            items.append(ctypes.cast(ctypes.pointer(buffer), ctypes.c_void_p))
+        types = (ctypes.c_int * max(len(buffers), 1))(*([1] * len(buffers)))
+        pointers = (ctypes.c_void_p * max(len(buffers), 1))(*[i.value for i in items])
+        self.keep += [types, pointers]
+        return List(ctypes.sizeof(List), None, len(buffers), types, pointers)
+
+    def _attrs(self, attributes):
+        names, values, types = [], [], []
+        for name, (dtype, ctype, value, kind) in attributes.items():
+            span = ByteSpan(name.encode(), len(name))
+            stored = ctype(value)
+            scalar = Scalar(dtype, ctypes.cast(ctypes.pointer(stored), ctypes.c_void_p))
+            self.keep += [span, stored, scalar]
+            names.append(ctypes.pointer(span))
+            values.append(ctypes.cast(ctypes.pointer(scalar), ctypes.c_void_p).value)
+            types.append(kind)
+        n = max(len(names), 1)
+        array_names = (ctypes.POINTER(ByteSpan) * n)(*names)
+        array_values = (ctypes.c_void_p * n)(*values)
+        array_types = (ctypes.c_int * n)(*types)
+        self.keep += [array_names, array_values, array_types]
+        return Attrs(ctypes.sizeof(Attrs), None, len(names), array_types, array_names, array_values)
+
+    def call(self, target, args, rets, attributes=None, stage=EXECUTE, extension=None):
+        frame = CallFrame(ctypes.sizeof(CallFrame), extension, ctypes.pointer(self.api), None, stage,
+                          self._list(args), self._list(rets), self._attrs(attributes or {}), None)
+        capsule = lab.lab._xla_ffi_targets()[target]
+        get = ctypes.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = ctypes.c_void_p, (ctypes.py_object, ctypes.c_char_p)
+        result = HANDLER(get(capsule, None))(ctypes.addressof(frame))
+        return result, self.errors[-1] if result else None
+
+
+def f64_attr(value):
+    return (F64, ctypes.c_double, value, 3)
+
+
+def test_every_target_is_offered():
+    assert sorted(lab.lab._xla_ffi_targets()) == ["lab_cross_entropy", "lab_rms_norm", "lab_rms_norm_backward",
+                                                  "lab_rope", "lab_softmax", "lab_softmax_backward"]
+
+
+def test_the_metadata_query_names_the_api_version():
+    metadata = Metadata(ctypes.sizeof(Metadata), ApiVersion(ctypes.sizeof(ApiVersion), None, -1, -1), 99)
+    extension = MetadataExtension(Extension(ctypes.sizeof(MetadataExtension), 1, None), ctypes.pointer(metadata))
+    result, _ = Xla().call("lab_softmax", [], [], extension=ctypes.cast(ctypes.pointer(extension),
+                                                                        ctypes.POINTER(Extension)))
+    assert result is None
+    assert (metadata.api_version.major_version, metadata.api_version.minor_version, metadata.traits) == (0, 1, 0)
+
+
+def test_another_major_version_is_refused():
+    _, (errc, message) = Xla(major=1).call("lab_softmax", [(F32, (2, 3))], [(F32, (2, 3))])
+    assert errc == 13 and "not the version lab was written against" in message
+
+
+def test_stages_before_execution_do_nothing():
+    result, _ = Xla().call("lab_softmax", [], [], stage=1)
+    assert result is None
+
+
+@pytest.mark.skipif(lab.is_available(), reason="with a GPU, the fake pointers are refused as not device memory")
+@pytest.mark.parametrize("target, args, rets, attributes", [
+    ("lab_softmax", [(F32, (4, 7))], [(F32, (4, 7))], {"log": (S32, ctypes.c_int32, 1, 3)}),
+    ("lab_rms_norm", [(BF16, (2, 3, 8)), (BF16, (8,))], [(BF16, (2, 3, 8)), (F32, (2, 3))], {"eps": f64_attr(1e-6)}),
+    ("lab_rms_norm", [(F16, (5, 8))], [(F16, (5, 8)), (F32, (5,))], {}),
+    ("lab_rms_norm_backward", [(F32, (5, 8)), (F32, (5, 8)), (F32, (5,)), (F32, (8,))], [(F32, (5, 8)), (F32, (8,))], {}),
+    ("lab_softmax_backward", [(F64, (3, 9)), (F64, (3, 9))], [(F64, (3, 9))], {}),
+    ("lab_cross_entropy", [(BF16, (6, 11)), (S32, (6,))], [(F32, ()), (BF16, (6, 11))],
+     {"ignore_index": (S64, ctypes.c_int64, -1, 3), "label_smoothing": f64_attr(0.1), "reduction": (S32, ctypes.c_int32, 2, 3)}),
+    ("lab_rope", [(BF16, (2, 4, 5, 8)), (BF16, (2, 2, 5, 8)), (BF16, (2, 5, 8)), (BF16, (2, 5, 8))],
+     [(BF16, (2, 4, 5, 8)), (BF16, (2, 2, 5, 8))], {"interleaved": (S32, ctypes.c_int32, 1, 3)}),
+])
+def test_frames_that_pass_every_check_reach_cuda(target, args, rets, attributes):
+    _, (errc, message) = Xla().call(target, args, rets, attributes)
+    assert errc == 13 and "CUDA" in message, message
+
+
+@pytest.mark.parametrize("target, args, rets, attributes, match", [
+    ("lab_softmax", [(F32, (4, 7))], [(F32, (4, 8))], {}, r"lab_softmax\(\): argument 'out' has shape \(4, 8\)"),
+    ("lab_softmax", [(S32, (4, 7))], [(S32, (4, 7))], {}, r"argument 'x' has dtype int32"),
+    ("lab_softmax", [(F8, (4, 7))], [(F32, (4, 7))], {}, r"argument 'x' has XLA element type 19"),
+    ("lab_softmax", [], [(F32, (4, 7))], {}, r"XLA gave no buffer for 'x'"),
+    ("lab_rms_norm", [(F32, (4, 8)), (F32, (7,))], [(F32, (4, 8)), (F32, (4,))], {},
+     r"argument 'weight' has shape \(7,\)"),
+    ("lab_rms_norm", [(F32, (4, 8))], [(F32, (4, 8)), (F32, (5,))], {}, r"argument 'rstd' has shape \(5,\)"),
+    ("lab_rms_norm", [(F32, (4, 8))], [(F32, (4, 8)), (F32, (4,))], {"eps": (F64, ctypes.c_double, 0.0, 4)},
+     r"attribute 'eps' must be a number"),
+    ("lab_cross_entropy", [(F32, (6, 11)), (F32, (6,))], [(F32, ()), (F32, (6, 11))], {},
+     r"argument 'target' has dtype float32; class indices are int64 or int32"),
+    ("lab_rope", [(F32, (2, 4, 5, 8)), (F32, (2, 2, 5, 8)), (F32, (5, 3)), (F32, (5, 3))],
+     [(F32, (2, 4, 5, 8)), (F32, (2, 2, 5, 8))], {}, r"the rotary dimension is 3"),
+])
+def test_refusals_become_xla_errors_with_the_message(target, args, rets, attributes, match):
+    import re
+    _, (errc, message) = Xla().call(target, args, rets, attributes)
+    assert errc == 3 and re.search(match, message), message
