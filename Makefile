@@ -123,6 +123,7 @@ gpu-bench:
 	$(PYTHON) bench/bench_losses.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_gemm.py --out-dir $(OUT)/bench
 	$(MAKE) --no-print-directory bench-rope BENCH_OUT=$(OUT)/bench
+	$(PYTHON) bench/bench_jax.py --out-dir $(OUT)/bench
 	$(MAKE) --no-print-directory bench-linear-ce BENCH_OUT=$(OUT)/bench
 	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
 
@@ -279,6 +280,7 @@ bench: build
 	$(PYTHON) bench/bench_losses.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_gemm.py --out-dir bench/results/latest
 	$(MAKE) --no-print-directory bench-rope
+	$(PYTHON) bench/bench_jax.py --out-dir bench/results/latest
 	$(MAKE) --no-print-directory bench-linear-ce
 
 # The peers that are pure Python over Triton (Liger-Kernel, Cut Cross-Entropy): where they are not

@@ -15,6 +15,13 @@ import lab.jax as ljax  # noqa: E402
 RNG = np.random.default_rng(0)
 
 
+@pytest.fixture(autouse=True)
+def on_the_cpu():
+    """The jax.numpy path, also on a machine with a GPU (tests/test_jax_gpu.py runs lab's kernels)."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 def rand(*shape, dtype=jnp.float64):
     return jnp.asarray(RNG.standard_normal(shape), dtype)
 
