@@ -236,7 +236,7 @@ int lab_raise_partial_overlap(const char *in_name, const char *out_name, const c
 }
 
 int lab_check_written_apart(const lab_array *const *arrays, const char *const *names, const int *written,
-                            const int *in_place_ok, int count, const char *func) {
+                            const int *in_place_group, int count, const char *func) {
     for (int i = 0; i < count; i++) {
         if (!written[i]) continue;
         if (lab_check_writable(arrays[i], func, names[i]) < 0 ||
@@ -248,7 +248,8 @@ int lab_check_written_apart(const lab_array *const *arrays, const char *const *n
                 lab_disjoint_views(arrays[i], arrays[j])) {
                 continue;
             }
-            if (!written[j] && in_place_ok && in_place_ok[i] && in_place_ok[j]) {
+            if (!written[j] && in_place_group && in_place_group[i] &&
+                in_place_group[i] == in_place_group[j]) {
                 if (!lab_partially_overlap(arrays[j], arrays[i])) continue; /* the same view: in place */
                 return lab_raise_partial_overlap(names[j], names[i], func);
             }

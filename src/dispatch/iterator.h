@@ -76,9 +76,10 @@ int lab_raise_partial_overlap(const char *in_name, const char *out_name, const c
 
 /* The written arrays among `count` operands: writable, no element written twice, and sharing memory
  * with no other operand - except an operand only read whose very view a written one is, where both
- * allow it (in_place_ok, NULL: none does): an update in place. A partial overlap there is the
+ * are in one in-place group (in_place_group: 0 for none, equal nonzero numbers for operands that may
+ * be one view; NULL: no operand may): an update in place. A partial overlap there is the
  * partial-overlap error. 0, or -1 with ValueError naming both arguments. */
 int lab_check_written_apart(const lab_array *const *arrays, const char *const *names, const int *written,
-                            const int *in_place_ok, int count, const char *func);
+                            const int *in_place_group, int count, const char *func);
 
 #endif

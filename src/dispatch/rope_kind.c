@@ -117,31 +117,23 @@ static int check_tables(const lab_rope_call *c, const char *func, int64_t *rotar
     return 0;
 }
 
-/* The outputs: writable, apart from every operand but their own input (in place), which a kernel
- * thread reads before it writes. An output that is the other tensor's input is refused too: the two
- * tensors are rotated by different threads at once. */
+/* The outputs: writable, apart from every operand but their own input (in place: a kernel thread
+ * reads a pair before it writes it). q and k are each their own in-place group, so an output that is
+ * the other tensor's input is refused: the two tensors are rotated by different threads at once. */
 static int check_written(const lab_rope_call *c, const char *func) {
     const lab_array *all[6];
     const char *names[6];
-    int written[6], in_place_ok[6], count = 0;
+    int written[6], in_place_group[6], count = 0;
     for (int t = 0; t < 2; t++) {
         if (!c->x[t]) continue;
-        all[count] = c->x[t], names[count] = c->x_names[t], written[count] = 0, in_place_ok[count++] = 1;
-        all[count] = c->out[t], names[count] = c->out_names[t], written[count] = 1, in_place_ok[count++] = 1;
+        all[count] = c->x[t], names[count] = c->x_names[t], written[count] = 0,
+        in_place_group[count++] = 1 + t;
+        all[count] = c->out[t], names[count] = c->out_names[t], written[count] = 1,
+        in_place_group[count++] = 1 + t;
     }
-    all[count] = c->cos, names[count] = "cos", written[count] = 0, in_place_ok[count++] = 0;
-    all[count] = c->sin, names[count] = "sin", written[count] = 0, in_place_ok[count++] = 0;
-    if (lab_check_written_apart(all, names, written, in_place_ok, count, func) < 0) return -1;
-    for (int t = 0; c->x[1] && t < 2; t++) {
-        const lab_array *out = c->out[t], *other = c->x[1 - t];
-        if (lab_share_memory(out, other) && !lab_disjoint_views(out, other)) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s(): arguments '%s' and '%s' share memory; '%s' is written, so they must not",
-                         func, c->out_names[t], c->x_names[1 - t], c->out_names[t]);
-            return -1;
-        }
-    }
-    return 0;
+    all[count] = c->cos, names[count] = "cos", written[count] = 0, in_place_group[count++] = 0;
+    all[count] = c->sin, names[count] = "sin", written[count] = 0, in_place_group[count++] = 0;
+    return lab_check_written_apart(all, names, written, in_place_group, count, func);
 }
 
 /* One tensor's rows: (batch, heads, positions) with the byte strides of x, out, cos and sin, ordered

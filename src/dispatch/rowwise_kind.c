@@ -124,7 +124,7 @@ static int check_operands(const lab_rowwise_call *c, const char *func) {
 static int check_outputs(const lab_rowwise_call *c, const char *func) {
     const lab_array *all[LAB_ROW_OPERANDS + LAB_COL_OPERANDS];
     const char *names[LAB_ROW_OPERANDS + LAB_COL_OPERANDS];
-    int written[LAB_ROW_OPERANDS + LAB_COL_OPERANDS], row_sized[LAB_ROW_OPERANDS + LAB_COL_OPERANDS];
+    int written[LAB_ROW_OPERANDS + LAB_COL_OPERANDS], in_place_group[LAB_ROW_OPERANDS + LAB_COL_OPERANDS];
     int count = 0;
     for (int k = 0; k < LAB_ROW_OPERANDS + LAB_COL_OPERANDS; k++) {
         const int is_row = k < LAB_ROW_OPERANDS;
@@ -134,10 +134,10 @@ static int check_outputs(const lab_rowwise_call *c, const char *func) {
         names[count] = is_row ? c->row_names[k] : c->col_names[k - LAB_ROW_OPERANDS];
         written[count] = is_row ? lab_row_operand_written(c->op, (lab_row_operand)k)
                                 : lab_col_operand_written((lab_col_operand)(k - LAB_ROW_OPERANDS));
-        row_sized[count] = is_row && !is_per_row(k);
+        in_place_group[count] = is_row && !is_per_row(k); /* any row operand may be a row input's view */
         count++;
     }
-    return lab_check_written_apart(all, names, written, row_sized, count, func);
+    return lab_check_written_apart(all, names, written, in_place_group, count, func);
 }
 
 /* The leading dimensions (all but the row's), each operand's byte strides along them, merged where
