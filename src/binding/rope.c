@@ -73,17 +73,14 @@ static PyObject *run_rope(PyObject *module, int backward, PyObject *const *args,
                                     [OUT0] = &description.out[0], [OUT1] = &description.out[1]};
     lab_op_call call = {.func = func, .description = &description};
     if (lab_parse_stream_arg(state, slots[STREAM], func, &call.stream) < 0) return NULL;
-    /* written operands first: the first decides the launch stream */
-    static const int order[] = {OUT0, OUT1, X0, X1, COS, SIN};
-    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
-        const int slot = order[i];
+    for (int slot = X0; slot <= OUT1; slot++) {
         if ((slot == X1 || slot == OUT1) && slots[slot] == Py_None) continue; /* left out together */
         if (lab_read_array(state, slots[slot], func, names[slot], &arrays[slot]) < 0) return NULL;
         *fields[slot] = &arrays[slot];
-        lab_op_call_add(&call, names[slot], &arrays[slot], 1, 0, slot == OUT0 || slot == OUT1);
     }
     description.x_names[0] = names[X0], description.x_names[1] = names[X1];
     description.out_names[0] = names[OUT0], description.out_names[1] = names[OUT1];
+    lab_rope_add_operands(&call, &description);
     if (lab_run_op(&state->dispatch, &lab_rope_kind, &call) < 0) return NULL;
     return PyTuple_Pack(2, slots[OUT0], slots[OUT1]);
 }

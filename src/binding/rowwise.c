@@ -239,21 +239,7 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
 
     lab_op_call call = {.func = func, .description = &description};
     if (lab_parse_stream_arg(state, stream_obj, func, &call.stream) < 0) return NULL;
-    /* written operands first: the first decides the launch stream */
-    for (int pass = 0; pass < 2; pass++) {
-        for (int k = 0; k < LAB_ROW_OPERANDS; k++) {
-            const int written = lab_row_operand_written(f->op, (lab_row_operand)k);
-            if (description.rows[k] && written == !pass) {
-                lab_op_call_add(&call, description.row_names[k], description.rows[k], 1, 0, written);
-            }
-        }
-        for (int k = 0; k < LAB_COL_OPERANDS; k++) {
-            const int written = lab_col_operand_written((lab_col_operand)k);
-            if (description.cols[k] && written == !pass) {
-                lab_op_call_add(&call, description.col_names[k], description.cols[k], 1, 0, written);
-            }
-        }
-    }
+    lab_rowwise_add_operands(&call, &description);
     if (lab_run_op(&state->dispatch, &lab_rowwise_kind, &call) < 0) return NULL;
     if (f->returns == RETURN_LOSS) return Py_NewRef(loss_obj);
     if (f->returns == RETURN_OUT_PAIR) return PyTuple_Pack(2, out_obj, grad_up_obj);

@@ -106,20 +106,20 @@ static int read_attr(ffi_call *f, const char *name, double fallback, double *val
     return 0;
 }
 
-/* Runs a planned description through the op driver on XLA's stream. The groups: written first. */
-static int run(ffi_call *f, const lab_op_kind *kind, void *description, lab_array *const *arrays,
-               const char *const *names, const int *written, int count) {
+/* The op driver's call for this frame: XLA's stream is the launch stream. */
+static lab_op_call ffi_op_call(ffi_call *f, void *description) {
     lab_op_call call = {.func = f->func, .description = description};
     call.stream.given = 1;
     call.stream.handle = f->stream;
-    for (int pass = 1; pass >= 0; pass--) {
-        for (int i = 0; i < count; i++) {
-            if (arrays[i] && written[i] == pass) {
-                lab_op_call_add(&call, names[i], arrays[i], 1, 0, written[i]);
-            }
-        }
-    }
-    return lab_run_op(&lab_get_state(ffi_module)->dispatch, kind, &call);
+    return call;
+}
+
+/* Runs a row-wise description (its arrays and names filled) through the op driver. */
+static int run_rowwise(ffi_call *f, lab_rowwise_call *d) {
+    d->axis = d->rows[LAB_ROW_X]->ndim - 1;
+    lab_op_call call = ffi_op_call(f, d);
+    lab_rowwise_add_operands(&call, d);
+    return lab_run_op(&lab_get_state(ffi_module)->dispatch, &lab_rowwise_kind, &call);
 }
 
 /* ---- the ops ---- */
@@ -135,14 +135,9 @@ static int rms_norm(ffi_call *f) {
         !(d.rows[LAB_ROW_RSTD] = read_buffer(f, rets, 1, "rstd"))) {
         return -1;
     }
-    d.axis = d.rows[LAB_ROW_X]->ndim - 1;
     d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_OUT] = "out", d.row_names[LAB_ROW_RSTD] = "rstd";
     d.col_names[LAB_COL_WEIGHT] = "weight";
-    lab_array *const arrays[] = {d.rows[LAB_ROW_OUT], d.rows[LAB_ROW_RSTD], d.rows[LAB_ROW_X],
-                                 d.cols[LAB_COL_WEIGHT]};
-    const char *const names[] = {"out", "rstd", "x", "weight"};
-    const int written[] = {1, 1, 0, 0};
-    return run(f, &lab_rowwise_kind, &d, arrays, names, written, 4);
+    return run_rowwise(f, &d);
 }
 
 /* lab_rms_norm_backward: (grad_out, x, rstd[, weight]) -> (grad_x[, grad_weight]). */
@@ -157,15 +152,10 @@ static int rms_norm_backward(ffi_call *f) {
         (rets->size > 1 && !(d.cols[LAB_COL_GRAD_WEIGHT] = read_buffer(f, rets, 1, "grad_weight")))) {
         return -1;
     }
-    d.axis = d.rows[LAB_ROW_X]->ndim - 1;
     d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_RSTD] = "rstd";
     d.row_names[LAB_ROW_OUT] = "grad_x", d.col_names[LAB_COL_WEIGHT] = "weight";
     d.col_names[LAB_COL_GRAD_WEIGHT] = "grad_weight";
-    lab_array *const arrays[] = {d.rows[LAB_ROW_OUT], d.cols[LAB_COL_GRAD_WEIGHT], d.rows[LAB_ROW_GRAD],
-                                 d.rows[LAB_ROW_X],   d.rows[LAB_ROW_RSTD],        d.cols[LAB_COL_WEIGHT]};
-    const char *const names[] = {"grad_x", "grad_weight", "grad_out", "x", "rstd", "weight"};
-    const int written[] = {1, 1, 0, 0, 0, 0};
-    return run(f, &lab_rowwise_kind, &d, arrays, names, written, 6);
+    return run_rowwise(f, &d);
 }
 
 /* lab_softmax: (x) -> (out); attribute log (1: log_softmax). Over the last dimension. */
@@ -177,12 +167,8 @@ static int softmax(ffi_call *f) {
         !(d.rows[LAB_ROW_OUT] = read_buffer(f, &f->frame->rets, 0, "out"))) {
         return -1;
     }
-    d.axis = d.rows[LAB_ROW_X]->ndim - 1;
     d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_OUT] = "out";
-    lab_array *const arrays[] = {d.rows[LAB_ROW_OUT], d.rows[LAB_ROW_X]};
-    const char *const names[] = {"out", "x"};
-    const int written[] = {1, 0};
-    return run(f, &lab_rowwise_kind, &d, arrays, names, written, 2);
+    return run_rowwise(f, &d);
 }
 
 /* lab_softmax_backward: (grad_out, y) -> (grad_x); attribute log. */
@@ -195,12 +181,8 @@ static int softmax_backward(ffi_call *f) {
         !(d.rows[LAB_ROW_OUT] = read_buffer(f, &f->frame->rets, 0, "grad_x"))) {
         return -1;
     }
-    d.axis = d.rows[LAB_ROW_X]->ndim - 1;
     d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "y", d.row_names[LAB_ROW_OUT] = "grad_x";
-    lab_array *const arrays[] = {d.rows[LAB_ROW_OUT], d.rows[LAB_ROW_GRAD], d.rows[LAB_ROW_X]};
-    const char *const names[] = {"grad_x", "grad_out", "y"};
-    const int written[] = {1, 0, 0};
-    return run(f, &lab_rowwise_kind, &d, arrays, names, written, 3);
+    return run_rowwise(f, &d);
 }
 
 /* lab_cross_entropy: (logits, target) -> (loss[, grad]); attributes ignore_index, label_smoothing,
@@ -225,14 +207,9 @@ static int cross_entropy(ffi_call *f) {
         (rets->size > 1 && !(d.rows[LAB_ROW_OUT] = read_buffer(f, rets, 1, "grad")))) {
         return -1;
     }
-    d.axis = d.rows[LAB_ROW_X]->ndim - 1;
     d.row_names[LAB_ROW_X] = "logits", d.row_names[LAB_ROW_TARGET] = "target";
     d.row_names[LAB_ROW_LOSS] = "loss", d.row_names[LAB_ROW_OUT] = "grad";
-    lab_array *const arrays[] = {d.rows[LAB_ROW_LOSS], d.rows[LAB_ROW_OUT], d.rows[LAB_ROW_X],
-                                 d.rows[LAB_ROW_TARGET]};
-    const char *const names[] = {"loss", "grad", "logits", "target"};
-    const int written[] = {1, 1, 0, 0};
-    return run(f, &lab_rowwise_kind, &d, arrays, names, written, 4);
+    return run_rowwise(f, &d);
 }
 
 /* lab_rope: (q, k, cos, sin) -> (q_out, k_out); attributes interleaved, backward, rotary_dim (-1: the
@@ -253,10 +230,9 @@ static int rope(ffi_call *f) {
         return -1;
     }
     d.x_names[0] = "q", d.x_names[1] = "k", d.out_names[0] = "q_out", d.out_names[1] = "k_out";
-    lab_array *const arrays[] = {d.out[0], d.out[1], d.x[0], d.x[1], d.cos, d.sin};
-    const char *const names[] = {"q_out", "k_out", "q", "k", "cos", "sin"};
-    const int written[] = {1, 1, 0, 0, 0, 0};
-    return run(f, &lab_rope_kind, &d, arrays, names, written, 6);
+    lab_op_call call = ffi_op_call(f, &d);
+    lab_rope_add_operands(&call, &d);
+    return lab_run_op(&lab_get_state(ffi_module)->dispatch, &lab_rope_kind, &call);
 }
 
 /* ---- the handler every target shares ---- */

@@ -211,6 +211,17 @@ static int plan(lab_op_call *call) {
     return rows > 0 && l->head_dim > 0;
 }
 
+void lab_rope_add_operands(lab_op_call *call, lab_rope_call *c) {
+    for (int t = 0; t < 2; t++) {
+        if (c->out[t]) lab_op_call_add(call, c->out_names[t], c->out[t], 1, 0, 1);
+    }
+    for (int t = 0; t < 2; t++) {
+        if (c->x[t]) lab_op_call_add(call, c->x_names[t], c->x[t], 1, 0, 0);
+    }
+    lab_op_call_add(call, "cos", c->cos, 1, 0, 0);
+    lab_op_call_add(call, "sin", c->sin, 1, 0, 0);
+}
+
 static void launch(lab_op_call *call, lab_launch_scope *scope) {
     const lab_rope_call *c = call->description;
     lab_launch_scope_step(scope, "kernel launch", lab_launch_rope(&c->launch, scope->streams.launch));

@@ -25,6 +25,10 @@ typedef struct {
     lab_rope_launch launch;
 } lab_rope_call;
 
+/* Adds the description's arrays to the call, the outputs first (the first decides the launch stream):
+ * what both faces of the op (lab.rope, the XLA FFI handler) do. */
+void lab_rope_add_operands(lab_op_call *call, lab_rope_call *c);
+
 extern const lab_op_kind lab_rope_kind;
 
 #endif

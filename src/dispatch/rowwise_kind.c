@@ -20,6 +20,23 @@ int lab_row_operand_written(lab_row_op op, lab_row_operand k) {
 
 int lab_col_operand_written(lab_col_operand k) { return k == LAB_COL_GRAD_WEIGHT || k == LAB_COL_GRAD_BIAS; }
 
+void lab_rowwise_add_operands(lab_op_call *call, lab_rowwise_call *c) {
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k = 0; k < LAB_ROW_OPERANDS; k++) {
+            const int written = lab_row_operand_written(c->op, (lab_row_operand)k);
+            if (c->rows[k] && written == !pass) {
+                lab_op_call_add(call, c->row_names[k], c->rows[k], 1, 0, written);
+            }
+        }
+        for (int k = 0; k < LAB_COL_OPERANDS; k++) {
+            const int written = lab_col_operand_written((lab_col_operand)k);
+            if (c->cols[k] && written == !pass) {
+                lab_op_call_add(call, c->col_names[k], c->cols[k], 1, 0, written);
+            }
+        }
+    }
+}
+
 /* Operands with one value per row: the input's shape less the row dimension. */
 static int is_per_row(int k) {
     return k == LAB_ROW_MEAN || k == LAB_ROW_RSTD || k == LAB_ROW_TARGET || k == LAB_ROW_LOSS;

@@ -38,6 +38,10 @@ typedef struct {
 int lab_row_operand_written(lab_row_op op, lab_row_operand k);
 int lab_col_operand_written(lab_col_operand k);
 
+/* Adds the description's arrays to the call, the written ones first (the first decides the launch
+ * stream): what every face of the row-wise ops (the Python functions, the XLA FFI handlers) does. */
+void lab_rowwise_add_operands(lab_op_call *call, lab_rowwise_call *c);
+
 extern const lab_op_kind lab_rowwise_kind;
 
 #endif
