@@ -14,9 +14,9 @@ exactly as a call from Python does. Gradients are jax.custom_vjp rules calling l
 
 Where the computation is not on a CUDA device (jax on a CPU), each function is the same formula in
 jax.numpy (jax.lax.platform_dependent picks per platform at lowering), so code written with lab.jax
-runs anywhere jax does; lab's kernels run only on the GPU. vmap: softmax and rms_norm without a
+runs anywhere jax does; lab's kernels run only on the GPU. vmap: softmax and the norms without a
 weight work over the last axis with any leading ones, so a mapped axis is one more leading axis
-(vmap_method="broadcast_all", one launch); rms_norm with a weight, cross_entropy and the rotary
+(vmap_method="broadcast_all", one launch); the norms with a weight, cross_entropy and the rotary
 embedding run once per mapped element (vmap_method="sequential")."""
 from functools import partial
 
@@ -134,6 +134,98 @@ def rms_norm(x, weight=None, eps=None):
     if not eps >= 0:
         raise ValueError(f"rms_norm(): argument 'eps' must be >= 0, got {eps}")
     return _rms_norm(x, weight, eps)
+
+
+# ---- layer_norm ----
+
+def _layer_norm_reference(x, weight, bias, eps):
+    xf = x.astype(_stats_dtype(x.dtype))
+    mean = jnp.mean(xf, axis=-1)
+    rstd = jax.lax.rsqrt(jnp.mean(jnp.square(xf - mean[..., None]), axis=-1) + eps)
+    out = (xf - mean[..., None]) * rstd[..., None]
+    if weight is not None:
+        out = out * weight.astype(xf.dtype)
+    if bias is not None:
+        out = out + bias.astype(xf.dtype)
+    return out.astype(x.dtype), mean, rstd
+
+
+def _layer_norm_call(x, weight, bias, eps):
+    stats = jax.ShapeDtypeStruct(x.shape[:-1], _stats_dtype(x.dtype))
+    results = (jax.ShapeDtypeStruct(x.shape, x.dtype), stats, stats)
+    args = (x,) + tuple(t for t in (weight, bias) if t is not None)
+
+    def target(*args):
+        return tuple(jax.ffi.ffi_call("lab_layer_norm", results, vmap_method=_vmap_method(weight))(
+            *args, eps=np.float64(eps)))
+    return _on_cuda(target, lambda *args: _layer_norm_reference(x=args[0], weight=weight if weight is None else args[1],
+                                                                bias=None if bias is None else args[-1], eps=eps),
+                    *args)
+
+
+def _layer_norm_backward_reference(grad, x, mean, rstd, weight, with_bias):
+    f = rstd.dtype
+    xhat = (x.astype(f) - mean[..., None]) * rstd[..., None]
+    g = grad.astype(f) * (1.0 if weight is None else weight.astype(f))
+    grad_x = rstd[..., None] * (g - jnp.mean(g, -1, keepdims=True) - xhat * jnp.mean(g * xhat, -1, keepdims=True))
+    rows = grad.astype(f).reshape(-1, x.shape[-1])
+    grad_w = None if weight is None else jnp.sum(rows * xhat.reshape(rows.shape), 0).astype(weight.dtype)
+    grad_b = jnp.sum(rows, 0).astype(x.dtype) if with_bias else None
+    return grad_x.astype(x.dtype), grad_w, grad_b
+
+
+def _layer_norm_backward_call(grad, x, mean, rstd, weight, with_bias):
+    results = [jax.ShapeDtypeStruct(x.shape, x.dtype)]
+    args = (grad, x, mean, rstd) + (() if weight is None else (weight,))
+    if weight is not None:  # with a weight, lab writes the bias gradient beside its own (a bias comes with one)
+        results += [jax.ShapeDtypeStruct(weight.shape, weight.dtype)] * 2
+
+    def target(*args):
+        out = jax.ffi.ffi_call("lab_layer_norm_backward", tuple(results), vmap_method=_vmap_method(weight))(*args)
+        return out[0], (out[1] if weight is not None else None), (out[2] if weight is not None and with_bias else None)
+    return _on_cuda(target, lambda *a: _layer_norm_backward_reference(a[0], a[1], a[2], a[3], weight if weight is None
+                                                                      else a[4], with_bias), *args)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(3,))
+def _layer_norm(x, weight, bias, eps):
+    return _layer_norm_call(x, weight, bias, eps)[0]
+
+
+def _layer_norm_forward(x, weight, bias, eps):
+    out, mean, rstd = _layer_norm_call(x, weight, bias, eps)
+    return out, (x, weight, bias is not None, mean, rstd)
+
+
+def _layer_norm_backward(eps, saved, grad):
+    x, weight, with_bias, mean, rstd = saved
+    grad_x, grad_w, grad_b = _layer_norm_backward_call(grad, x, mean, rstd, weight, with_bias)
+    return grad_x, grad_w, (grad_b.astype(x.dtype) if with_bias else None)
+
+
+_layer_norm.defvjp(_layer_norm_forward, _layer_norm_backward)
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (the population variance, as
+    torch.nn.functional.layer_norm and flax's LayerNorm). weight, bias: (x.shape[-1],) in x's dtype, or
+    None."""
+    _float(x, "layer_norm", "x")
+    if x.ndim == 0:
+        raise ValueError("layer_norm(): argument 'x' is 0-dimensional; it needs an axis to normalize")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is None:
+            continue
+        if t.shape != (x.shape[-1],):
+            raise ValueError(f"layer_norm(): argument '{name}' has shape {t.shape}; it must have shape "
+                             f"({x.shape[-1]},) (x's last axis)")
+        if t.dtype != x.dtype:
+            raise TypeError(f"layer_norm(): argument '{name}' has dtype {t.dtype}; it must have x's, {x.dtype}")
+    if bias is not None and weight is None:
+        weight = jnp.ones_like(bias)  # lab's kernel takes a bias with a weight
+    if not float(eps) >= 0:
+        raise ValueError(f"layer_norm(): argument 'eps' must be >= 0, got {eps}")
+    return _layer_norm(x, weight, bias, float(eps))
 
 
 # ---- softmax, log_softmax ----

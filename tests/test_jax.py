@@ -53,6 +53,22 @@ def test_values_and_gradients_on_the_cpu():
     np.testing.assert_allclose(jax.grad(lambda x: (ljax.rms_norm(x) ** 3).sum())(x),
                                jax.grad(lambda x: (plain_rms_norm(x, 1.0, jnp.finfo(x.dtype).eps) ** 3).sum())(x),
                                rtol=1e-9, atol=1e-12)
+    b = rand(16)
+
+    def plain_layer_norm(x, w, b):
+        mean = x.mean(-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + 1e-5) * w + b
+    for args, plain_args in (((w, b), (w, b)), ((w, None), (w, 0.0)), ((None, b), (1.0, b)), ((None, None), (1.0, 0.0))):
+        np.testing.assert_allclose(ljax.layer_norm(x, *args), plain_layer_norm(x, *plain_args), rtol=1e-10, atol=1e-12)
+        given = [i for i, a in enumerate(args) if a is not None]
+        got = jax.grad(lambda x, *p: (ljax.layer_norm(x, *[p[given.index(i)] if i in given else None
+                                                            for i in range(2)]) ** 3).sum(),
+                       tuple(range(1 + len(given))))(x, *[args[i] for i in given])
+        want = jax.grad(lambda x, *p: (plain_layer_norm(x, *[p[given.index(i)] if i in given else plain_args[i]
+                                                             for i in range(2)]) ** 3).sum(),
+                        tuple(range(1 + len(given))))(x, *[args[i] for i in given])
+        for a, c in zip(got, want):
+            np.testing.assert_allclose(a, c, rtol=1e-8, atol=1e-10)
     for ours, theirs in ((ljax.softmax, jax.nn.softmax), (ljax.log_softmax, jax.nn.log_softmax)):
         for axis in (-1, 1):
             np.testing.assert_allclose(ours(x, axis), theirs(x, axis=axis), rtol=1e-12)
@@ -99,6 +115,8 @@ def test_lowered_for_cuda_each_function_is_an_ffi_call_to_lab():
     assert "stablehlo.custom_call @lab_rms_norm" in text and "eps = 1.000000e-05 : f64" in text
     text = cuda_text(jax.grad(lambda x, w: ljax.rms_norm(x, w).astype(jnp.float32).sum(), (0, 1)), x, w)
     assert "@lab_rms_norm(" in text and "@lab_rms_norm_backward(" in text
+    text = cuda_text(jax.grad(lambda x, w: ljax.layer_norm(x, w, w).astype(jnp.float32).sum(), (0, 1)), x, w)
+    assert "@lab_layer_norm(" in text and "@lab_layer_norm_backward(" in text
     text = cuda_text(jax.grad(lambda x: ljax.log_softmax(x).astype(jnp.float32).sum()), x)
     assert "@lab_softmax(" in text and "@lab_softmax_backward(" in text and "log = 1 : i32" in text
     target = jnp.asarray([1, 2, 3, 4])
@@ -118,6 +136,7 @@ def test_lowered_for_cuda_each_function_is_an_ffi_call_to_lab():
     (lambda: ljax.rms_norm(jnp.zeros((4, 8)), jnp.zeros(8, jnp.float32)), TypeError, r"argument 'weight' has dtype"),
     (lambda: ljax.rms_norm(jnp.zeros((4, 8)), eps=-1.0), ValueError, r"'eps' must be >= 0"),
     (lambda: ljax.softmax(jnp.zeros((4, 8)), axis=2), ValueError, r"softmax\(\): axis 2 is out of range"),
+    (lambda: ljax.layer_norm(jnp.zeros((4, 8)), None, jnp.zeros(9)), ValueError, r"argument 'bias' has shape \(9,\)"),
     (lambda: ljax.cross_entropy(jnp.zeros((4, 8)), jnp.zeros((5,), jnp.int32)), ValueError,
      r"argument 'target' has shape \(5,\); it must have shape \(4,\)"),
     (lambda: ljax.cross_entropy(jnp.zeros((4, 8)), jnp.zeros((4,))), TypeError, r"class indices are int32 or int64"),

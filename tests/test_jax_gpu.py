@@ -29,6 +29,10 @@ def test_rms_norm_softmax_in_jit(dtype, rtol):
     xf, wf = np.asarray(x, np.float64), np.asarray(w, np.float64)
     want = xf / np.sqrt((xf ** 2).mean(-1, keepdims=True) + 1e-6) * wf
     np.testing.assert_allclose(np.asarray(out, np.float64), want, rtol=rtol, atol=rtol)
+    normed = jax.jit(lambda x, w: ljax.layer_norm(x, w, w))(x, w)
+    centred = xf - xf.mean(-1, keepdims=True)
+    want = centred / np.sqrt((centred ** 2).mean(-1, keepdims=True) + 1e-5) * wf + wf
+    np.testing.assert_allclose(np.asarray(normed, np.float64), want, rtol=rtol, atol=rtol * 4)
     soft = jax.jit(ljax.softmax)(x)
     e = np.exp(xf - xf.max(-1, keepdims=True))
     np.testing.assert_allclose(np.asarray(soft, np.float64), e / e.sum(-1, keepdims=True), rtol=rtol, atol=1e-6)

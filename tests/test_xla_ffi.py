@@ -151,8 +151,9 @@ def f64_attr(value):
 
 
 def test_every_target_is_offered():
-    assert sorted(lab.lab._xla_ffi_targets()) == ["lab_cross_entropy", "lab_rms_norm", "lab_rms_norm_backward",
-                                                  "lab_rope", "lab_softmax", "lab_softmax_backward"]
+    assert sorted(lab.lab._xla_ffi_targets()) == ["lab_cross_entropy", "lab_layer_norm", "lab_layer_norm_backward",
+                                                  "lab_rms_norm", "lab_rms_norm_backward", "lab_rope", "lab_softmax",
+                                                  "lab_softmax_backward"]
 
 
 def test_the_metadata_query_names_the_api_version():
@@ -181,6 +182,10 @@ def test_stages_before_execution_do_nothing():
     ("lab_rms_norm", [(F16, (5, 8))], [(F16, (5, 8)), (F32, (5,))], {}),
     ("lab_rms_norm_backward", [(F32, (5, 8)), (F32, (5, 8)), (F32, (5,)), (F32, (8,))], [(F32, (5, 8)), (F32, (8,))], {}),
     ("lab_softmax_backward", [(F64, (3, 9)), (F64, (3, 9))], [(F64, (3, 9))], {}),
+    ("lab_layer_norm", [(BF16, (5, 8)), (BF16, (8,)), (BF16, (8,))], [(BF16, (5, 8)), (F32, (5,)), (F32, (5,))],
+     {"eps": f64_attr(1e-5)}),
+    ("lab_layer_norm_backward", [(F32, (5, 8)), (F32, (5, 8)), (F32, (5,)), (F32, (5,)), (F32, (8,))],
+     [(F32, (5, 8)), (F32, (8,)), (F32, (8,))], {}),
     ("lab_cross_entropy", [(BF16, (6, 11)), (S32, (6,))], [(F32, ()), (BF16, (6, 11))],
      {"ignore_index": (S64, ctypes.c_int64, -1, 3), "label_smoothing": f64_attr(0.1), "reduction": (S32, ctypes.c_int32, 2, 3)}),
     ("lab_rope", [(BF16, (2, 4, 5, 8)), (BF16, (2, 2, 5, 8)), (BF16, (2, 5, 8)), (BF16, (2, 5, 8))],

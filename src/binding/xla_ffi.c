@@ -158,6 +158,46 @@ static int rms_norm_backward(ffi_call *f) {
     return run_rowwise(f, &d);
 }
 
+/* lab_layer_norm: (x[, weight[, bias]]) -> (out, mean, rstd); attribute eps. */
+static int layer_norm(ffi_call *f) {
+    const lab_xla_ffi_list *args = &f->frame->args, *rets = &f->frame->rets;
+    lab_rowwise_call d = {.op = LAB_ROW_LAYER_NORM};
+    if (read_attr(f, "eps", 1e-5, &d.eps) < 0) return -1;
+    if (!(d.rows[LAB_ROW_X] = read_buffer(f, args, 0, "x")) ||
+        (args->size > 1 && !(d.cols[LAB_COL_WEIGHT] = read_buffer(f, args, 1, "weight"))) ||
+        (args->size > 2 && !(d.cols[LAB_COL_BIAS] = read_buffer(f, args, 2, "bias"))) ||
+        !(d.rows[LAB_ROW_OUT] = read_buffer(f, rets, 0, "out")) ||
+        !(d.rows[LAB_ROW_MEAN] = read_buffer(f, rets, 1, "mean")) ||
+        !(d.rows[LAB_ROW_RSTD] = read_buffer(f, rets, 2, "rstd"))) {
+        return -1;
+    }
+    d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_OUT] = "out";
+    d.row_names[LAB_ROW_MEAN] = "mean", d.row_names[LAB_ROW_RSTD] = "rstd";
+    d.col_names[LAB_COL_WEIGHT] = "weight", d.col_names[LAB_COL_BIAS] = "bias";
+    return run_rowwise(f, &d);
+}
+
+/* lab_layer_norm_backward: (grad_out, x, mean, rstd[, weight]) -> (grad_x[, grad_weight, grad_bias]). */
+static int layer_norm_backward(ffi_call *f) {
+    const lab_xla_ffi_list *args = &f->frame->args, *rets = &f->frame->rets;
+    lab_rowwise_call d = {.op = LAB_ROW_LAYER_NORM_BACKWARD};
+    if (!(d.rows[LAB_ROW_GRAD] = read_buffer(f, args, 0, "grad_out")) ||
+        !(d.rows[LAB_ROW_X] = read_buffer(f, args, 1, "x")) ||
+        !(d.rows[LAB_ROW_MEAN] = read_buffer(f, args, 2, "mean")) ||
+        !(d.rows[LAB_ROW_RSTD] = read_buffer(f, args, 3, "rstd")) ||
+        (args->size > 4 && !(d.cols[LAB_COL_WEIGHT] = read_buffer(f, args, 4, "weight"))) ||
+        !(d.rows[LAB_ROW_OUT] = read_buffer(f, rets, 0, "grad_x")) ||
+        (rets->size > 1 && !(d.cols[LAB_COL_GRAD_WEIGHT] = read_buffer(f, rets, 1, "grad_weight"))) ||
+        (rets->size > 2 && !(d.cols[LAB_COL_GRAD_BIAS] = read_buffer(f, rets, 2, "grad_bias")))) {
+        return -1;
+    }
+    d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_MEAN] = "mean";
+    d.row_names[LAB_ROW_RSTD] = "rstd", d.row_names[LAB_ROW_OUT] = "grad_x",
+    d.col_names[LAB_COL_WEIGHT] = "weight";
+    d.col_names[LAB_COL_GRAD_WEIGHT] = "grad_weight", d.col_names[LAB_COL_GRAD_BIAS] = "grad_bias";
+    return run_rowwise(f, &d);
+}
+
 /* lab_softmax: (x) -> (out); attribute log (1: log_softmax). Over the last dimension. */
 static int softmax(ffi_call *f) {
     double log;
@@ -298,6 +338,8 @@ static lab_xla_ffi_error *handle(lab_xla_ffi_call_frame *frame, const char *func
     }
 LAB_FFI_TARGET(rms_norm)
 LAB_FFI_TARGET(rms_norm_backward)
+LAB_FFI_TARGET(layer_norm)
+LAB_FFI_TARGET(layer_norm_backward)
 LAB_FFI_TARGET(softmax)
 LAB_FFI_TARGET(softmax_backward)
 LAB_FFI_TARGET(cross_entropy)
@@ -311,6 +353,8 @@ static PyObject *py_xla_ffi_targets(PyObject *module, PyObject *unused) {
         lab_xla_ffi_error *(*handler)(lab_xla_ffi_call_frame *);
     } targets[] = {{"lab_rms_norm", target_rms_norm},
                    {"lab_rms_norm_backward", target_rms_norm_backward},
+                   {"lab_layer_norm", target_layer_norm},
+                   {"lab_layer_norm_backward", target_layer_norm_backward},
                    {"lab_softmax", target_softmax},
                    {"lab_softmax_backward", target_softmax_backward},
                    {"lab_cross_entropy", target_cross_entropy},
