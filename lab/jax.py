@@ -48,6 +48,28 @@ def _on_cuda(target, reference, *args):
     return jax.lax.platform_dependent(*args, cuda=target, default=reference)
 
 
+# ---- the norms' arguments ----
+
+def _check_norm(func, x, columns, eps):
+    """x float with an axis to normalize; each given column parameter (weight, bias) (x.shape[-1],) in
+    x's dtype; eps >= 0 (None: the dtype's machine epsilon). Returns eps as a float."""
+    _float(x, func, "x")
+    if x.ndim == 0:
+        raise ValueError(f"{func}(): argument 'x' is 0-dimensional; it needs an axis to normalize")
+    for name, t in columns.items():
+        if t is None:
+            continue
+        if t.shape != (x.shape[-1],):
+            raise ValueError(f"{func}(): argument '{name}' has shape {t.shape}; it must have shape "
+                             f"({x.shape[-1]},) (x's last axis)")
+        if t.dtype != x.dtype:
+            raise TypeError(f"{func}(): argument '{name}' has dtype {t.dtype}; it must have x's, {x.dtype}")
+    eps = float(jnp.finfo(x.dtype).eps) if eps is None else float(eps)
+    if not eps >= 0:
+        raise ValueError(f"{func}(): argument 'eps' must be >= 0, got {eps}")
+    return eps
+
+
 # ---- rms_norm ----
 
 def _vmap_method(weight):
@@ -121,18 +143,7 @@ _rms_norm.defvjp(_rms_norm_forward, _rms_norm_backward)
 def rms_norm(x, weight=None, eps=None):
     """x / sqrt(mean(x**2) + eps) * weight over the last axis (torch.nn.functional.rms_norm's formula;
     eps=None is the dtype's machine epsilon). weight: (x.shape[-1],) in x's dtype, or None."""
-    _float(x, "rms_norm", "x")
-    if x.ndim == 0:
-        raise ValueError("rms_norm(): argument 'x' is 0-dimensional; it needs an axis to normalize")
-    if weight is not None:
-        if weight.shape != (x.shape[-1],):
-            raise ValueError(f"rms_norm(): argument 'weight' has shape {weight.shape}; it must have shape "
-                             f"({x.shape[-1]},) (x's last axis)")
-        if weight.dtype != x.dtype:
-            raise TypeError(f"rms_norm(): argument 'weight' has dtype {weight.dtype}; it must have x's, {x.dtype}")
-    eps = float(jnp.finfo(x.dtype).eps) if eps is None else float(eps)
-    if not eps >= 0:
-        raise ValueError(f"rms_norm(): argument 'eps' must be >= 0, got {eps}")
+    eps = _check_norm("rms_norm", x, {"weight": weight}, eps)
     return _rms_norm(x, weight, eps)
 
 
@@ -210,22 +221,10 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (the population variance, as
     torch.nn.functional.layer_norm and flax's LayerNorm). weight, bias: (x.shape[-1],) in x's dtype, or
     None."""
-    _float(x, "layer_norm", "x")
-    if x.ndim == 0:
-        raise ValueError("layer_norm(): argument 'x' is 0-dimensional; it needs an axis to normalize")
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is None:
-            continue
-        if t.shape != (x.shape[-1],):
-            raise ValueError(f"layer_norm(): argument '{name}' has shape {t.shape}; it must have shape "
-                             f"({x.shape[-1]},) (x's last axis)")
-        if t.dtype != x.dtype:
-            raise TypeError(f"layer_norm(): argument '{name}' has dtype {t.dtype}; it must have x's, {x.dtype}")
+    eps = _check_norm("layer_norm", x, {"weight": weight, "bias": bias}, eps)
     if bias is not None and weight is None:
         weight = jnp.ones_like(bias)  # lab's kernel takes a bias with a weight
-    if not float(eps) >= 0:
-        raise ValueError(f"layer_norm(): argument 'eps' must be >= 0, got {eps}")
-    return _layer_norm(x, weight, bias, float(eps))
+    return _layer_norm(x, weight, bias, eps)
 
 
 # ---- softmax, log_softmax ----
