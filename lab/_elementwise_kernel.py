@@ -235,9 +235,13 @@ class ElementwiseKernel(_core._ElementwiseLauncher):
             library = _core._library_load(program.binary)
         vectorized, strided = (_core._library_kernel(library, name, parameter_sizes(program, name))[0]
                                for name in (f"{self.name}_vectorized", f"{self.name}_strided"))
-        letters = bytes(ord("*") if storage is not None else ord("f" if _COMPUTE[ptype] == "float" else _TYPES[ptype][1])
-                        for storage, ptype in resolved[:len(self.inputs)])
-        return (vectorized, strided, letters, self.uses_index, vector)
+        return (vectorized, strided, self._input_letters(resolved), self.uses_index, vector)
+
+    def _input_letters(self, resolved):
+        """One byte an input: '*' for an array, else the C type letter its number converts to (the
+        parameter's, float for a half type, which the kernel takes in float)."""
+        return bytes(ord("*") if storage is not None else ord("f" if _COMPUTE[ptype] == "float" else _TYPES[ptype][1])
+                     for storage, ptype in resolved[:len(self.inputs)])
 
     def _call_allocating(self, inputs, stream):
         """The call with the outputs left out: lab.Arrays of the inputs' broadcast shape, of the

@@ -139,7 +139,7 @@ class Xla:
     def call(self, target, args, rets, attributes=None, stage=EXECUTE, extension=None):
         frame = CallFrame(ctypes.sizeof(CallFrame), extension, ctypes.pointer(self.api), None, stage,
                           self._list(args), self._list(rets), self._attrs(attributes or {}), None)
-        capsule = lab.lab._xla_ffi_targets()[target]
+        capsule = lab.lab._xla_ffi_elsewhere() if target == "elsewhere" else lab.lab._xla_ffi_targets()[target]
         get = ctypes.pythonapi.PyCapsule_GetPointer
         get.restype, get.argtypes = ctypes.c_void_p, (ctypes.py_object, ctypes.c_char_p)
         result = HANDLER(get(capsule, None))(ctypes.addressof(frame))
@@ -151,8 +151,8 @@ def f64_attr(value):
 
 
 def test_every_target_is_offered():
-    assert sorted(lab.lab._xla_ffi_targets()) == ["lab_cross_entropy", "lab_layer_norm", "lab_layer_norm_backward",
-                                                  "lab_rms_norm", "lab_rms_norm_backward", "lab_rope", "lab_softmax",
+    assert sorted(lab.lab._xla_ffi_targets()) == ["lab_cross_entropy", "lab_kernel", "lab_layer_norm",
+                                                  "lab_layer_norm_backward", "lab_rms_norm", "lab_rms_norm_backward", "lab_rope", "lab_softmax",
                                                   "lab_softmax_backward"]
 
 
@@ -215,3 +215,107 @@ def test_refusals_become_xla_errors_with_the_message(target, args, rets, attribu
     import re
     _, (errc, message) = Xla().call(target, args, rets, attributes)
     assert errc == 3 and re.search(match, message), message
+
+
+# ---- lab_kernel: a user's kernel registered by lab.jax (here registered by hand, as lab.jax does) ----
+
+SCALE = r"""extern "C" __global__ void scale(const float* x, float a, int n, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}"""
+F32_INDEX, F64_INDEX = 2, 3  # lab dtypes: the bytes lab.jax passes
+
+
+def kernel_attr(number):
+    return {"kernel": (S64, ctypes.c_int64, number, 3)}
+
+
+def registered_raw():
+    kernel = lab.RawKernel(SCALE, "scale", signature="const float*, float, int, float*")
+    return kernel._ffi_register(4, 256, 0, (None, 2.0, 7, None), bytes([F32_INDEX, F32_INDEX]), bytes([0, 1]), None,
+                                kernel._signature)
+
+
+def registered_elementwise():
+    kernel = lab.ElementwiseKernel("T x, float32 a", "T z", "z = a * x", "scale_by")
+    return kernel._ffi_register(f"{F32_INDEX}d{F32_INDEX}".encode(), (None, 2.0), b"*f")
+
+
+def test_a_user_kernel_run_elsewhere_says_it_needs_cuda():
+    result, (errc, message) = Xla().call("elsewhere", [(F32, (4,))], [(F32, (4,))], kernel_attr(0))
+    assert errc == 12 and "only on CUDA devices" in message
+    assert Xla().call("elsewhere", [], [], stage=1)[0] is None
+
+
+@pytest.mark.parametrize("number", [-1, 10 ** 9])
+def test_lab_kernel_refuses_a_number_nothing_registered(number):
+    _, (errc, message) = Xla().call("lab_kernel", [(F32, (4,))], [(F32, (4,))], kernel_attr(number))
+    assert errc == 3 and "is no kernel lab.jax registered" in message, message
+
+
+def test_registrations_are_numbered_in_order():
+    first, second = registered_raw(), registered_elementwise()
+    assert second == first + 1
+
+
+@pytest.mark.parametrize("registered, args, rets, match", [
+    (registered_raw, [(F32, (7,))], [], r"scale: XLA gave 1 buffers; the launch lab.jax registered takes 2"),
+    (registered_raw, [(F64, (7,))], [(F32, (7,))], r"scale: buffer 0 has dtype float64; the launch was registered for float32"),
+    (registered_elementwise, [(F32, (7,)), (F32, (7,))], [(F32, (7,))], r"XLA gave 2 inputs and 1 outputs; the call was "
+                                                                        r"registered with 1 and 1"),
+    (registered_elementwise, [(F32, (7,))], [(F64, (7,))], r"scale_by: 'z' has dtype float64; the call was registered "
+                                                           r"for float32"),
+])
+def test_user_kernel_frames_are_checked_against_the_registration(registered, args, rets, match):
+    import re
+    number = registered()
+    _, (errc, message) = Xla().call("lab_kernel", args, rets, kernel_attr(number))
+    assert errc == 3 and re.search(match, message), message
+
+
+@pytest.mark.skipif(lab.is_available(), reason="with a GPU, the fake pointers are refused as not device memory")
+@pytest.mark.parametrize("registered, args, rets", [
+    (registered_raw, [(F32, (7,))], [(F32, (7,))]),
+    (registered_elementwise, [(F32, (3, 7))], [(F32, (3, 7))]),
+])
+def test_user_kernel_frames_that_pass_every_check_reach_compiling_for_the_gpu(registered, args, rets):
+    _, (errc, message) = Xla().call("lab_kernel", args, rets, kernel_attr(registered()))
+    assert "no GPU here" in message, message
+
+
+@pytest.mark.parametrize("register, error, match", [
+    (lambda k: k._ffi_register(4, 256, 0, (None, 2.0, 7), bytes([F32_INDEX]), bytes([0]), None, k._signature),
+     TypeError, r"scale\(\): the kernel takes 4 arguments, got 3"),
+    (lambda k: k._ffi_register(4, 256, 0, (None, 2.0, 2 ** 40, None), bytes([F32_INDEX] * 2), bytes([0, 1]), None,
+                               k._signature), OverflowError, r"'args\[2\]' = 1099511627776 does not fit"),
+    (lambda k: k._ffi_register(4, 256, 0, (None, 2.0, 7, None), bytes([F64_INDEX, F32_INDEX]), bytes([0, 1]), None,
+                               k._signature), TypeError, r"'args\[0\]' has dtype float64; the signature's parameter 0"),
+    (lambda k: k._ffi_register(4, 0, 0, (None, 2.0, 7, None), bytes([F32_INDEX] * 2), bytes([0, 1]), None, k._signature),
+     ValueError, r"'block' sizes must be between 1"),
+    (lambda k: k._ffi_register(4, 256, -1, (None, 2.0, 7, None), bytes([F32_INDEX] * 2), bytes([0, 1]), None,
+                               k._signature), ValueError, r"'shared_mem' must be >= 0"),
+    (lambda k: k._ffi_register(4, 256, 0, (None, 2.0, 7, None), bytes([F32_INDEX] * 2), bytes([0, 5]), None,
+                               k._signature), ValueError, r"parameter buffer 5 of 2 buffers"),
+    (lambda k: k._ffi_register(4, 256, 0, (None, 2.0, 7, None), bytes([99, F32_INDEX]), bytes([0, 1]), None,
+                               k._signature), ValueError, r"buffer 0 has no lab dtype"),
+    (lambda k: k._ffi_register(4, 256, 0, (None, 2.0, 7, None), bytes([F32_INDEX] * 2), bytes([0]), None, k._signature),
+     ValueError, r"argument .args\[3\]. is a buffer beyond the 1 given"),
+    (lambda k: k._ffi_register(4, 256, 0, (None, 2.0, 7, None), bytes([F32_INDEX] * 2)), TypeError, r"_ffi_register\("),
+])
+def test_raw_registration_makes_a_calls_checks(register, error, match):
+    kernel = lab.RawKernel(SCALE, "scale", signature="const float*, float, int, float*")
+    with pytest.raises(error, match=match):
+        register(kernel)
+
+
+@pytest.mark.parametrize("key, inputs, letters, error, match", [
+    (f"{F32_INDEX}d{F32_INDEX}".encode(), (None, "two"), b"*f", TypeError, r"argument 'a' must be a number"),
+    (f"{F32_INDEX}d{F32_INDEX}".encode(), (2.0, 2.0), b"*f", ValueError, r"'x': the key, the inputs and the letters "
+                                                                          r"disagree"),
+    (f"{F32_INDEX}dd".encode(), (None, 2.0), b"*f", ValueError, r"'z': the key, the inputs and the letters disagree"),
+    (f"{F32_INDEX}d".encode(), (None, 2.0), b"*f", TypeError, r"_ffi_register\(key: 3 bytes"),
+])
+def test_elementwise_registration_checks_its_arguments(key, inputs, letters, error, match):
+    kernel = lab.ElementwiseKernel("T x, float32 a", "T z", "z = a * x", "scale_by")
+    with pytest.raises(error, match=match):
+        kernel._ffi_register(key, inputs, letters)

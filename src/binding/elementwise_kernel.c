@@ -16,6 +16,8 @@
 #include "binding/args.h"
 #include "binding/array_reader.h"
 #include "binding/kernel_arguments.h"
+#include "binding/xla_ffi.h"
+#include "dispatch/dtype.h"
 #include "dispatch/elementwise_kernel_kind.h"
 
 #define KERNEL_CAPSULE "lab.kernel"
@@ -154,13 +156,31 @@ static PyObject *launch_locked(elementwise_launcher *self, PyObject *const *args
     return result;
 }
 
+/* The launch once the operands are read and the numbers converted, from either face: the position
+ * counter, the kernels for the call's types, the op driver. */
+static int launch_specialized(lab_state *state, lab_op_call *call, lab_elementwise_kernel_call *c,
+                              const specialization *s) {
+    lab_operands *ops = &c->operands;
+    const int n_arrays = ops->count;
+    c->uses_index = s->uses_index;
+    if (s->uses_index) {
+        ops->arrays[ops->count] = lab_position_counter(&ops->arrays[0]);
+        ops->names[ops->count++] = "i";
+    }
+    c->vector_elements = s->vector_elements;
+    c->vectorized = s->vectorized;
+    c->strided = s->strided;
+    PyOS_snprintf(c->step, sizeof c->step, "launching kernel '%s'", call->func);
+    for (int k = 0; k < n_arrays; k++)
+        lab_op_call_add(call, ops->names[k], &ops->arrays[k], 1, 0, k < ops->n_outputs);
+    return lab_run_op(&state->dispatch, &lab_elementwise_kernel_kind, call);
+}
+
 /* The call, its kernels found: convert the numbers, run the op driver, return the outputs. */
 static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject *stream,
                      lab_elementwise_kernel_call *c, const specialization *s) {
     const char *func = self->func, *const *names = self->names;
     const int n_in = self->n_inputs, n_out = self->n_outputs;
-    lab_operands *ops = &c->operands;
-    const int n_arrays = ops->count;
     lab_parameter_bytes scalars[LAB_KERNEL_MAX_SCALARS];
     c->n_scalars = 0;
     for (int i = 0; i < n_in; i++) {
@@ -176,21 +196,9 @@ static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject
         c->scalar_argv[c->n_scalars] = scalars[c->n_scalars].bytes;
         c->n_scalars++;
     }
-    c->uses_index = s->uses_index;
-    if (s->uses_index) {
-        ops->arrays[ops->count] = lab_position_counter(&ops->arrays[0]);
-        ops->names[ops->count++] = "i";
-    }
-    c->vector_elements = s->vector_elements;
-    c->vectorized = s->vectorized;
-    c->strided = s->strided;
-    PyOS_snprintf(c->step, sizeof c->step, "launching kernel '%s'", func);
-
     lab_op_call call = {.func = func, .description = c};
     if (lab_parse_stream_arg(self->state, stream, func, &call.stream) < 0) return NULL;
-    for (int k = 0; k < n_arrays; k++)
-        lab_op_call_add(&call, ops->names[k], &ops->arrays[k], 1, 0, k < n_out);
-    if (lab_run_op(&self->state->dispatch, &lab_elementwise_kernel_kind, &call) < 0) return NULL;
+    if (launch_specialized(self->state, &call, c, s) < 0) return NULL;
     if (n_out == 1) return Py_NewRef(args[n_in]);
     PyObject *outputs = PyTuple_New(n_out);
     for (int k = 0; outputs && k < n_out; k++) PyTuple_SET_ITEM(outputs, k, Py_NewRef(args[n_in + k]));
@@ -316,7 +324,141 @@ static int launcher_clear(PyObject *self_obj) {
 
 static void launcher_dealloc(PyObject *self) { lab_gc_dealloc(self, launcher_clear); }
 
+/* ---- the jit face: lab.jax.ElementwiseKernel registers one call's types and numbers for XLA's FFI,
+ * whose call gives the array inputs and the outputs. The kernels are compiled and loaded at the first
+ * run (by _specialize, as for a call from Python), not at registration: tracing needs no GPU. ---- */
+
+typedef struct {
+    lab_ffi_kernel base;
+    elementwise_launcher *launcher; /* strong references, and the names as registered */
+    PyObject *param_names;
+    const char *names[MAX_ARGS];
+    char key[MAX_ARGS], name[128];
+    int n_inputs, n_outputs, n_array_inputs, n_scalars;
+    lab_parameter_bytes scalars[LAB_KERNEL_MAX_SCALARS];
+    PyObject *handle; /* the specialization, found at the first run */
+    specialization s;
+} ffi_elementwise;
+
+/* Buffer `index` of the call as operand `slot`, its dtype checked against the registered key. */
+static int read_ffi_operand(ffi_elementwise *k, lab_ffi_call *f, int results, int index, int param,
+                            lab_operands *ops, int slot) {
+    lab_array *a = lab_ffi_buffer(f, results, index, k->names[param]);
+    if (!a) return -1;
+    if ((int)a->dtype != k->key[param] - '0') {
+        PyErr_Format(PyExc_TypeError, "%s: '%s' has dtype %s; the call was registered for %s", k->name,
+                     k->names[param], lab_dtype_names[a->dtype], lab_dtype_names[k->key[param] - '0']);
+        return -1;
+    }
+    ops->arrays[slot] = *a;
+    ops->names[slot] = k->names[param];
+    return 0;
+}
+
+static int run_ffi_elementwise(lab_ffi_kernel *base, lab_ffi_call *f) {
+    ffi_elementwise *k = (ffi_elementwise *)base;
+    if (lab_ffi_count(f, 0) != k->n_array_inputs || lab_ffi_count(f, 1) != k->n_outputs) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: XLA gave %lld inputs and %lld outputs; the call was registered with %d and %d",
+                     k->name, (long long)lab_ffi_count(f, 0), (long long)lab_ffi_count(f, 1),
+                     k->n_array_inputs, k->n_outputs);
+        return -1;
+    }
+    lab_elementwise_kernel_call c;
+    lab_operands *ops = &c.operands;
+    ops->n_outputs = k->n_outputs;
+    for (int o = 0; o < k->n_outputs; o++) { /* outputs first, as the iterator wants them */
+        if (read_ffi_operand(k, f, 1, o, k->n_inputs + o, ops, o) < 0) return -1;
+    }
+    ops->count = k->n_outputs;
+    for (int i = 0, j = 0; i < k->n_inputs; i++) {
+        if (k->key[i] < '0' || k->key[i] >= '0' + LAB_NUM_DTYPES) continue; /* a number */
+        if (read_ffi_operand(k, f, 0, j++, i, ops, ops->count++) < 0) return -1;
+    }
+    if (!k->handle) { /* compiled and loaded (or found) once, as for a call from Python */
+        k->launcher->calls_in_flight++;
+        PyObject *handle = find_handle(k->launcher, k->key, k->n_inputs + k->n_outputs, &k->s);
+        k->launcher->calls_in_flight--;
+        if (!handle) return -1;
+        k->handle = Py_NewRef(handle);
+    }
+    for (int i = 0; i < k->n_scalars; i++) c.scalar_argv[i] = k->scalars[i].bytes;
+    c.n_scalars = k->n_scalars;
+    lab_op_call call = lab_ffi_op_call(f, &c);
+    return launch_specialized(lab_ffi_state(f), &call, &c, &k->s);
+}
+
+static void release_ffi_elementwise(lab_ffi_kernel *base) {
+    ffi_elementwise *k = (ffi_elementwise *)base;
+    Py_XDECREF(k->handle);
+    Py_XDECREF(k->param_names);
+    Py_XDECREF(k->launcher);
+    PyMem_Free(k);
+}
+
+/* _ffi_register(key, inputs, letters) -> the call's number for lab.jax's FFI calls. key: one byte an
+ * argument, '0' + lab dtype for an array (every output among them), as a call from Python makes it;
+ * inputs: the inputs, None for an array; letters: one byte an input, the C type letter of a number's
+ * parameter ('*' for an array), as _specialize would say - here without compiling. */
+static PyObject *launcher_ffi_register(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+    elementwise_launcher *self = (elementwise_launcher *)self_obj;
+    if (!self->param_names) {
+        PyErr_SetString(PyExc_TypeError, "_ElementwiseLauncher: _setup() was not called");
+        return NULL;
+    }
+    const int n_in = self->n_inputs, n = self->n_inputs + self->n_outputs;
+    if (nargs != 3 || !PyBytes_Check(args[0]) || PyBytes_GET_SIZE(args[0]) != n || !PyTuple_Check(args[1]) ||
+        PyTuple_GET_SIZE(args[1]) != n_in || !PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) != n_in) {
+        PyErr_Format(PyExc_TypeError,
+                     "_ffi_register(key: %d bytes, inputs: a tuple of %d, letters: %d bytes)", n, n_in, n_in);
+        return NULL;
+    }
+    ffi_elementwise *k = PyMem_Calloc(1, sizeof *k);
+    if (!k) return PyErr_NoMemory();
+    k->base.run = run_ffi_elementwise, k->base.release = release_ffi_elementwise, k->base.name = k->name;
+    k->launcher = (elementwise_launcher *)Py_NewRef(self_obj);
+    k->param_names = Py_NewRef(self->param_names);
+    memcpy(k->names, self->names, sizeof k->names);
+    memcpy(k->key, PyBytes_AS_STRING(args[0]), (size_t)n);
+    PyOS_snprintf(k->name, sizeof k->name, "%s", self->func);
+    k->n_inputs = n_in, k->n_outputs = self->n_outputs;
+    const char *letters = PyBytes_AS_STRING(args[2]);
+    for (int i = 0; i < n; i++) {
+        const int is_array = i >= n_in || letters[i] == '*';
+        const int key_array = k->key[i] >= '0' && k->key[i] < '0' + LAB_NUM_DTYPES;
+        PyObject *value = i < n_in ? PyTuple_GET_ITEM(args[1], i) : Py_None;
+        if (is_array != key_array || is_array != (value == Py_None)) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s(): argument '%s': the key, the inputs and the letters disagree on "
+                         "whether it is an array",
+                         k->name, k->names[i]);
+            goto fail;
+        }
+        if (is_array) {
+            k->n_array_inputs += i < n_in;
+            continue;
+        }
+        if (k->n_scalars == LAB_KERNEL_MAX_SCALARS) {
+            PyErr_Format(PyExc_ValueError, "%s(): at most %d scalar arguments", k->name,
+                         LAB_KERNEL_MAX_SCALARS);
+            goto fail;
+        }
+        if (lab_convert_number(value, letters[i], k->name, k->names[i], -1, &k->scalars[k->n_scalars++]) <
+            0) {
+            goto fail;
+        }
+    }
+    const Py_ssize_t number = lab_ffi_kernel_register(&k->base);
+    return number < 0 ? NULL : PyLong_FromSsize_t(number);
+fail:
+    release_ffi_elementwise(&k->base);
+    return NULL;
+}
+
 static PyMethodDef launcher_methods[] = {
+    {"_ffi_register", (PyCFunction)(void (*)(void))launcher_ffi_register, METH_FASTCALL,
+     "_ffi_register($self, key, inputs, letters, /)\n--\n\nRegisters one call's types and numbers for "
+     "lab.jax's FFI calls; returns its number."},
     {"_setup", (PyCFunction)(void (*)(void))launcher_setup, METH_FASTCALL,
      "_setup($self, name, input_names, output_names, /)\n--\n\nThe kernel's name and parameters "
      "(ElementwiseKernel's "

@@ -172,11 +172,27 @@ typedef struct {
     void **argv;
     lab_array *arrays;
     int n_arrays;
+    const lab_array *placeholders;
+    int n_placeholders;
 } marshalling;
 
-/* Argument i as an array; messages name it "args[3]". */
+/* Argument i as an array: a placeholder's copy for None (when placeholders were given), else the
+ * array it is; messages name it "args[3]". */
 static int read_array_argument(marshalling *m, PyObject *obj, int i, lab_array *a) {
-    return lab_read_array_item(m->state, obj, m->kernel_name, "args", i, a);
+    if (!m->placeholders) return lab_read_array_item(m->state, obj, m->kernel_name, "args", i, a);
+    if (obj != Py_None) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s(): argument 'args[%d]' must be None (a buffer) or a number here, got %s",
+                     m->kernel_name, i, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (m->n_arrays >= m->n_placeholders) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument 'args[%d]' is a buffer beyond the %d given",
+                     m->kernel_name, i, m->n_placeholders);
+        return -1;
+    }
+    *a = m->placeholders[m->n_arrays];
+    return 0;
 }
 
 /* Argument i without a signature: its own type decides - bool as bool, int as long long, float as
@@ -210,7 +226,7 @@ static int marshal_by_type(marshalling *m, int i) {
     if (letter) {
         return lab_convert_number(obj, letter, m->kernel_name, "args", i, p) < 0 ? -1 : type_size(letter);
     }
-    if (lab_has_array_protocol(m->state, obj)) {
+    if (lab_has_array_protocol(m->state, obj) || (obj == Py_None && m->placeholders)) {
         lab_array *a = &m->arrays[m->n_arrays];
         if (read_array_argument(m, obj, i, a) < 0) return -1;
         m->argv[i] = &a->data;
@@ -285,7 +301,8 @@ done:
 }
 
 int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, const unsigned char *sizes,
-                            Py_ssize_t n_params, const char *signature, lab_kernel_args *out) {
+                            Py_ssize_t n_params, const char *signature, const lab_array *placeholders,
+                            int n_placeholders, lab_kernel_args *out) {
     out->n = 0;
     out->n_arrays = 0;
     out->items = NULL;
@@ -326,7 +343,9 @@ int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, 
                      out->scalars,
                      out->argv,
                      out->arrays,
-                     0};
+                     0,
+                     placeholders,
+                     n_placeholders};
     for (int i = 0; i < (int)n; i++) {
         const int size = m.signature ? marshal_by_signature(&m, i) : marshal_by_type(&m, i);
         out->n_arrays = m.n_arrays;
@@ -340,6 +359,11 @@ int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, 
                          name, i, size, Py_TYPE(m.items[i])->tp_name, i, (int)m.sizes[i]);
             return -1;
         }
+    }
+    if (placeholders && out->n_arrays != n_placeholders) {
+        PyErr_Format(PyExc_TypeError, "%s(): %d buffers given, %d of the arguments take one", name,
+                     n_placeholders, out->n_arrays);
+        return -1;
     }
     return 0;
 }

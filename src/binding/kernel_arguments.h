@@ -31,10 +31,14 @@ typedef struct {
 
 /* Marshals `args` (a tuple or list) for kernel `name`. sizes: the runtime's parameter sizes (one
  * byte each) or NULL; n_params: how many parameters the kernel has (-1: unknown); signature: two
- * letters a parameter (lab/_jit.py's parse_signature) or NULL. Returns 0, or -1 with TypeError,
- * ValueError or OverflowError naming the argument; call lab_kernel_args_release either way. */
+ * letters a parameter (lab/_jit.py's parse_signature) or NULL. placeholders (NULL: none): arrays
+ * known before their memory is - an argument None takes the next of them, checked like an array
+ * argument, its pointer parameter pointing at the copy's `data`, which the caller sets before launch
+ * (lab.jax fills it from XLA's buffers). Returns 0, or -1 with TypeError, ValueError or OverflowError
+ * naming the argument; call lab_kernel_args_release either way. */
 int lab_marshal_kernel_args(lab_state *state, const char *name, PyObject *args, const unsigned char *sizes,
-                            Py_ssize_t n_params, const char *signature, lab_kernel_args *out);
+                            Py_ssize_t n_params, const char *signature, const lab_array *placeholders,
+                            int n_placeholders, lab_kernel_args *out);
 void lab_kernel_args_release(lab_kernel_args *args);
 
 /* A Python number as the C scalar type `letter` (struct module letters, 'E' for bfloat16): checked

@@ -14,6 +14,7 @@
 
 #include "binding/args.h"
 #include "binding/kernel_arguments.h"
+#include "binding/xla_ffi.h"
 #include "dispatch/cuda_error.h"
 #include "dispatch/dtype.h"
 #include "dispatch/raw_kind.h"
@@ -137,9 +138,10 @@ static PyObject *launch_with_handle(lab_state *state, PyObject *handle, PyObject
                                                        : -1;
     lab_kernel_args marshalled;
     PyObject *result = NULL;
-    if (lab_marshal_kernel_args(
-            state, name, args, sizes != Py_None ? (const unsigned char *)PyBytes_AS_STRING(sizes) : NULL,
-            n_params, signature != Py_None ? PyBytes_AS_STRING(signature) : NULL, &marshalled) == 0) {
+    if (lab_marshal_kernel_args(state, name, args,
+                                sizes != Py_None ? (const unsigned char *)PyBytes_AS_STRING(sizes) : NULL,
+                                n_params, signature != Py_None ? PyBytes_AS_STRING(signature) : NULL, NULL, 0,
+                                &marshalled) == 0) {
         description.argv = marshalled.argv;
         PyOS_snprintf(description.step, sizeof description.step, "launching kernel '%s'", name);
         lab_op_call call = {.func = name, .description = &description};
@@ -174,28 +176,32 @@ typedef struct {
     PyObject *handle;
 } kernel_launcher;
 
+/* The launcher's handle (borrowed), from _prepare() on first use. */
+static PyObject *prepared_handle(kernel_launcher *self) {
+    if (self->handle) return self->handle;
+    PyObject *handle = PyObject_CallMethod((PyObject *)self, "_prepare", NULL);
+    if (!handle) return NULL;
+    if (!PyTuple_Check(handle) || PyTuple_GET_SIZE(handle) != 4 ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(handle, 1))) {
+        Py_DECREF(handle);
+        PyErr_SetString(PyExc_TypeError, "_prepare() must return (kernel, name, parameter sizes, signature)");
+        return NULL;
+    }
+    if (self->handle) {
+        Py_DECREF(handle); /* another thread prepared it while this one compiled */
+    } else {
+        self->handle = handle;
+    }
+    return self->handle;
+}
+
 static PyObject *launcher_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
     kernel_launcher *self = (kernel_launcher *)self_obj;
 #define N(id) LAB_NAME_##id
     static const lab_signature signature = {3, 3, 5, {N(grid), N(block), N(args), N(shared_mem), N(stream)}};
 #undef N
-    if (!self->handle) {
-        PyObject *handle = PyObject_CallMethod(self_obj, "_prepare", NULL);
-        if (!handle) return NULL;
-        if (!PyTuple_Check(handle) || PyTuple_GET_SIZE(handle) != 4 ||
-            !PyUnicode_Check(PyTuple_GET_ITEM(handle, 1))) {
-            Py_DECREF(handle);
-            PyErr_SetString(PyExc_TypeError,
-                            "_prepare() must return (kernel, name, parameter sizes, signature)");
-            return NULL;
-        }
-        if (self->handle) {
-            Py_DECREF(handle); /* another thread prepared it while this one compiled */
-        } else {
-            self->handle = handle;
-        }
-    }
+    if (!prepared_handle(self)) return NULL;
     const char *func = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self->handle, 1));
     if (!func) return NULL;
     PyObject *slots[5];
@@ -236,7 +242,181 @@ static PyMemberDef launcher_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+/* ---- the jit face: lab.jax.RawKernel registers one launch (grid, block, the numbers) for XLA's FFI,
+ * whose call gives the buffers - the arguments, then the results - for the parameters left None (an
+ * output aliased to an argument may have no parameter of its own: it is that argument's memory).
+ * The kernel is loaded at the first run, not at registration: tracing needs no GPU. ---- */
+
+#define FFI_MAX_BUFFERS 64
+
+typedef struct {
+    lab_ffi_kernel base;
+    kernel_launcher *launcher; /* a strong reference: its handle holds the loaded kernel */
+    unsigned int grid[3], block[3];
+    size_t shared_mem;
+    char name[128];
+    int n_buffers;
+    unsigned char buffer_dtypes[FFI_MAX_BUFFERS];
+    lab_kernel_args args; /* the numbers' bytes, one placeholder array a buffer parameter */
+    int n_params;
+    int buffer_of[]; /* per parameter: its buffer, or -1 for a number */
+} ffi_launch;
+
+static int run_ffi_launch(lab_ffi_kernel *base, lab_ffi_call *f) {
+    ffi_launch *k = (ffi_launch *)base;
+    const int64_t n_args = lab_ffi_count(f, 0), n_buffers = n_args + lab_ffi_count(f, 1);
+    if (n_buffers != k->n_buffers) {
+        PyErr_Format(PyExc_TypeError, "%s: XLA gave %lld buffers; the launch lab.jax registered takes %d",
+                     k->name, (long long)n_buffers, k->n_buffers);
+        return -1;
+    }
+    lab_array *buffers = NULL; /* read one after another: consecutive */
+    for (int64_t b = 0; b < n_buffers; b++) {
+        lab_array *a =
+            lab_ffi_buffer(f, b >= n_args, b < n_args ? b : b - n_args, b < n_args ? "input" : "output");
+        if (!a) return -1;
+        if (!buffers) buffers = a;
+        if (a->dtype != k->buffer_dtypes[b]) {
+            PyErr_Format(PyExc_TypeError, "%s: buffer %lld has dtype %s; the launch was registered for %s",
+                         k->name, (long long)b, lab_dtype_names[a->dtype],
+                         lab_dtype_names[k->buffer_dtypes[b]]);
+            return -1;
+        }
+    }
+    PyObject *handle = prepared_handle(k->launcher); /* compiled and loaded at the first run */
+    const void *kernel = handle ? PyCapsule_GetPointer(PyTuple_GET_ITEM(handle, 0), KERNEL_CAPSULE) : NULL;
+    if (!kernel) return -1;
+    void *argv_inline[LAB_KERNEL_ARGS_INLINE];
+    void **argv =
+        k->n_params <= LAB_KERNEL_ARGS_INLINE ? argv_inline : PyMem_Malloc(sizeof(void *) * k->n_params);
+    if (!argv) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < k->n_params; i++)
+        argv[i] = k->buffer_of[i] >= 0 ? &buffers[k->buffer_of[i]].data : k->args.argv[i];
+    lab_raw_call description = {.kernel = kernel, .shared_mem = k->shared_mem, .argv = argv};
+    memcpy(description.grid, k->grid, sizeof k->grid);
+    memcpy(description.block, k->block, sizeof k->block);
+    PyOS_snprintf(description.step, sizeof description.step, "launching kernel '%s'", k->name);
+    lab_op_call call = lab_ffi_op_call(f, &description);
+    if (n_buffers > 0) lab_op_call_add(&call, "buffers", buffers, (int)n_buffers, 1, 1);
+    const int rc = lab_run_op(&lab_ffi_state(f)->dispatch, &lab_raw_kind, &call);
+    if (argv != argv_inline) PyMem_Free(argv);
+    return rc;
+}
+
+static void release_ffi_launch(lab_ffi_kernel *base) {
+    ffi_launch *k = (ffi_launch *)base;
+    lab_kernel_args_release(&k->args);
+    Py_XDECREF(k->launcher);
+    PyMem_Free(k);
+}
+
+/* _ffi_register(grid, block, shared_mem, args, buffer_dtypes, parameter_buffers, sizes, signature) -> the
+ * launch's number for lab.jax's FFI calls. args: as RawKernel's, None where a buffer goes;
+ * buffer_dtypes: one lab dtype (a byte) for each of the call's buffers, arguments then results;
+ * parameter_buffers: for each None in args, the buffer it is (a byte); sizes and signature: as the
+ * handle's (parameter sizes read from the compiled binary, parse_signature's codes), each or None.
+ * Every check a call from Python makes on its arguments is made here. */
+static PyObject *launcher_ffi_register(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+    kernel_launcher *self = (kernel_launcher *)self_obj;
+    if (nargs != 8 || !PyTuple_Check(args[3]) || !PyBytes_Check(args[4]) || !PyBytes_Check(args[5]) ||
+        !(args[6] == Py_None || PyBytes_Check(args[6])) || !(args[7] == Py_None || PyBytes_Check(args[7]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_ffi_register(grid, block, shared_mem, args: tuple, buffer_dtypes: bytes, "
+                        "parameter_buffers: bytes, sizes: bytes | None, signature: bytes | None)");
+        return NULL;
+    }
+    PyObject *name_obj = PyObject_GetAttrString(self_obj, "name");
+    const char *name = name_obj ? PyUnicode_AsUTF8(name_obj) : NULL;
+    if (!name) {
+        Py_XDECREF(name_obj);
+        return NULL;
+    }
+    const Py_ssize_t n_params = PyTuple_GET_SIZE(args[3]), n_buffers = PyBytes_GET_SIZE(args[4]);
+    const Py_ssize_t n_used = PyBytes_GET_SIZE(args[5]);
+    const unsigned char *dtypes = (const unsigned char *)PyBytes_AS_STRING(args[4]);
+    const unsigned char *used = (const unsigned char *)PyBytes_AS_STRING(args[5]);
+    ffi_launch *k = PyMem_Calloc(1, sizeof *k + sizeof(int) * (size_t)n_params);
+    lab_array *placeholders = PyMem_Calloc((size_t)n_used + 1, sizeof(lab_array));
+    PyObject *result = NULL;
+    if (!k || !placeholders) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    k->base.run = run_ffi_launch, k->base.release = release_ffi_launch, k->base.name = k->name;
+    k->launcher = (kernel_launcher *)Py_NewRef(self_obj);
+    k->n_params = (int)n_params;
+    PyOS_snprintf(k->name, sizeof k->name, "%s", name);
+    if (n_buffers > FFI_MAX_BUFFERS) {
+        PyErr_Format(PyExc_ValueError, "%s(): at most %d arrays and outputs in jit, got %zd", name,
+                     FFI_MAX_BUFFERS, n_buffers);
+        goto done;
+    }
+    k->n_buffers = (int)n_buffers;
+    for (Py_ssize_t b = 0; b < n_buffers; b++) {
+        if (dtypes[b] >= LAB_NUM_DTYPES) {
+            PyErr_Format(PyExc_ValueError, "%s(): buffer %zd has no lab dtype (%d)", name, b, dtypes[b]);
+            goto done;
+        }
+        k->buffer_dtypes[b] = dtypes[b];
+    }
+    for (Py_ssize_t j = 0; j < n_used; j++) {
+        if (used[j] >= n_buffers) {
+            PyErr_Format(PyExc_ValueError, "%s(): parameter buffer %d of %zd buffers", name, used[j],
+                         n_buffers);
+            goto done;
+        }
+        placeholders[j].dtype = (lab_dtype)dtypes[used[j]];
+        placeholders[j].device = -1;
+    }
+    for (Py_ssize_t i = 0, j = 0; i < n_params; i++) {
+        const int is_buffer = PyTuple_GET_ITEM(args[3], i) == Py_None && j < n_used;
+        k->buffer_of[i] = is_buffer ? used[j++] : -1;
+    }
+    Py_ssize_t shared = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
+    if (shared == -1 && PyErr_Occurred()) goto done;
+    if (shared < 0) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument 'shared_mem' must be >= 0 bytes, got %zd", name,
+                     shared);
+        goto done;
+    }
+    k->shared_mem = (size_t)shared;
+    if (lab_read_launch_dimensions(args[0], name, "grid", k->grid) < 0 ||
+        lab_read_launch_dimensions(args[1], name, "block", k->block) < 0) {
+        goto done;
+    }
+    const char *signature = args[7] != Py_None ? PyBytes_AS_STRING(args[7]) : NULL;
+    const Py_ssize_t declared = args[6] != Py_None ? PyBytes_GET_SIZE(args[6])
+                                : signature        ? PyBytes_GET_SIZE(args[7]) / 2
+                                                   : -1;
+    if (lab_marshal_kernel_args(self->state, name, args[3],
+                                args[6] != Py_None ? (const unsigned char *)PyBytes_AS_STRING(args[6]) : NULL,
+                                declared, signature, placeholders, (int)n_used, &k->args) < 0) {
+        goto done;
+    }
+    const Py_ssize_t number = lab_ffi_kernel_register(&k->base);
+    k = NULL; /* the registry's, or released */
+    if (number >= 0) result = PyLong_FromSsize_t(number);
+done:
+    if (k) release_ffi_launch(&k->base);
+    PyMem_Free(placeholders);
+    Py_DECREF(name_obj);
+    return result;
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"_ffi_register", (PyCFunction)(void (*)(void))launcher_ffi_register, METH_FASTCALL,
+     "_ffi_register($self, grid, block, shared_mem, args, buffer_dtypes, parameter_buffers, sizes, "
+     "signature, "
+     "/)\n--\n\nRegisters one "
+     "launch of this kernel for lab.jax's FFI calls (None in args: a buffer); returns its number."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyType_Slot launcher_slots[] = {
+    {Py_tp_methods, launcher_methods},
     {Py_tp_doc, "The C base of lab.RawKernel: calling it launches the kernel _prepare() returns."},
     {Py_tp_new, launcher_new},
     {Py_tp_call, PyVectorcall_Call},

@@ -23,18 +23,26 @@
  * for the targets, held for the life of the process (XLA may call a registered target any time). */
 static PyObject *ffi_module;
 
-typedef struct {
+#define MAX_BUFFERS 64 /* arguments and results one call reads */
+
+struct lab_ffi_call {
     lab_xla_ffi_call_frame *frame;
     const char *func;
     cudaStream_t stream;
-    lab_array arrays[8];
+    lab_array arrays[MAX_BUFFERS];
     int n_arrays;
-} ffi_call;
+};
+typedef lab_ffi_call ffi_call;
 
 /* Buffer i of a list (arguments or results) as a lab_array: row-major, on the device XLA chose. */
 static lab_array *read_buffer(ffi_call *f, const lab_xla_ffi_list *list, int64_t i, const char *name) {
-    if (i >= list->size || list->types[i] != 1 || f->n_arrays >= 8) {
+    if (i < 0 || i >= list->size || list->types[i] != 1) {
         PyErr_Format(PyExc_TypeError, "%s: XLA gave no buffer for '%s'", f->func, name);
+        return NULL;
+    }
+    if (f->n_arrays == MAX_BUFFERS) {
+        PyErr_Format(PyExc_ValueError, "%s: at most %d arguments and results in one call", f->func,
+                     MAX_BUFFERS);
         return NULL;
     }
     const lab_xla_ffi_buffer *b = list->items[i];
@@ -82,6 +90,19 @@ static lab_array *read_buffer(ffi_call *f, const lab_xla_ffi_list *list, int64_t
     return a;
 }
 
+lab_array *lab_ffi_buffer(lab_ffi_call *f, int results, int64_t i, const char *name) {
+    return read_buffer(f, results ? &f->frame->rets : &f->frame->args, i, name);
+}
+
+int64_t lab_ffi_count(const lab_ffi_call *f, int results) {
+    return results ? f->frame->rets.size : f->frame->args.size;
+}
+
+lab_state *lab_ffi_state(const lab_ffi_call *f) {
+    (void)f;
+    return lab_get_state(ffi_module);
+}
+
 /* A number attribute by name, as a double; `fallback` where it was not given. */
 static int read_attr(ffi_call *f, const char *name, double fallback, double *value) {
     const lab_xla_ffi_attrs *attrs = &f->frame->attrs;
@@ -107,7 +128,7 @@ static int read_attr(ffi_call *f, const char *name, double fallback, double *val
 }
 
 /* The op driver's call for this frame: XLA's stream is the launch stream. */
-static lab_op_call ffi_op_call(ffi_call *f, void *description) {
+lab_op_call lab_ffi_op_call(ffi_call *f, void *description) {
     lab_op_call call = {.func = f->func, .description = description};
     call.stream.given = 1;
     call.stream.handle = f->stream;
@@ -117,7 +138,7 @@ static lab_op_call ffi_op_call(ffi_call *f, void *description) {
 /* Runs a row-wise description (its arrays and names filled) through the op driver. */
 static int run_rowwise(ffi_call *f, lab_rowwise_call *d) {
     d->axis = d->rows[LAB_ROW_X]->ndim - 1;
-    lab_op_call call = ffi_op_call(f, d);
+    lab_op_call call = lab_ffi_op_call(f, d);
     lab_rowwise_add_operands(&call, d);
     return lab_run_op(&lab_get_state(ffi_module)->dispatch, &lab_rowwise_kind, &call);
 }
@@ -270,9 +291,44 @@ static int rope(ffi_call *f) {
         return -1;
     }
     d.x_names[0] = "q", d.x_names[1] = "k", d.out_names[0] = "q_out", d.out_names[1] = "k_out";
-    lab_op_call call = ffi_op_call(f, &d);
+    lab_op_call call = lab_ffi_op_call(f, &d);
     lab_rope_add_operands(&call, &d);
     return lab_run_op(&lab_get_state(ffi_module)->dispatch, &lab_rope_kind, &call);
+}
+
+/* ---- users' kernels: what lab.jax.RawKernel and ElementwiseKernel register at trace time ---- */
+
+static lab_ffi_kernel **registered;
+static Py_ssize_t n_registered, registered_capacity;
+
+Py_ssize_t lab_ffi_kernel_register(lab_ffi_kernel *kernel) {
+    if (n_registered == registered_capacity) {
+        const Py_ssize_t capacity = registered_capacity ? 2 * registered_capacity : 16;
+        lab_ffi_kernel **grown = PyMem_Realloc(registered, sizeof *grown * (size_t)capacity);
+        if (!grown) {
+            kernel->release(kernel);
+            PyErr_NoMemory();
+            return -1;
+        }
+        registered = grown, registered_capacity = capacity;
+    }
+    registered[n_registered] = kernel;
+    return n_registered++;
+}
+
+/* lab_kernel: (the kernel's array inputs) -> (its outputs); attribute kernel, the number
+ * lab_ffi_kernel_register gave. */
+static int user_kernel(ffi_call *f) {
+    double number;
+    if (read_attr(f, "kernel", -1.0, &number) < 0) return -1;
+    if (!(number >= 0 && number < (double)n_registered)) {
+        PyErr_Format(PyExc_ValueError, "%s: attribute 'kernel' (%.0f) is no kernel lab.jax registered",
+                     f->func, number);
+        return -1;
+    }
+    lab_ffi_kernel *kernel = registered[(Py_ssize_t)number];
+    f->func = kernel->name;
+    return kernel->run(kernel, f);
 }
 
 /* ---- the handler every target shares ---- */
@@ -346,7 +402,21 @@ LAB_FFI_TARGET(cross_entropy)
 LAB_FFI_TARGET(rope)
 #undef LAB_FFI_TARGET
 
-/* _xla_ffi_targets() -> {name: capsule}: what lab.jax hands to jax.ffi.register_ffi_target. */
+static lab_xla_ffi_error *target_user_kernel(lab_xla_ffi_call_frame *frame) {
+    return handle(frame, "lab_kernel", user_kernel);
+}
+
+/* lab_kernel on any platform but CUDA: a user's CUDA C++ has no other implementation to fall back on,
+ * so running it there is an error saying so (tracing and compiling for it are not). */
+static lab_xla_ffi_error *target_user_kernel_elsewhere(lab_xla_ffi_call_frame *frame) {
+    if (answered_metadata(frame) || frame->stage != LAB_XLA_STAGE_EXECUTE) return NULL;
+    return xla_error(frame, 12, /* UNIMPLEMENTED */
+                     "lab.jax: RawKernel and ElementwiseKernel run CUDA C++ and only on CUDA devices; this "
+                     "computation was placed on another platform");
+}
+
+/* _xla_ffi_targets() -> {name: capsule}: what lab.jax hands to jax.ffi.register_ffi_target for CUDA;
+ * lab_kernel's handler for the other platforms is _xla_ffi_elsewhere(). */
 static PyObject *py_xla_ffi_targets(PyObject *module, PyObject *unused) {
     static const struct {
         const char *name;
@@ -358,7 +428,8 @@ static PyObject *py_xla_ffi_targets(PyObject *module, PyObject *unused) {
                    {"lab_softmax", target_softmax},
                    {"lab_softmax_backward", target_softmax_backward},
                    {"lab_cross_entropy", target_cross_entropy},
-                   {"lab_rope", target_rope}};
+                   {"lab_rope", target_rope},
+                   {"lab_kernel", target_user_kernel}};
     if (!ffi_module) ffi_module = Py_NewRef(module);
     PyObject *found = PyDict_New();
     for (size_t i = 0; found && i < sizeof targets / sizeof targets[0]; i++) {
@@ -370,7 +441,14 @@ static PyObject *py_xla_ffi_targets(PyObject *module, PyObject *unused) {
     return found;
 }
 
+static PyObject *py_xla_ffi_elsewhere(PyObject *module, PyObject *unused) {
+    return PyCapsule_New((void *)target_user_kernel_elsewhere, NULL, NULL);
+}
+
 PyMethodDef lab_xla_ffi_methods[] = {
+    {"_xla_ffi_elsewhere", py_xla_ffi_elsewhere, METH_NOARGS,
+     "_xla_ffi_elsewhere()\n--\n\nThe handler of lab_kernel for platforms other than CUDA (an error "
+     "saying a user's CUDA kernel runs only there), as a capsule."},
     {"_xla_ffi_targets", py_xla_ffi_targets, METH_NOARGS,
      "_xla_ffi_targets()\n--\n\nlab's XLA FFI handlers by target name, as capsules for "
      "jax.ffi.register_ffi_target (lab.jax registers them)."},

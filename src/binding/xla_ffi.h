@@ -1,9 +1,43 @@
-/* xla_ffi.h - lab's XLA FFI handlers' method table (see xla_ffi.c), added to the module by module.c. */
+/* xla_ffi.h - lab's XLA FFI face (see xla_ffi.c): the method table module.c adds, and what a kind's
+ * binding needs to answer an FFI call of its own - the call being answered, its buffers as lab arrays,
+ * the op driver's call on XLA's stream - and the registry of user kernels compiled for jit
+ * (lab.jax.RawKernel, lab.jax.ElementwiseKernel: raw_kernel.c and elementwise_kernel.c register them). */
 #ifndef LAB_BINDING_XLA_FFI_H
 #define LAB_BINDING_XLA_FFI_H
 
 #include <Python.h>
 
+#include "binding/module_state.h"
+#include "dispatch/driver.h"
+
 extern PyMethodDef lab_xla_ffi_methods[];
+
+/* One FFI call being answered (the frame XLA gave, the stream it runs on, the arrays read from it). */
+typedef struct lab_ffi_call lab_ffi_call;
+
+/* How many arguments (results = 0) or results (results = 1) the call has. */
+int64_t lab_ffi_count(const lab_ffi_call *f, int results);
+
+/* Argument or result i as a lab_array (row-major, on the device XLA chose), named `name` in messages;
+ * NULL with TypeError/ValueError when XLA gave no such buffer or lab cannot take it. */
+lab_array *lab_ffi_buffer(lab_ffi_call *f, int results, int64_t i, const char *name);
+
+/* The op driver's call for `description`, on XLA's stream; the module state the driver runs with. */
+lab_op_call lab_ffi_op_call(lab_ffi_call *f, void *description);
+lab_state *lab_ffi_state(const lab_ffi_call *f);
+
+/* A user's kernel prepared for jit: run() launches it with the call's buffers (the arguments, then the
+ * results, as the kernel's parameters or operands), release() frees what it holds. */
+typedef struct lab_ffi_kernel lab_ffi_kernel;
+struct lab_ffi_kernel {
+    int (*run)(lab_ffi_kernel *self, lab_ffi_call *f);
+    void (*release)(lab_ffi_kernel *self);
+    const char *name; /* for messages: the kernel's own name */
+};
+
+/* Adds a prepared kernel to the registry, which owns it from then on (released at once on failure);
+ * returns its number - what lab.jax passes as the FFI call's `kernel` attribute - or -1. Kernels stay
+ * for the life of the process: XLA may run any executable compiled with one at any time. */
+Py_ssize_t lab_ffi_kernel_register(lab_ffi_kernel *kernel);
 
 #endif
