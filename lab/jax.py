@@ -31,6 +31,9 @@ _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
 for _name, _capsule in _core._xla_ffi_targets().items():
     jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
+jax.ffi.register_ffi_target("lab_kernel", _core._xla_ffi_elsewhere(), platform="cpu")
+
+from ._jax_kernels import ElementwiseKernel, RawKernel  # noqa: E402 (after the targets they call)
 
 
 def _float(x, func, name):
