@@ -187,7 +187,7 @@ def test_editing_a_kernel_header_relinks_the_module(tmp_path):
 # Files outside this repository that comments cite by name (other projects' sources, specs).
 EXTERNAL_FILES = {"dlpack.h", "Reduce.cuh", "Loops.cuh", "CUDALoops.cuh", "MemoryAccess.cuh", "MultiTensorApply.cuh",
                   "TensorIterator.cpp", "llm.c", "cuda_runtime_api.h", "cuda_fp16.h", "cuda_bf16.h",
-                  "Python.h"}
+                  "Python.h", "c_api.h"}
 FILE_NAME = re.compile(r"(?<![\w.-])((?:[\w-]+/)*[\w-]+\.(?:c|h|cu|cuh|def|md|py|cpp))\b")
 
 

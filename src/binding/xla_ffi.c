@@ -322,8 +322,9 @@ static int user_kernel(ffi_call *f) {
     double number;
     if (read_attr(f, "kernel", -1.0, &number) < 0) return -1;
     if (!(number >= 0 && number < (double)n_registered)) {
-        PyErr_Format(PyExc_ValueError, "%s: attribute 'kernel' (%.0f) is no kernel lab.jax registered",
-                     f->func, number);
+        /* PyErr_Format has no %f */
+        PyErr_Format(PyExc_ValueError, "%s: attribute 'kernel' (%lld) is no kernel lab.jax registered",
+                     f->func, (long long)(number > -1e18 && number < 1e18 ? number : -1));
         return -1;
     }
     lab_ffi_kernel *kernel = registered[(Py_ssize_t)number];
