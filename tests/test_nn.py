@@ -257,19 +257,60 @@ def test_apply_rotary_pos_emb_falls_back_to_the_formula_on_the_cpu(unsqueeze_dim
         torch.testing.assert_close(ours, theirs)
 
 
+class TorchGlus:
+    """lab's GLU calls (forward(gate, up, out), backward(grad, gate, up, grad_gate, grad_up)) done in torch:
+    stand-in kernels for CPU tensors, the backward by torch's autograd of the forward's formula."""
+
+    @staticmethod
+    def _pair(formula):
+        def forward(gate, up, out):
+            out.copy_(formula(gate, up))
+
+        def backward(grad, gate, up, grad_gate, grad_up):
+            with torch.enable_grad():
+                g, u = gate.detach().requires_grad_(), up.detach().requires_grad_()
+                dg, du = torch.autograd.grad(formula(g, u), (g, u), grad)
+            grad_gate.copy_(dg), grad_up.copy_(du)
+        return forward, backward
+
+    reference = {"swiglu": lambda g, u: torch.nn.functional.silu(g) * u,
+                 "geglu": lambda g, u: torch.nn.functional.gelu(g, approximate="tanh") * u}
+    swiglu, swiglu_backward = _pair.__func__(reference["swiglu"])
+    geglu, geglu_backward = _pair.__func__(reference["geglu"])
+
+
+@pytest.mark.parametrize("name", ["swiglu", "geglu"])
+def test_the_glus_eager_function_hands_each_gradient_to_its_input(monkeypatch, name):
+    """lab.nn.swiglu/geglu in eager mode (the autograd.Function) with torch stand-ins for the kernels:
+    the values, and gradcheck - gate's gradient to gate, up's to up, also for the halves of one tensor."""
+    monkeypatch.setattr(lab.nn.functional, "_raw", TorchGlus)
+    monkeypatch.setattr(lab.nn.functional, "_on_lab", lambda x: True)
+    g = torch.Generator().manual_seed(5)
+    gate, up = (torch.randn(3, 7, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(2))
+    glu = getattr(lab.nn.functional, name)
+    torch.testing.assert_close(glu(gate, up), TorchGlus.reference[name](gate, up))
+    torch.autograd.gradcheck(glu, (gate, up))
+    both = torch.randn(3, 14, dtype=torch.float64, generator=g, requires_grad=True)
+    torch.autograd.gradcheck(lambda t: glu(*t.chunk(2, dim=-1)), (both,))
+
+
+@pytest.mark.parametrize("path", ["eager", "operator"])
 @pytest.mark.parametrize("tables", ["angles", "random"])
 @pytest.mark.parametrize("interleaved", [False, True])
 @pytest.mark.parametrize("rotary_dim", [8, 4])
 @pytest.mark.parametrize("unsqueeze_dim", [1, 2])
 def test_apply_rotary_pos_emb_wires_lab_rope_and_its_backward(monkeypatch, interleaved, rotary_dim, unsqueeze_dim,
-                                                              tables):
+                                                              tables, path):
     """The lab path with launch.h's formulas as stand-in kernels: values against transformers' formula
     (computed on the rotated part), and gradcheck - so the backward formula is the forward's exact
     transpose (random tables: a pair's two sines differ, as no rotary embedding makes them, which
-    tells sin[j] from sin[partner]) and the operator hands each gradient to the right input."""
-    from lab.nn import _rope_ops
+    tells sin[j] from sin[partner]) and the autograd.Function (eager) or the operator (what
+    torch.compile traces) hands each gradient to the right input."""
+    from lab.nn import _eager, _rope_ops
     monkeypatch.setattr(_rope_ops, "lab", TorchRope)
+    monkeypatch.setattr(_eager, "lab", TorchRope)
     monkeypatch.setattr(lab.nn.functional, "_on_lab", lambda x: True)
+    monkeypatch.setattr(lab.nn.functional, "_compiling", lambda: path == "operator")
     g = torch.Generator().manual_seed(3)
     if unsqueeze_dim == 1:
         q = torch.randn(2, 3, 5, 8, dtype=torch.float64, generator=g).transpose(1, 2)  # the projections' view

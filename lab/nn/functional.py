@@ -3,13 +3,16 @@ anything else (CPU tensors) to torch's own function, so a model using these runs
 
 Under torch.compile the softmax and norms are the operators of lab/nn/_ops.py (traced, no graph
 break); in eager mode they are the autograd.Functions of _eager.py, the same kernels with less host
-time a call. Cross-entropy, the GLUs and the rotary embedding are always operators (_loss_ops.py, _rope_ops.py)."""
+time a call. So are the GLUs and the rotary embedding (operators in _loss_ops.py, _rope_ops.py); the
+cross-entropies are always operators."""
 import math
 from typing import Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+import lab as _raw
 
 from . import _eager, _linear_loss_ops, _loss_ops, _ops, _rope_ops  # noqa: F401  (registers torch.ops.lab.*)
 
@@ -169,14 +172,18 @@ def swiglu(gate: Tensor, up: Tensor) -> Tensor:
     """silu(gate) * up in one pass (SwiGLU); gate and up may be the halves of one tensor."""
     if not (_on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape):
         return F.silu(gate) * up
-    return _lab.swiglu.default(gate, up)
+    if _compiling():
+        return _lab.swiglu.default(gate, up)
+    return _eager.Glu.apply(gate, up, _raw.swiglu, _raw.swiglu_backward)
 
 
 def geglu(gate: Tensor, up: Tensor) -> Tensor:
     """gelu(gate, approximate="tanh") * up in one pass (GeGLU)."""
     if not (_on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape):
         return F.gelu(gate, approximate="tanh") * up
-    return _lab.geglu.default(gate, up)
+    if _compiling():
+        return _lab.geglu.default(gate, up)
+    return _eager.Glu.apply(gate, up, _raw.geglu, _raw.geglu_backward)
 
 
 def _rotate_half(x: Tensor) -> Tensor:
@@ -216,7 +223,8 @@ def apply_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positio
     if not on_lab:
         cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
         return _rope_reference(q, cos, sin, interleaved), _rope_reference(k, cos, sin, interleaved)
+    rope = _lab.rope.default if _compiling() else _eager.Rope.apply
     if unsqueeze == 2:  # (batch, positions, heads, head_dim): rotated as its (batch, heads, ...) view
-        q_out, k_out = _lab.rope.default(q.transpose(1, 2), k.transpose(1, 2), cos, sin, interleaved)
+        q_out, k_out = rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin, interleaved)
         return q_out.transpose(1, 2), k_out.transpose(1, 2)
-    return _lab.rope.default(q, k, cos, sin, interleaved)
+    return rope(q, k, cos, sin, interleaved)
