@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-llama gpu-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -123,6 +123,7 @@ gpu-bench:
 	$(PYTHON) bench/bench_losses.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_gemm.py --out-dir $(OUT)/bench
 	$(MAKE) --no-print-directory bench-rope BENCH_OUT=$(OUT)/bench
+	$(MAKE) --no-print-directory bench-swiglu BENCH_OUT=$(OUT)/bench
 	$(PYTHON) bench/bench_jax.py --out-dir $(OUT)/bench
 	$(MAKE) --no-print-directory bench-linear-ce BENCH_OUT=$(OUT)/bench
 	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
@@ -299,6 +300,10 @@ bench-linear-ce: peers-site
 # The rotary embedding against transformers' formula (eager, compiled) and Liger-Kernel's.
 bench-rope: peers-site
 	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_rope.py --out-dir $(BENCH_OUT)
+
+# SwiGLU forward + backward through autograd against torch eager, torch.compile and Liger-Kernel's.
+bench-swiglu: peers-site
+	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_swiglu.py --out-dir $(BENCH_OUT)
 
 # A Llama training step end to end (torch eager, torch.compile per layer, Liger-Kernel, lab.nn.patch),
 # each in a process of its own. Too long to share a GPU call with the other benchmarks: on the GPU
