@@ -14,9 +14,9 @@ exactly as a call from Python does. Gradients are jax.custom_vjp rules calling l
 
 Where the computation is not on a CUDA device (jax on a CPU), each function is the same formula in
 jax.numpy (jax.lax.platform_dependent picks per platform at lowering), so code written with lab.jax
-runs anywhere jax does; lab's kernels run only on the GPU. vmap: softmax and the norms without a
-weight work over the last axis with any leading ones, so a mapped axis is one more leading axis
-(vmap_method="broadcast_all", one launch); the norms with a weight, cross_entropy and the rotary
+runs anywhere jax does; lab's kernels run only on the GPU. vmap: softmax, the GLUs and the norms
+without a weight work over the last axis with any leading ones, so a mapped axis is one more leading
+axis (vmap_method="broadcast_all", one launch); the norms with a weight, cross_entropy and the rotary
 embedding run once per mapped element (vmap_method="sequential")."""
 from functools import partial
 
@@ -283,6 +283,72 @@ def softmax(x, axis=-1):
 def log_softmax(x, axis=-1):
     """x - max - log(sum(exp(x - max))) along axis."""
     return _along_last(x, axis, "log_softmax", True)
+
+
+# ---- swiglu, geglu ----
+
+def _activation(f, act):
+    return jax.nn.gelu(f, approximate=True) if act else f * jax.nn.sigmoid(f)
+
+
+def _glu_reference(gate, up, act):
+    f = _stats_dtype(gate.dtype)
+    return (_activation(gate.astype(f), act) * up.astype(f)).astype(gate.dtype)
+
+
+def _glu_backward_reference(grad, gate, up, act):
+    f = _stats_dtype(gate.dtype)
+    g, u, d = gate.astype(f), up.astype(f), grad.astype(f)
+    activated, slope = jax.vjp(lambda g: _activation(g, act), g)
+    return slope(d * u)[0].astype(gate.dtype), (d * activated).astype(up.dtype)
+
+
+def _glu_call(gate, up, act):
+    result = jax.ShapeDtypeStruct(gate.shape, gate.dtype)
+    target = lambda g, u: jax.ffi.ffi_call("lab_glu", result, vmap_method="broadcast_all")(  # noqa: E731
+        g, u, act=np.int32(act))
+    return _on_cuda(target, lambda g, u: _glu_reference(g, u, act), gate, up)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _glu(gate, up, act):
+    return _glu_call(gate, up, act)
+
+
+def _glu_forward(gate, up, act):
+    return _glu_call(gate, up, act), (gate, up)
+
+
+def _glu_backward(act, saved, grad):
+    gate, up = saved
+    results = (jax.ShapeDtypeStruct(gate.shape, gate.dtype), jax.ShapeDtypeStruct(up.shape, up.dtype))
+    target = lambda d, g, u: tuple(jax.ffi.ffi_call("lab_glu_backward", results,  # noqa: E731
+                                                    vmap_method="broadcast_all")(d, g, u, act=np.int32(act)))
+    return _on_cuda(target, lambda d, g, u: _glu_backward_reference(d, g, u, act), grad, gate, up)
+
+
+_glu.defvjp(_glu_forward, _glu_backward)
+
+
+def _check_glu(func, gate, up):
+    _float(gate, func, "gate")
+    if up.shape != gate.shape or up.dtype != gate.dtype:
+        raise ValueError(f"{func}(): argument 'up' has shape {up.shape} and dtype {up.dtype}; it must have gate's, "
+                         f"{gate.shape} and {gate.dtype}")
+    return gate.reshape(1) if gate.ndim == 0 else gate, up.reshape(1) if up.ndim == 0 else up
+
+
+def swiglu(gate, up):
+    """silu(gate) * up in one pass (a transformer MLP's SwiGLU), computed in float32 for half types;
+    differentiable (lab.swiglu_backward's kernel). gate and up: one shape and float dtype."""
+    g, u = _check_glu("swiglu", gate, up)
+    return _glu(g, u, 0).reshape(gate.shape)
+
+
+def geglu(gate, up):
+    """gelu(gate, approximate=True) * up in one pass (GeGLU); as swiglu."""
+    g, u = _check_glu("geglu", gate, up)
+    return _glu(g, u, 1).reshape(gate.shape)
 
 
 # ---- cross_entropy ----

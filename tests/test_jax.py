@@ -105,6 +105,22 @@ def test_rope_and_its_gradient(interleaved):
     assert abs(float(lhs - ((q * back_q).sum() + (k * back_k).sum()))) < 1e-9 * float(abs(lhs) + 1)
 
 
+@pytest.mark.parametrize("name", ["swiglu", "geglu"])
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5, 11)])
+def test_glus_and_their_gradients(name, shape):
+    act = {"swiglu": jax.nn.silu, "geglu": lambda g: jax.nn.gelu(g, approximate=True)}[name]
+    gate, up = rand(*shape), rand(*shape)
+    glu = getattr(ljax, name)
+    np.testing.assert_allclose(glu(gate, up), act(gate) * up, rtol=1e-12, atol=1e-15)
+    cotangent = rand(*shape)
+    ours = jax.vjp(glu, gate, up)[1](cotangent)
+    plain = jax.vjp(lambda g, u: act(g) * u, gate, up)[1](cotangent)
+    for a, b in zip(ours, plain):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    mapped = jax.vmap(glu)(rand(2, *shape), rand(2, *shape))
+    assert mapped.shape == (2, *shape)
+
+
 def cuda_text(fn, *args):
     return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
 
@@ -128,6 +144,8 @@ def test_lowered_for_cuda_each_function_is_an_ffi_call_to_lab():
     text = cuda_text(jax.grad(lambda q, k: sum(t.astype(jnp.float32).sum()
                                                for t in ljax.apply_rotary_pos_emb(q, k, cos, cos)), (0, 1)), q, k)
     assert "@lab_rope(" in text and "backward = 1 : i32" in text  # the forward's call is dead code here
+    text = cuda_text(jax.grad(lambda g, u: (ljax.geglu(g, u) * g).astype(jnp.float32).sum(), (0, 1)), x, x)
+    assert "@lab_glu(" in text and "@lab_glu_backward(" in text and "act = 1 : i32" in text
 
 
 @pytest.mark.parametrize("call, error, match", [
@@ -146,6 +164,9 @@ def test_lowered_for_cuda_each_function_is_an_ffi_call_to_lab():
                                        jnp.zeros((1, 6, 8))), ValueError, r"argument 'q' has 3 dimensions"),
     (lambda: ljax.apply_rotary_pos_emb(jnp.zeros((1, 4, 6, 8)), jnp.zeros((1, 2, 6, 8)), jnp.zeros((1, 6, 10)),
                                        jnp.zeros((1, 6, 10))), ValueError, r"cos and sin have shapes \(1, 6, 10\)"),
+    (lambda: ljax.swiglu(jnp.zeros((4, 8), jnp.int32), jnp.zeros((4, 8), jnp.int32)), TypeError,
+     r"swiglu\(\): argument 'gate' has dtype int32"),
+    (lambda: ljax.geglu(jnp.zeros((4, 8)), jnp.zeros((4, 7))), ValueError, r"geglu\(\): argument 'up' has shape \(4, 7\)"),
 ])
 def test_bad_arguments_fail_at_trace_time(call, error, match):
     with pytest.raises(error, match=match):

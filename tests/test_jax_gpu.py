@@ -76,3 +76,30 @@ def test_rope_and_vmap():
     x = jax.device_put(jnp.asarray(rng.standard_normal((3, 5, 128)), jnp.float32), device)
     mapped = jax.jit(jax.vmap(lambda x: ljax.rms_norm(x, eps=1e-6)))(x)
     np.testing.assert_allclose(mapped, jax.vmap(lambda x: ljax.rms_norm(x, eps=1e-6))(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["swiglu", "geglu"])
+@pytest.mark.parametrize("dtype, rtol", [("float32", 1e-5), ("bfloat16", 2e-2)])
+def test_glus_in_jit(name, dtype, rtol):
+    device = gpu_or_skip()
+    import jax.numpy as jnp
+    import lab.jax as ljax
+    rng = np.random.default_rng(4)
+    gate = jax.device_put(jnp.asarray(rng.standard_normal((257, 1000)), dtype), device)
+    up = jax.device_put(jnp.asarray(rng.standard_normal((257, 1000)), dtype), device)
+    g, u = np.asarray(gate, np.float64), np.asarray(up, np.float64)
+    if name == "swiglu":
+        act, slope = g / (1 + np.exp(-g)), (1 / (1 + np.exp(-g))) * (1 + g * (1 - 1 / (1 + np.exp(-g))))
+    else:
+        inner = np.sqrt(2 / np.pi) * (g + 0.044715 * g ** 3)
+        t = np.tanh(inner)
+        act = 0.5 * g * (1 + t)
+        slope = 0.5 * (1 + t) + 0.5 * g * (1 - t * t) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * g * g)
+    glu = getattr(ljax, name)
+    out = jax.jit(glu)(gate, up)
+    np.testing.assert_allclose(np.asarray(out, np.float64), act * u, rtol=rtol, atol=rtol)
+    grads = jax.jit(jax.grad(lambda g, u: glu(g, u).astype(jnp.float32).sum(), (0, 1)))(gate, up)
+    np.testing.assert_allclose(np.asarray(grads[0], np.float64), slope * u, rtol=4 * rtol, atol=4 * rtol)
+    np.testing.assert_allclose(np.asarray(grads[1], np.float64), act, rtol=4 * rtol, atol=4 * rtol)
+    mapped = jax.jit(jax.vmap(glu))(gate.reshape(257, 10, 100), up.reshape(257, 10, 100))
+    np.testing.assert_array_equal(np.asarray(mapped).reshape(257, 1000), np.asarray(out))

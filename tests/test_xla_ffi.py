@@ -151,7 +151,8 @@ def f64_attr(value):
 
 
 def test_every_target_is_offered():
-    assert sorted(lab.lab._xla_ffi_targets()) == ["lab_cross_entropy", "lab_kernel", "lab_layer_norm",
+    assert sorted(lab.lab._xla_ffi_targets()) == ["lab_cross_entropy", "lab_glu", "lab_glu_backward", "lab_kernel",
+                                                  "lab_layer_norm",
                                                   "lab_layer_norm_backward", "lab_rms_norm", "lab_rms_norm_backward", "lab_rope", "lab_softmax",
                                                   "lab_softmax_backward"]
 
@@ -190,6 +191,8 @@ def test_stages_before_execution_do_nothing():
      {"ignore_index": (S64, ctypes.c_int64, -1, 3), "label_smoothing": f64_attr(0.1), "reduction": (S32, ctypes.c_int32, 2, 3)}),
     ("lab_rope", [(BF16, (2, 4, 5, 8)), (BF16, (2, 2, 5, 8)), (BF16, (2, 5, 8)), (BF16, (2, 5, 8))],
      [(BF16, (2, 4, 5, 8)), (BF16, (2, 2, 5, 8))], {"interleaved": (S32, ctypes.c_int32, 1, 3)}),
+    ("lab_glu", [(BF16, (6, 11)), (BF16, (6, 11))], [(BF16, (6, 11))], {"act": (S32, ctypes.c_int32, 1, 3)}),
+    ("lab_glu_backward", [(F32, (6, 11)), (F32, (6, 11)), (F32, (6, 11))], [(F32, (6, 11)), (F32, (6, 11))], {}),
 ])
 def test_frames_that_pass_every_check_reach_cuda(target, args, rets, attributes):
     _, (errc, message) = Xla().call(target, args, rets, attributes)
@@ -210,6 +213,12 @@ def test_frames_that_pass_every_check_reach_cuda(target, args, rets, attributes)
      r"argument 'target' has dtype float32; class indices are int64 or int32"),
     ("lab_rope", [(F32, (2, 4, 5, 8)), (F32, (2, 2, 5, 8)), (F32, (5, 3)), (F32, (5, 3))],
      [(F32, (2, 4, 5, 8)), (F32, (2, 2, 5, 8))], {}, r"the rotary dimension is 3"),
+    ("lab_glu", [(F32, (6, 11))], [(F32, (6, 11))], {}, r"XLA gave no buffer for 'up'"),
+    ("lab_glu", [(F32, (6, 11)), (F32, (6, 12))], [(F32, (6, 11))], {},
+     r"lab_glu\(\): the inputs cannot be broadcast together: 'gate' has shape \(6, 11\), 'up' has shape \(6, 12\)"),
+    ("lab_glu", [(S32, (6, 11)), (S32, (6, 11))], [(S32, (6, 11))], {}, r"lab_glu\(\): the inputs are integers"),
+    ("lab_glu_backward", [(F32, (6, 11)), (F32, (6, 11)), (F32, (6, 11))], [(F32, (6, 11)), (F32, (5, 11))], {},
+     r"argument 'grad_up' has shape \(5, 11\)"),
 ])
 def test_refusals_become_xla_errors_with_the_message(target, args, rets, attributes, match):
     import re

@@ -16,6 +16,7 @@
 #include "binding/module_state.h"
 #include "binding/xla_ffi_abi.h"
 #include "dispatch/dtype.h"
+#include "dispatch/elementwise_kind.h"
 #include "dispatch/rope_kind.h"
 #include "dispatch/rowwise_kind.h"
 
@@ -273,6 +274,47 @@ static int cross_entropy(ffi_call *f) {
     return run_rowwise(f, &d);
 }
 
+/* lab_glu: (gate, up) -> (out); attribute act (0: silu, SwiGLU; 1: gelu's tanh form, GeGLU). The
+ * forward is an elementwise op (lab.swiglu's kind), the backward a row-wise one. */
+static int glu(ffi_call *f) {
+    double act;
+    if (read_attr(f, "act", 0.0, &act) < 0) return -1;
+    lab_elementwise_call d;
+    memset(&d, 0, sizeof d);
+    d.op = act != 0.0 ? LAB_OP_GEGLU : LAB_OP_SWIGLU;
+    lab_operands *ops = &d.operands;
+    static const char *const names[] = {"out", "gate", "up"};
+    for (int i = 0; i < 3; i++) {
+        const lab_array *a =
+            read_buffer(f, i == 0 ? &f->frame->rets : &f->frame->args, i == 0 ? 0 : i - 1, names[i]);
+        if (!a) return -1;
+        ops->arrays[i] = *a;
+        ops->names[i] = names[i];
+    }
+    ops->count = 3, ops->n_outputs = 1;
+    lab_op_call call = lab_ffi_op_call(f, &d);
+    for (int i = 0; i < 3; i++) lab_op_call_add(&call, ops->names[i], &ops->arrays[i], 1, 0, i == 0);
+    return lab_run_op(&lab_get_state(ffi_module)->dispatch, &lab_elementwise_kind, &call);
+}
+
+/* lab_glu_backward: (grad_out, gate, up) -> (grad_gate, grad_up); attribute act. */
+static int glu_backward(ffi_call *f) {
+    double act;
+    if (read_attr(f, "act", 0.0, &act) < 0) return -1;
+    lab_rowwise_call d = {.op = act != 0.0 ? LAB_ROW_GEGLU_BACKWARD : LAB_ROW_SWIGLU_BACKWARD};
+    const lab_xla_ffi_list *args = &f->frame->args, *rets = &f->frame->rets;
+    if (!(d.rows[LAB_ROW_GRAD] = read_buffer(f, args, 0, "grad_out")) ||
+        !(d.rows[LAB_ROW_X] = read_buffer(f, args, 1, "gate")) ||
+        !(d.rows[LAB_ROW_UP] = read_buffer(f, args, 2, "up")) ||
+        !(d.rows[LAB_ROW_OUT] = read_buffer(f, rets, 0, "grad_gate")) ||
+        !(d.rows[LAB_ROW_GRAD_UP] = read_buffer(f, rets, 1, "grad_up"))) {
+        return -1;
+    }
+    d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "gate", d.row_names[LAB_ROW_UP] = "up";
+    d.row_names[LAB_ROW_OUT] = "grad_gate", d.row_names[LAB_ROW_GRAD_UP] = "grad_up";
+    return run_rowwise(f, &d);
+}
+
 /* lab_rope: (q, k, cos, sin) -> (q_out, k_out); attributes interleaved, backward, rotary_dim (-1: the
  * tables' width). */
 static int rope(ffi_call *f) {
@@ -401,6 +443,8 @@ LAB_FFI_TARGET(softmax)
 LAB_FFI_TARGET(softmax_backward)
 LAB_FFI_TARGET(cross_entropy)
 LAB_FFI_TARGET(rope)
+LAB_FFI_TARGET(glu)
+LAB_FFI_TARGET(glu_backward)
 #undef LAB_FFI_TARGET
 
 static lab_xla_ffi_error *target_user_kernel(lab_xla_ffi_call_frame *frame) {
@@ -430,6 +474,8 @@ static PyObject *py_xla_ffi_targets(PyObject *module, PyObject *unused) {
                    {"lab_softmax_backward", target_softmax_backward},
                    {"lab_cross_entropy", target_cross_entropy},
                    {"lab_rope", target_rope},
+                   {"lab_glu", target_glu},
+                   {"lab_glu_backward", target_glu_backward},
                    {"lab_kernel", target_user_kernel}};
     if (!ffi_module) ffi_module = Py_NewRef(module);
     PyObject *found = PyDict_New();
