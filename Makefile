@@ -125,6 +125,7 @@ gpu-bench:
 	$(MAKE) --no-print-directory bench-rope BENCH_OUT=$(OUT)/bench
 	$(MAKE) --no-print-directory bench-swiglu BENCH_OUT=$(OUT)/bench
 	$(PYTHON) bench/bench_jax.py --out-dir $(OUT)/bench
+	$(PYTHON) bench/bench_jax_train.py --out-dir $(OUT)/bench
 	$(MAKE) --no-print-directory bench-linear-ce BENCH_OUT=$(OUT)/bench
 	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
 
