@@ -26,6 +26,9 @@ def one_process_group(request):
         pytest.skip("torch sees no CUDA device")
     if not dist.is_available():
         pytest.skip("this torch has no torch.distributed")
+    tf32 = torch.backends.cuda.matmul.allow_tf32 if device == "cuda" else None
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # float32 products as the reference makes them
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -35,6 +38,8 @@ def one_process_group(request):
         yield device
     finally:
         dist.destroy_process_group()
+        if device == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
 def reference_step(model, device):
@@ -47,7 +52,7 @@ def reference_step(model, device):
 
 
 def model_on(device):
-    """The tiny Llama: float64 on the CPU; float32 on a GPU, with TF32 off so products match."""
+    """The tiny Llama: float64 on the CPU; float32 on a GPU (the fixture turns TF32 off)."""
     model = tiny("llama")
     return model.to(device) if device == "cpu" else model.float().to(device)
 
@@ -57,9 +62,8 @@ def tolerance(device):
 
 
 @pytest.mark.parametrize("one_process_group", DEVICES, indirect=True)
-def test_a_patched_model_under_ddp_trains_like_the_original(one_process_group, monkeypatch):
+def test_a_patched_model_under_ddp_trains_like_the_original(one_process_group):
     device = one_process_group
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     original = model_on(device)
     want_loss, want_grads = reference_step(original, device)
     model = copy.deepcopy(original)
@@ -76,13 +80,12 @@ def test_a_patched_model_under_ddp_trains_like_the_original(one_process_group, m
 
 
 @pytest.mark.parametrize("one_process_group", DEVICES, indirect=True)
-def test_a_patched_model_sharded_with_fsdp2_trains_like_the_original(one_process_group, monkeypatch):
+def test_a_patched_model_sharded_with_fsdp2_trains_like_the_original(one_process_group):
     device = one_process_group
     fsdp = pytest.importorskip("torch.distributed.fsdp")
     from torch.distributed.device_mesh import init_device_mesh
     if not hasattr(fsdp, "fully_shard"):
         pytest.skip("this torch has no FSDP2 (torch.distributed.fsdp.fully_shard)")
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
     original = model_on(device)
     want_loss, want_grads = reference_step(original, device)
     model = copy.deepcopy(original)
