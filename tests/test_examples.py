@@ -41,3 +41,16 @@ def test_the_minimal_extension_builds_and_checks_its_arguments_anywhere():
     for refusal in ("takes 3 arguments", "'out' must be a CUDA array", "'b' must be contiguous", "'out' is read-only",
                     "differ in length"):
         assert refusal in result.stdout, result.stdout
+
+
+def test_the_jax_example_checks_its_first_half_anywhere():
+    """Example 15 on a jax without a GPU: the built-in ops run their jax.numpy formulas inside jit and
+    check out against plain jax; the user's kernels are skipped, saying why."""
+    pytest.importorskip("jax")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["JAX_PLATFORMS"] = "cpu"
+    result = subprocess.run([sys.executable, os.path.join(EXAMPLES, "15_jax_inside_jit.py")], capture_output=True,
+                            text=True, timeout=300, env=env, cwd=os.path.dirname(EXAMPLES))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "rms_norm + cross_entropy inside jit, with jax.grad: their jax.numpy formulas" in result.stdout
+    assert "skipped: your own kernels inside jit" in result.stdout
