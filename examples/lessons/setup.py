@@ -14,8 +14,8 @@ from setuptools.command.build_ext import build_ext
 
 CUDA = os.environ.get("CUDA_HOME", "/usr/local/cuda")
 LESSONS = ["lesson1_keywords", "lesson2_module_state", "lesson3_strides_dtypes", "lesson4_plan_launch",
-           "lesson5_streams", "lesson6_dlpack_exchange"]
-SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src")  # lesson 6 includes lab's DLPack header
+           "lesson5_streams", "lesson6_dlpack_exchange", "lesson7_xla_ffi"]
+SRC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src")  # lessons 6, 7 include lab's DLPack and XLA headers
 
 
 class BuildWithNvcc(build_ext):

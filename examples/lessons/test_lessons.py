@@ -17,6 +17,10 @@ import lesson3_strides_dtypes  # noqa: E402
 import lesson4_plan_launch  # noqa: E402
 import lesson5_streams  # noqa: E402
 import lesson6_dlpack_exchange  # noqa: E402
+import lesson7_xla_ffi  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tests"))
+from xla_frames import F32, F64, ApiVersion, Extension, Metadata, MetadataExtension, Xla  # noqa: E402
 
 try:
     import lab
@@ -248,3 +252,51 @@ def test_add_reads_torch_through_its_table_and_others_through_the_cai():
     torch.testing.assert_close(out, a + 0.5)
     lesson6_dlpack_exchange.add(a[::2], a[::2], out[:501])  # DLPack strides are in elements
     torch.testing.assert_close(out[:501], 2 * a[::2])
+
+
+# ---- lesson 7: a handler XLA calls ----
+
+def test_the_handler_answers_the_metadata_query_and_refuses_before_any_cuda_call():
+    """Frames built by hand, as XLA builds them (tests/xla_frames.py): the version question, stages
+    before execution, and the refusals - all before a pointer is read."""
+    import ctypes
+    target = lesson7_xla_ffi.add_target()
+    metadata = Metadata(ctypes.sizeof(Metadata), ApiVersion(ctypes.sizeof(ApiVersion), None, -1, -1), 99)
+    extension = MetadataExtension(Extension(ctypes.sizeof(MetadataExtension), 1, None), ctypes.pointer(metadata))
+    result, _ = Xla().call(target, [], [], extension=ctypes.cast(ctypes.pointer(extension), ctypes.POINTER(Extension)))
+    assert result is None and (metadata.api_version.major_version, metadata.traits) == (0, 0)
+    assert Xla().call(target, [(F32, (8,))], [], stage=1)[0] is None  # nothing to prepare
+    vector = (F32, (8,))
+    for args, rets, match in [([vector], [vector], "takes two float32 vectors"),
+                              ([vector, (F64, (8,))], [vector], "takes two float32 vectors"),
+                              ([vector, (F32, (2, 4))], [vector], "takes two float32 vectors"),
+                              ([vector, (F32, (9,))], [vector], "must have one length")]:
+        _, (code, message) = Xla().call(target, args, rets)
+        assert code == 3 and match in message, message
+    _, (code, _) = Xla(major=1).call(target, [vector, vector], [vector])
+    assert code == 13
+
+
+@pytest.mark.skipif(HAVE_GPU, reason="with a GPU the launch would read the frame's made-up pointers")
+def test_without_a_gpu_the_launch_error_comes_back_as_an_xla_error():
+    _, (code, message) = Xla().call(lesson7_xla_ffi.add_target(), [(F32, (8,)), (F32, (8,))], [(F32, (8,))])
+    assert code == 13 and message  # CUDA's own words: no driver, no device
+
+
+@gpu
+def test_lesson7_add_runs_inside_jax_jit():
+    jax = pytest.importorskip("jax")
+    try:
+        device = jax.devices("cuda")[0]
+    except RuntimeError:
+        pytest.skip("jax sees no CUDA device")
+    import jax.numpy as jnp
+    jax.ffi.register_ffi_target("lesson7_add", lesson7_xla_ffi.add_target(), platform="CUDA")
+    a = jax.device_put(jnp.arange(1000, dtype=jnp.float32), device)
+
+    @jax.jit
+    def twice_plus_one(a):
+        out = jax.ffi.ffi_call("lesson7_add", jax.ShapeDtypeStruct(a.shape, a.dtype))(a, a)
+        return out + 1  # XLA's own kernel after the handler's, on the same stream
+
+    np.testing.assert_array_equal(np.asarray(twice_plus_one(a)), 2 * np.arange(1000, dtype=np.float32) + 1)
