@@ -55,7 +55,8 @@ static lab_xla_ffi_error *add_handler(lab_xla_ffi_call_frame *frame) {
     if (frame->api->api_version.major_version != LAB_XLA_FFI_API_MAJOR) {
         return fail(frame, 13, "lesson7: XLA's FFI has another major version than this handler reads");
     }
-    if (frame->stage != LAB_XLA_STAGE_EXECUTE) return NULL; /* instantiate, prepare, initialize: nothing to do */
+    if (frame->stage != LAB_XLA_STAGE_EXECUTE)
+        return NULL; /* instantiate, prepare, initialize: nothing to do */
     const lab_xla_ffi_buffer *a = f32_vector(&frame->args, 0), *b = f32_vector(&frame->args, 1);
     const lab_xla_ffi_buffer *out = f32_vector(&frame->rets, 0);
     if (!a || !b || !out || frame->args.size != 2 || frame->rets.size != 1) {
