@@ -19,15 +19,20 @@ def peers(script):
     return torch, cupy
 
 
-def start(script, description):
-    """A benchmark's command line (--out-dir, --quick), its peers and torch's event timer:
-    (args, torch, cupy, timer), or None where this machine cannot run it (peers() says why)."""
+def bench_args(description):
+    """A benchmark's command line: --out-dir (where its JSON goes) and --quick."""
     import argparse
-    from lab._timing import torch_timer
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out-dir")
     parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def start(script, description):
+    """A benchmark's command line (bench_args), its peers and torch's event timer:
+    (args, torch, cupy, timer), or None where this machine cannot run it (peers() says why)."""
+    from lab._timing import torch_timer
+    args = bench_args(description)
     found = peers(script)
     if found is None:
         return None

@@ -52,11 +52,8 @@ def chained(op, length):
 
 
 def main():
-    import argparse
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out-dir")
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
+    from _peers import bench_args
+    args = bench_args(__doc__.split("\n")[0])
     try:
         import jax
         import jax.numpy as jnp

@@ -57,6 +57,16 @@ def model_on(device):
     return model.to(device) if device == "cpu" else model.float().to(device)
 
 
+def reference_and_patched_copy(device):
+    """(the unpatched model's loss and gradients, a patched copy of the model without gradients, the
+    patch's result - undo() it)."""
+    original = model_on(device)
+    reference = reference_step(original, device)
+    model = copy.deepcopy(original)
+    model.zero_grad(set_to_none=True)
+    return reference, model, lab.nn.patch(model)
+
+
 def tolerance(device):
     return dict(rtol=1e-5, atol=1e-7) if device == "cpu" else dict(rtol=2e-4, atol=2e-5)
 
@@ -64,11 +74,7 @@ def tolerance(device):
 @pytest.mark.parametrize("one_process_group", DEVICES, indirect=True)
 def test_a_patched_model_under_ddp_trains_like_the_original(one_process_group):
     device = one_process_group
-    original = model_on(device)
-    want_loss, want_grads = reference_step(original, device)
-    model = copy.deepcopy(original)
-    model.zero_grad(set_to_none=True)
-    patched = lab.nn.patch(model)
+    (want_loss, want_grads), model, patched = reference_and_patched_copy(device)
     try:
         wrapped = torch.nn.parallel.DistributedDataParallel(model)
         got_loss, _ = reference_step(wrapped, device)
@@ -86,11 +92,7 @@ def test_a_patched_model_sharded_with_fsdp2_trains_like_the_original(one_process
     from torch.distributed.device_mesh import init_device_mesh
     if not hasattr(fsdp, "fully_shard"):
         pytest.skip("this torch has no FSDP2 (torch.distributed.fsdp.fully_shard)")
-    original = model_on(device)
-    want_loss, want_grads = reference_step(original, device)
-    model = copy.deepcopy(original)
-    model.zero_grad(set_to_none=True)
-    patched = lab.nn.patch(model)
+    (want_loss, want_grads), model, patched = reference_and_patched_copy(device)
     try:
         assert patched.counts()["linear_cross_entropy"] == 1
         mesh = init_device_mesh(device, (1,))

@@ -133,17 +133,24 @@ DISTRIBUTED = textwrap.dedent("""
 """)
 
 
-def test_two_ranks_stay_identical_with_lab_adam_between_all_reduces():
-    producer_or_skip("torch")
+def run_two_ranks(script, timeout):
+    """`script` in two processes (argv: the rank, a free port for NCCL's rendezvous): their (stdout,
+    stderr), each having exited 0."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = str(s.getsockname()[1])
     env = dict(os.environ, NCCL_NVLS_ENABLE="0")  # multicast stays off (the machine's rule)
-    ranks = [subprocess.Popen([sys.executable, "-c", DISTRIBUTED, str(rank), port], env=env, text=True,
+    ranks = [subprocess.Popen([sys.executable, "-c", script, str(rank), port], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for rank in range(2)]
-    outputs = [rank.communicate(timeout=300) for rank in ranks]
+    outputs = [rank.communicate(timeout=timeout) for rank in ranks]
     for rank, (out, err) in zip(ranks, outputs):
-        assert rank.returncode == 0, err[-2000:]
+        assert rank.returncode == 0, err[-3000:]
+    return outputs
+
+
+def test_two_ranks_stay_identical_with_lab_adam_between_all_reduces():
+    producer_or_skip("torch")
+    outputs = run_two_ranks(DISTRIBUTED, 300)
     lines = sorted(out.strip() for out, _ in outputs)
     assert lines == ["rank 0 identical moved", "rank 1 identical moved"], outputs
 
@@ -203,15 +210,7 @@ def test_a_patched_llama_trains_under_ddp_and_fsdp2_on_two_gpus():
     loss curve tracks the same run without lab within bf16 tolerance, and DDP's ranks stay identical."""
     producer_or_skip("torch")
     pytest.importorskip("transformers")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
-    env = dict(os.environ, NCCL_NVLS_ENABLE="0")  # multicast stays off (the machine's rule)
-    ranks = [subprocess.Popen([sys.executable, "-c", PATCHED_TRAINING, str(rank), port], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for rank in range(2)]
-    outputs = [rank.communicate(timeout=600) for rank in ranks]
-    for rank, (out, err) in zip(ranks, outputs):
-        assert rank.returncode == 0, err[-3000:]
+    outputs = run_two_ranks(PATCHED_TRAINING, 600)
     import json
     curves = json.loads(outputs[0][0].strip().splitlines()[-1])
     for engine in ("ddp", "fsdp2"):
