@@ -283,13 +283,18 @@ static int run_ffi_launch(lab_ffi_kernel *base, lab_ffi_call *f) {
             return -1;
         }
     }
-    PyObject *handle = prepared_handle(k->launcher); /* compiled and loaded at the first run */
+    /* compiled and loaded at the first run; held through the launch, as it keeps the library loaded */
+    PyObject *handle = Py_XNewRef(prepared_handle(k->launcher));
     const void *kernel = handle ? PyCapsule_GetPointer(PyTuple_GET_ITEM(handle, 0), KERNEL_CAPSULE) : NULL;
-    if (!kernel) return -1;
+    if (!kernel) {
+        Py_XDECREF(handle);
+        return -1;
+    }
     void *argv_inline[LAB_KERNEL_ARGS_INLINE];
     void **argv =
         k->n_params <= LAB_KERNEL_ARGS_INLINE ? argv_inline : PyMem_Malloc(sizeof(void *) * k->n_params);
     if (!argv) {
+        Py_DECREF(handle);
         PyErr_NoMemory();
         return -1;
     }
@@ -303,6 +308,7 @@ static int run_ffi_launch(lab_ffi_kernel *base, lab_ffi_call *f) {
     if (n_buffers > 0) lab_op_call_add(&call, "buffers", buffers, (int)n_buffers, 1, 1);
     const int rc = lab_run_op(&lab_ffi_state(f)->dispatch, &lab_raw_kind, &call);
     if (argv != argv_inline) PyMem_Free(argv);
+    Py_DECREF(handle);
     return rc;
 }
 
