@@ -2,6 +2,7 @@
 after 10^4 calls as before, on succeeding calls (empty arrays launch nothing, so they succeed on any
 machine; real launches where there is a GPU) and on each kind of failing call. LAB_LEAK_CALLS
 raises the count: `make leak-check` runs this file with 10^6 on the GPU machine."""
+import gc
 import os
 import sys
 import tracemalloc
@@ -52,6 +53,7 @@ def assert_no_leak(fn, objects):
     tracemalloc.start()
     snapshot_before = tracemalloc.take_snapshot()
     run_many(fn)
+    gc.collect()  # cycles the calling code made (a ctypes frame's callbacks); a leaked reference is no cycle
     snapshot_after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     assert refcounts(objects) == before
@@ -151,6 +153,38 @@ def test_rope_calls_do_not_leak(case):
     objects = tracked(q, k, q_out, k_out, cos, empty_q, empty_k, empty_cos, empty_q_out, empty_k_out) + [
         rotary_dim, truthless]
     assert_no_leak(fn if error is None else failing(fn, error), objects)
+
+
+@pytest.mark.parametrize("case", ["raw_overflow", "raw_signature_dtype", "raw_count", "elementwise_number",
+                                  "elementwise_disagree", "frame_unknown_number", "frame_buffer_dtype"])
+def test_jit_registrations_and_refused_frames_do_not_leak(case):
+    """lab.jax's registration of a user's kernel, refused (a registration that succeeds is kept for the
+    life of the process, by design), and lab_kernel frames refused against a registration."""
+    import ctypes
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from xla_frames import F32, F64, S64, Xla
+    raw = lab.RawKernel('extern "C" __global__ void k(const float* x, int n, float* y) {}', "k",
+                        signature="const float*, int, float*")
+    fma = lab.ElementwiseKernel("T x, float32 a", "T z", "z = a * x", "scale_by")
+    f32 = bytes([2])
+    big, two, items = 2 ** 40, 2.0, (None, 7, None)
+    registered = raw._ffi_register(1, 32, 0, items, f32 * 2, bytes([0, 1]), None, raw._signature)
+    attr = {"kernel": (S64, ctypes.c_int64, registered, 3)}
+    target = lab.lab._xla_ffi_targets()["lab_kernel"]
+    calls = {
+        "raw_overflow": (lambda: raw._ffi_register(1, 32, 0, (None, big, None), f32 * 2, bytes([0, 1]), None,
+                                                   raw._signature), OverflowError),
+        "raw_signature_dtype": (lambda: raw._ffi_register(1, 32, 0, items, bytes([3, 2]), bytes([0, 1]), None,
+                                                          raw._signature), TypeError),
+        "raw_count": (lambda: raw._ffi_register(1, 32, 0, (None, 7), f32, bytes([0]), None, raw._signature), TypeError),
+        "elementwise_number": (lambda: fma._ffi_register(b"2d2", (None, "two"), b"*f"), TypeError),
+        "elementwise_disagree": (lambda: fma._ffi_register(b"2d2", (two, two), b"*f"), ValueError),
+        "frame_unknown_number": (lambda: Xla().call(target, [(F32, (4,))], [(F32, (4,))],
+                                                    {"kernel": (S64, ctypes.c_int64, -1, 3)}), None),
+        "frame_buffer_dtype": (lambda: Xla().call(target, [(F64, (4,))], [(F32, (4,))], attr), None),
+    }
+    fn, error = calls[case]
+    assert_no_leak(fn if error is None else failing(fn, error), [raw, fma, big, two, items])
 
 
 @pytest.mark.gpu
