@@ -17,7 +17,10 @@ jax.numpy (jax.lax.platform_dependent picks per platform at lowering), so code w
 runs anywhere jax does; lab's kernels run only on the GPU. vmap: softmax, the GLUs and the norms
 without a weight work over the last axis with any leading ones, so a mapped axis is one more leading
 axis (vmap_method="broadcast_all", one launch); the norms with a weight, cross_entropy and the rotary
-embedding run once per mapped element (vmap_method="sequential")."""
+embedding run once per mapped element (vmap_method="sequential").
+
+Your own CUDA kernels go inside jit too: lab.jax.RawKernel and lab.jax.ElementwiseKernel
+(lab/_jax_kernels.py) - on CUDA devices only, there being no formula to fall back on."""
 from functools import partial
 
 import jax
