@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -190,6 +190,15 @@ profile-rowwise:
 	  $(PYTHON) bench/profile_rowwise.py > $(LOGS)/rowwise-ncu.csv 2> $(LOGS)/rowwise-ncu-cases.txt; echo "ncu exit code: $$?"
 	cp $(LOGS)/rowwise-ncu.csv $(OUT)/
 	$(PYTHON) bench/ncu_summary.py $(LOGS)/rowwise-ncu.csv
+
+# Nsight Compute counters for the rotary embedding's kernels and SwiGLU's (called directly, and through
+# lab.nn.swiglu) on their benchmarks' inputs: time, DRAM throughput, registers, occupancy, stalls.
+profile-rope-glu:
+	mkdir -p $(LOGS)
+	timeout 200 ncu --clock-control none --kernel-name regex:'rope|glu|Glu|vectorized|rows_' --csv --metrics $(ROW_METRICS) \
+	  $(PYTHON) bench/profile_rope_glu.py > $(LOGS)/rope-glu-ncu.csv 2> $(LOGS)/rope-glu-ncu-cases.txt; echo "ncu exit code: $$?"
+	cp $(LOGS)/rope-glu-ncu.csv $(LOGS)/rope-glu-ncu-cases.txt $(OUT)/
+	$(PYTHON) bench/ncu_summary.py $(LOGS)/rope-glu-ncu.csv
 
 # Where the staged forwards' instructions go (softmax, layer_norm, rms_norm on the headline input):
 # Nsight Compute's per-SASS-instruction counters, grouped by how often each instruction ran - per row
