@@ -1,4 +1,5 @@
-"""lab.jax: lab's kernels inside jax.jit, through XLA's FFI (the handlers are C, src/binding/xla_ffi.c).
+"""lab.jax: lab's kernels inside jax.jit, through XLA's FFI (the handlers are C: src/binding/xla_ffi.c
+and xla_ffi_ops.c).
 
     import lab.jax as ljax          # imports jax; `import lab` never does
     @jax.jit

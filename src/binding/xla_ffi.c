@@ -1,5 +1,6 @@
-/* xla_ffi.c - lab's ops as XLA FFI handlers: the face lab.jax registers with jax.ffi, so lab's kernels
- * run inside jax.jit (level 2, beside the Python bindings; xla_ffi_abi.h declares the ABI).
+/* xla_ffi.c - lab's XLA FFI face: reading XLA's call frames and answering XLA, so lab's kernels run
+ * inside jax.jit (level 2, beside the Python bindings; xla_ffi_abi.h declares the ABI, xla_ffi_ops.c
+ * holds the built-in ops' targets, and the registry here the user kernels lab.jax registers).
  *
  * XLA calls a handler with a call frame: the buffers of the arguments and results (row-major, no
  * strides), the attributes (numbers given at trace time), and an execution context that names the
@@ -13,12 +14,7 @@
 
 #include <string.h>
 
-#include "binding/module_state.h"
-#include "binding/xla_ffi_abi.h"
 #include "dispatch/dtype.h"
-#include "dispatch/elementwise_kind.h"
-#include "dispatch/rope_kind.h"
-#include "dispatch/rowwise_kind.h"
 
 /* The module whose state (the dispatch state: streams, devices) handlers use: set when lab.jax asks
  * for the targets, held for the life of the process (XLA may call a registered target any time). */
@@ -105,7 +101,7 @@ lab_state *lab_ffi_state(const lab_ffi_call *f) {
 }
 
 /* A number attribute by name, as a double; `fallback` where it was not given. */
-static int read_attr(ffi_call *f, const char *name, double fallback, double *value) {
+int lab_ffi_attr(lab_ffi_call *f, const char *name, double fallback, double *value) {
     const lab_xla_ffi_attrs *attrs = &f->frame->attrs;
     *value = fallback;
     for (int64_t i = 0; i < attrs->size; i++) {
@@ -136,208 +132,6 @@ lab_op_call lab_ffi_op_call(ffi_call *f, void *description) {
     return call;
 }
 
-/* Runs a row-wise description (its arrays and names filled) through the op driver. */
-static int run_rowwise(ffi_call *f, lab_rowwise_call *d) {
-    d->axis = d->rows[LAB_ROW_X]->ndim - 1;
-    lab_op_call call = lab_ffi_op_call(f, d);
-    lab_rowwise_add_operands(&call, d);
-    return lab_run_op(&lab_get_state(ffi_module)->dispatch, &lab_rowwise_kind, &call);
-}
-
-/* ---- the ops ---- */
-
-/* lab_rms_norm: (x[, weight]) -> (out, rstd); attribute eps (< 0: the dtype's machine epsilon). */
-static int rms_norm(ffi_call *f) {
-    const lab_xla_ffi_list *args = &f->frame->args, *rets = &f->frame->rets;
-    lab_rowwise_call d = {.op = LAB_ROW_RMS_NORM};
-    if (read_attr(f, "eps", -1.0, &d.eps) < 0) return -1;
-    if (!(d.rows[LAB_ROW_X] = read_buffer(f, args, 0, "x"))) return -1;
-    if (args->size > 1 && !(d.cols[LAB_COL_WEIGHT] = read_buffer(f, args, 1, "weight"))) return -1;
-    if (!(d.rows[LAB_ROW_OUT] = read_buffer(f, rets, 0, "out")) ||
-        !(d.rows[LAB_ROW_RSTD] = read_buffer(f, rets, 1, "rstd"))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_OUT] = "out", d.row_names[LAB_ROW_RSTD] = "rstd";
-    d.col_names[LAB_COL_WEIGHT] = "weight";
-    return run_rowwise(f, &d);
-}
-
-/* lab_rms_norm_backward: (grad_out, x, rstd[, weight]) -> (grad_x[, grad_weight]). */
-static int rms_norm_backward(ffi_call *f) {
-    const lab_xla_ffi_list *args = &f->frame->args, *rets = &f->frame->rets;
-    lab_rowwise_call d = {.op = LAB_ROW_RMS_NORM_BACKWARD};
-    if (!(d.rows[LAB_ROW_GRAD] = read_buffer(f, args, 0, "grad_out")) ||
-        !(d.rows[LAB_ROW_X] = read_buffer(f, args, 1, "x")) ||
-        !(d.rows[LAB_ROW_RSTD] = read_buffer(f, args, 2, "rstd")) ||
-        (args->size > 3 && !(d.cols[LAB_COL_WEIGHT] = read_buffer(f, args, 3, "weight"))) ||
-        !(d.rows[LAB_ROW_OUT] = read_buffer(f, rets, 0, "grad_x")) ||
-        (rets->size > 1 && !(d.cols[LAB_COL_GRAD_WEIGHT] = read_buffer(f, rets, 1, "grad_weight")))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_RSTD] = "rstd";
-    d.row_names[LAB_ROW_OUT] = "grad_x", d.col_names[LAB_COL_WEIGHT] = "weight";
-    d.col_names[LAB_COL_GRAD_WEIGHT] = "grad_weight";
-    return run_rowwise(f, &d);
-}
-
-/* lab_layer_norm: (x[, weight[, bias]]) -> (out, mean, rstd); attribute eps. */
-static int layer_norm(ffi_call *f) {
-    const lab_xla_ffi_list *args = &f->frame->args, *rets = &f->frame->rets;
-    lab_rowwise_call d = {.op = LAB_ROW_LAYER_NORM};
-    if (read_attr(f, "eps", 1e-5, &d.eps) < 0) return -1;
-    if (!(d.rows[LAB_ROW_X] = read_buffer(f, args, 0, "x")) ||
-        (args->size > 1 && !(d.cols[LAB_COL_WEIGHT] = read_buffer(f, args, 1, "weight"))) ||
-        (args->size > 2 && !(d.cols[LAB_COL_BIAS] = read_buffer(f, args, 2, "bias"))) ||
-        !(d.rows[LAB_ROW_OUT] = read_buffer(f, rets, 0, "out")) ||
-        !(d.rows[LAB_ROW_MEAN] = read_buffer(f, rets, 1, "mean")) ||
-        !(d.rows[LAB_ROW_RSTD] = read_buffer(f, rets, 2, "rstd"))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_OUT] = "out";
-    d.row_names[LAB_ROW_MEAN] = "mean", d.row_names[LAB_ROW_RSTD] = "rstd";
-    d.col_names[LAB_COL_WEIGHT] = "weight", d.col_names[LAB_COL_BIAS] = "bias";
-    return run_rowwise(f, &d);
-}
-
-/* lab_layer_norm_backward: (grad_out, x, mean, rstd[, weight]) -> (grad_x[, grad_weight, grad_bias]). */
-static int layer_norm_backward(ffi_call *f) {
-    const lab_xla_ffi_list *args = &f->frame->args, *rets = &f->frame->rets;
-    lab_rowwise_call d = {.op = LAB_ROW_LAYER_NORM_BACKWARD};
-    if (!(d.rows[LAB_ROW_GRAD] = read_buffer(f, args, 0, "grad_out")) ||
-        !(d.rows[LAB_ROW_X] = read_buffer(f, args, 1, "x")) ||
-        !(d.rows[LAB_ROW_MEAN] = read_buffer(f, args, 2, "mean")) ||
-        !(d.rows[LAB_ROW_RSTD] = read_buffer(f, args, 3, "rstd")) ||
-        (args->size > 4 && !(d.cols[LAB_COL_WEIGHT] = read_buffer(f, args, 4, "weight"))) ||
-        !(d.rows[LAB_ROW_OUT] = read_buffer(f, rets, 0, "grad_x")) ||
-        (rets->size > 1 && !(d.cols[LAB_COL_GRAD_WEIGHT] = read_buffer(f, rets, 1, "grad_weight"))) ||
-        (rets->size > 2 && !(d.cols[LAB_COL_GRAD_BIAS] = read_buffer(f, rets, 2, "grad_bias")))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_MEAN] = "mean";
-    d.row_names[LAB_ROW_RSTD] = "rstd", d.row_names[LAB_ROW_OUT] = "grad_x",
-    d.col_names[LAB_COL_WEIGHT] = "weight";
-    d.col_names[LAB_COL_GRAD_WEIGHT] = "grad_weight", d.col_names[LAB_COL_GRAD_BIAS] = "grad_bias";
-    return run_rowwise(f, &d);
-}
-
-/* lab_softmax: (x) -> (out); attribute log (1: log_softmax). Over the last dimension. */
-static int softmax(ffi_call *f) {
-    double log;
-    if (read_attr(f, "log", 0.0, &log) < 0) return -1;
-    lab_rowwise_call d = {.op = log != 0.0 ? LAB_ROW_LOG_SOFTMAX : LAB_ROW_SOFTMAX};
-    if (!(d.rows[LAB_ROW_X] = read_buffer(f, &f->frame->args, 0, "x")) ||
-        !(d.rows[LAB_ROW_OUT] = read_buffer(f, &f->frame->rets, 0, "out"))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_OUT] = "out";
-    return run_rowwise(f, &d);
-}
-
-/* lab_softmax_backward: (grad_out, y) -> (grad_x); attribute log. */
-static int softmax_backward(ffi_call *f) {
-    double log;
-    if (read_attr(f, "log", 0.0, &log) < 0) return -1;
-    lab_rowwise_call d = {.op = log != 0.0 ? LAB_ROW_LOG_SOFTMAX_BACKWARD : LAB_ROW_SOFTMAX_BACKWARD};
-    if (!(d.rows[LAB_ROW_GRAD] = read_buffer(f, &f->frame->args, 0, "grad_out")) ||
-        !(d.rows[LAB_ROW_X] = read_buffer(f, &f->frame->args, 1, "y")) ||
-        !(d.rows[LAB_ROW_OUT] = read_buffer(f, &f->frame->rets, 0, "grad_x"))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "y", d.row_names[LAB_ROW_OUT] = "grad_x";
-    return run_rowwise(f, &d);
-}
-
-/* lab_cross_entropy: (logits, target) -> (loss[, grad]); attributes ignore_index, label_smoothing,
- * reduction (0 none, 1 mean, 2 sum). With grad: d loss / d logits in the same pass. */
-static int cross_entropy(ffi_call *f) {
-    double ignore_index, smoothing, reduction;
-    if (read_attr(f, "ignore_index", -100.0, &ignore_index) < 0 ||
-        read_attr(f, "label_smoothing", 0.0, &smoothing) < 0 ||
-        read_attr(f, "reduction", 1.0, &reduction) < 0) {
-        return -1;
-    }
-    lab_rowwise_call d = {.op = LAB_ROW_CROSS_ENTROPY,
-                          .ignore_index = (int64_t)ignore_index,
-                          .label_smoothing = smoothing,
-                          .reduction = reduction == 0.0   ? LAB_LOSS_NONE
-                                       : reduction == 2.0 ? LAB_LOSS_SUM
-                                                          : LAB_LOSS_MEAN};
-    const lab_xla_ffi_list *rets = &f->frame->rets;
-    if (!(d.rows[LAB_ROW_X] = read_buffer(f, &f->frame->args, 0, "logits")) ||
-        !(d.rows[LAB_ROW_TARGET] = read_buffer(f, &f->frame->args, 1, "target")) ||
-        !(d.rows[LAB_ROW_LOSS] = read_buffer(f, rets, 0, "loss")) ||
-        (rets->size > 1 && !(d.rows[LAB_ROW_OUT] = read_buffer(f, rets, 1, "grad")))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_X] = "logits", d.row_names[LAB_ROW_TARGET] = "target";
-    d.row_names[LAB_ROW_LOSS] = "loss", d.row_names[LAB_ROW_OUT] = "grad";
-    return run_rowwise(f, &d);
-}
-
-/* lab_glu: (gate, up) -> (out); attribute act (0: silu, SwiGLU; 1: gelu's tanh form, GeGLU). The
- * forward is an elementwise op (lab.swiglu's kind), the backward a row-wise one. */
-static int glu(ffi_call *f) {
-    double act;
-    if (read_attr(f, "act", 0.0, &act) < 0) return -1;
-    lab_elementwise_call d;
-    memset(&d, 0, sizeof d);
-    d.op = act != 0.0 ? LAB_OP_GEGLU : LAB_OP_SWIGLU;
-    lab_operands *ops = &d.operands;
-    static const char *const names[] = {"out", "gate", "up"};
-    for (int i = 0; i < 3; i++) {
-        const lab_array *a =
-            read_buffer(f, i == 0 ? &f->frame->rets : &f->frame->args, i == 0 ? 0 : i - 1, names[i]);
-        if (!a) return -1;
-        ops->arrays[i] = *a;
-        ops->names[i] = names[i];
-    }
-    ops->count = 3, ops->n_outputs = 1;
-    lab_op_call call = lab_ffi_op_call(f, &d);
-    for (int i = 0; i < 3; i++) lab_op_call_add(&call, ops->names[i], &ops->arrays[i], 1, 0, i == 0);
-    return lab_run_op(&lab_get_state(ffi_module)->dispatch, &lab_elementwise_kind, &call);
-}
-
-/* lab_glu_backward: (grad_out, gate, up) -> (grad_gate, grad_up); attribute act. */
-static int glu_backward(ffi_call *f) {
-    double act;
-    if (read_attr(f, "act", 0.0, &act) < 0) return -1;
-    lab_rowwise_call d = {.op = act != 0.0 ? LAB_ROW_GEGLU_BACKWARD : LAB_ROW_SWIGLU_BACKWARD};
-    const lab_xla_ffi_list *args = &f->frame->args, *rets = &f->frame->rets;
-    if (!(d.rows[LAB_ROW_GRAD] = read_buffer(f, args, 0, "grad_out")) ||
-        !(d.rows[LAB_ROW_X] = read_buffer(f, args, 1, "gate")) ||
-        !(d.rows[LAB_ROW_UP] = read_buffer(f, args, 2, "up")) ||
-        !(d.rows[LAB_ROW_OUT] = read_buffer(f, rets, 0, "grad_gate")) ||
-        !(d.rows[LAB_ROW_GRAD_UP] = read_buffer(f, rets, 1, "grad_up"))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "gate", d.row_names[LAB_ROW_UP] = "up";
-    d.row_names[LAB_ROW_OUT] = "grad_gate", d.row_names[LAB_ROW_GRAD_UP] = "grad_up";
-    return run_rowwise(f, &d);
-}
-
-/* lab_rope: (q, k, cos, sin) -> (q_out, k_out); attributes interleaved, backward, rotary_dim (-1: the
- * tables' width). */
-static int rope(ffi_call *f) {
-    double interleaved, backward, rotary_dim;
-    if (read_attr(f, "interleaved", 0.0, &interleaved) < 0 || read_attr(f, "backward", 0.0, &backward) < 0 ||
-        read_attr(f, "rotary_dim", -1.0, &rotary_dim) < 0) {
-        return -1;
-    }
-    lab_rope_call d;
-    memset(&d, 0, sizeof d);
-    d.interleaved = interleaved != 0.0, d.backward = backward != 0.0, d.rotary_dim = (int64_t)rotary_dim;
-    const lab_xla_ffi_list *args = &f->frame->args, *rets = &f->frame->rets;
-    if (!(d.x[0] = read_buffer(f, args, 0, "q")) || !(d.x[1] = read_buffer(f, args, 1, "k")) ||
-        !(d.cos = read_buffer(f, args, 2, "cos")) || !(d.sin = read_buffer(f, args, 3, "sin")) ||
-        !(d.out[0] = read_buffer(f, rets, 0, "q_out")) || !(d.out[1] = read_buffer(f, rets, 1, "k_out"))) {
-        return -1;
-    }
-    d.x_names[0] = "q", d.x_names[1] = "k", d.out_names[0] = "q_out", d.out_names[1] = "k_out";
-    lab_op_call call = lab_ffi_op_call(f, &d);
-    lab_rope_add_operands(&call, &d);
-    return lab_run_op(&lab_get_state(ffi_module)->dispatch, &lab_rope_kind, &call);
-}
-
 /* ---- users' kernels: what lab.jax.RawKernel and ElementwiseKernel register at trace time ---- */
 
 static lab_ffi_kernel **registered;
@@ -362,7 +156,7 @@ Py_ssize_t lab_ffi_kernel_register(lab_ffi_kernel *kernel) {
  * lab_ffi_kernel_register gave. */
 static int user_kernel(ffi_call *f) {
     double number;
-    if (read_attr(f, "kernel", -1.0, &number) < 0) return -1;
+    if (lab_ffi_attr(f, "kernel", -1.0, &number) < 0) return -1;
     if (!(number >= 0 && number < (double)n_registered)) {
         /* PyErr_Format has no %f */
         PyErr_Format(PyExc_ValueError, "%s: attribute 'kernel' (%lld) is no kernel lab.jax registered",
@@ -395,7 +189,8 @@ static lab_xla_ffi_error *xla_error(lab_xla_ffi_call_frame *frame, int errc, con
     return frame->api->error_create(&args);
 }
 
-static lab_xla_ffi_error *handle(lab_xla_ffi_call_frame *frame, const char *func, int (*op)(ffi_call *)) {
+lab_xla_ffi_error *lab_ffi_handle(lab_xla_ffi_call_frame *frame, const char *func,
+                                  int (*op)(lab_ffi_call *)) {
     if (answered_metadata(frame)) return NULL;
     const lab_xla_ffi_api *api = frame->api;
     if (api->api_version.major_version != LAB_XLA_FFI_API_MAJOR ||
@@ -431,73 +226,19 @@ static lab_xla_ffi_error *handle(lab_xla_ffi_call_frame *frame, const char *func
     return error;
 }
 
-#define LAB_FFI_TARGET(name)                                                                                 \
-    static lab_xla_ffi_error *target_##name(lab_xla_ffi_call_frame *frame) {                                 \
-        return handle(frame, "lab_" #name, name);                                                            \
-    }
-LAB_FFI_TARGET(rms_norm)
-LAB_FFI_TARGET(rms_norm_backward)
-LAB_FFI_TARGET(layer_norm)
-LAB_FFI_TARGET(layer_norm_backward)
-LAB_FFI_TARGET(softmax)
-LAB_FFI_TARGET(softmax_backward)
-LAB_FFI_TARGET(cross_entropy)
-LAB_FFI_TARGET(rope)
-LAB_FFI_TARGET(glu)
-LAB_FFI_TARGET(glu_backward)
-#undef LAB_FFI_TARGET
-
-static lab_xla_ffi_error *target_user_kernel(lab_xla_ffi_call_frame *frame) {
-    return handle(frame, "lab_kernel", user_kernel);
+lab_xla_ffi_error *lab_ffi_user_kernel_target(lab_xla_ffi_call_frame *frame) {
+    return lab_ffi_handle(frame, "lab_kernel", user_kernel);
 }
 
 /* lab_kernel on any platform but CUDA: a user's CUDA C++ has no other implementation to fall back on,
  * so running it there is an error saying so (tracing and compiling for it are not). */
-static lab_xla_ffi_error *target_user_kernel_elsewhere(lab_xla_ffi_call_frame *frame) {
+lab_xla_ffi_error *lab_ffi_user_kernel_elsewhere(lab_xla_ffi_call_frame *frame) {
     if (answered_metadata(frame) || frame->stage != LAB_XLA_STAGE_EXECUTE) return NULL;
     return xla_error(frame, 12, /* UNIMPLEMENTED */
                      "lab.jax: RawKernel and ElementwiseKernel run CUDA C++ and only on CUDA devices; this "
                      "computation was placed on another platform");
 }
 
-/* _xla_ffi_targets() -> {name: capsule}: what lab.jax hands to jax.ffi.register_ffi_target for CUDA;
- * lab_kernel's handler for the other platforms is _xla_ffi_elsewhere(). */
-static PyObject *py_xla_ffi_targets(PyObject *module, PyObject *unused) {
-    static const struct {
-        const char *name;
-        lab_xla_ffi_error *(*handler)(lab_xla_ffi_call_frame *);
-    } targets[] = {{"lab_rms_norm", target_rms_norm},
-                   {"lab_rms_norm_backward", target_rms_norm_backward},
-                   {"lab_layer_norm", target_layer_norm},
-                   {"lab_layer_norm_backward", target_layer_norm_backward},
-                   {"lab_softmax", target_softmax},
-                   {"lab_softmax_backward", target_softmax_backward},
-                   {"lab_cross_entropy", target_cross_entropy},
-                   {"lab_rope", target_rope},
-                   {"lab_glu", target_glu},
-                   {"lab_glu_backward", target_glu_backward},
-                   {"lab_kernel", target_user_kernel}};
+void lab_ffi_bind_module(PyObject *module) {
     if (!ffi_module) ffi_module = Py_NewRef(module);
-    PyObject *found = PyDict_New();
-    for (size_t i = 0; found && i < sizeof targets / sizeof targets[0]; i++) {
-        PyObject *capsule =
-            PyCapsule_New((void *)targets[i].handler, NULL, NULL); /* the name jax expects: none */
-        if (!capsule || PyDict_SetItemString(found, targets[i].name, capsule) < 0) Py_CLEAR(found);
-        Py_XDECREF(capsule);
-    }
-    return found;
 }
-
-static PyObject *py_xla_ffi_elsewhere(PyObject *module, PyObject *unused) {
-    return PyCapsule_New((void *)target_user_kernel_elsewhere, NULL, NULL);
-}
-
-PyMethodDef lab_xla_ffi_methods[] = {
-    {"_xla_ffi_elsewhere", py_xla_ffi_elsewhere, METH_NOARGS,
-     "_xla_ffi_elsewhere()\n--\n\nThe handler of lab_kernel for platforms other than CUDA (an error "
-     "saying a user's CUDA kernel runs only there), as a capsule."},
-    {"_xla_ffi_targets", py_xla_ffi_targets, METH_NOARGS,
-     "_xla_ffi_targets()\n--\n\nlab's XLA FFI handlers by target name, as capsules for "
-     "jax.ffi.register_ffi_target (lab.jax registers them)."},
-    {NULL, NULL, 0, NULL},
-};

@@ -1,6 +1,7 @@
-/* xla_ffi.h - lab's XLA FFI face (see xla_ffi.c): the method table module.c adds, and what a kind's
- * binding needs to answer an FFI call of its own - the call being answered, its buffers as lab arrays,
- * the op driver's call on XLA's stream - and the registry of user kernels compiled for jit
+/* xla_ffi.h - lab's XLA FFI face: xla_ffi.c reads XLA's call frames and answers XLA, xla_ffi_ops.c
+ * holds the built-in ops' targets and the method table module.c adds. Declared here: what a binding
+ * needs to answer an FFI call of its own - the call being answered, its buffers as lab arrays, its
+ * attributes, the op driver's call on XLA's stream - and the registry of user kernels compiled for jit
  * (lab.jax.RawKernel, lab.jax.ElementwiseKernel: raw_kernel.c and elementwise_kernel.c register them). */
 #ifndef LAB_BINDING_XLA_FFI_H
 #define LAB_BINDING_XLA_FFI_H
@@ -8,6 +9,7 @@
 #include <Python.h>
 
 #include "binding/module_state.h"
+#include "binding/xla_ffi_abi.h"
 #include "dispatch/driver.h"
 
 extern PyMethodDef lab_xla_ffi_methods[];
@@ -19,8 +21,12 @@ typedef struct lab_ffi_call lab_ffi_call;
 int64_t lab_ffi_count(const lab_ffi_call *f, int results);
 
 /* Argument or result i as a lab_array (row-major, on the device XLA chose), named `name` in messages;
- * NULL with TypeError/ValueError when XLA gave no such buffer or lab cannot take it. */
+ * NULL with TypeError/ValueError when XLA gave no such buffer or lab cannot take it. Buffers read one
+ * after another lie one after another in memory (an array of them for lab_op_call_add). */
 lab_array *lab_ffi_buffer(lab_ffi_call *f, int results, int64_t i, const char *name);
+
+/* A number attribute by name, as a double: `fallback` where it was not given. 0, or -1 with TypeError. */
+int lab_ffi_attr(lab_ffi_call *f, const char *name, double fallback, double *value);
 
 /* The op driver's call for `description`, on XLA's stream; the module state the driver runs with. */
 lab_op_call lab_ffi_op_call(lab_ffi_call *f, void *description);
@@ -39,5 +45,18 @@ struct lab_ffi_kernel {
  * returns its number - what lab.jax passes as the FFI call's `kernel` attribute - or -1. Kernels stay
  * for the life of the process: XLA may run any executable compiled with one at any time. */
 Py_ssize_t lab_ffi_kernel_register(lab_ffi_kernel *kernel);
+
+/* The handler every target shares: answers XLA's metadata query, checks the API version, and at the
+ * execution stage runs `op` on the call with the GIL held, turning a Python exception into XLA's error. */
+lab_xla_ffi_error *lab_ffi_handle(lab_xla_ffi_call_frame *frame, const char *func, int (*op)(lab_ffi_call *));
+
+/* lab_kernel's handlers: on CUDA, the registered user kernel the `kernel` attribute names; elsewhere,
+ * an error saying a user's CUDA kernel runs only on CUDA devices. */
+lab_xla_ffi_error *lab_ffi_user_kernel_target(lab_xla_ffi_call_frame *frame);
+lab_xla_ffi_error *lab_ffi_user_kernel_elsewhere(lab_xla_ffi_call_frame *frame);
+
+/* The module whose state the handlers use, set when lab.jax first asks for the targets and held for the
+ * life of the process (XLA may call a registered target at any time). */
+void lab_ffi_bind_module(PyObject *module);
 
 #endif
