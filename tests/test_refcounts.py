@@ -49,14 +49,17 @@ def tracked(*arrays):
 
 def assert_no_leak(fn, objects):
     fn()  # first call may intern or cache (the per-type exchange-API cache)
+    gc.collect()  # earlier tests' garbage: collected mid-loop, its cycles holding None or True would move
+    # those counts
     before = refcounts(objects)
     tracemalloc.start()
     snapshot_before = tracemalloc.take_snapshot()
     run_many(fn)
-    gc.collect()  # cycles the calling code made (a ctypes frame's callbacks); a leaked reference is no cycle
+    after = refcounts(objects)
+    gc.collect()  # for the memory count: cycles the calling code made (a ctypes frame's callbacks)
     snapshot_after = tracemalloc.take_snapshot()
     tracemalloc.stop()
-    assert refcounts(objects) == before
+    assert after == before
     growth = sum(stat.size_diff for stat in snapshot_after.compare_to(snapshot_before, "filename"))
     assert growth < 64 * 1024, f"memory grew by {growth} bytes over {CALLS} calls"
     print(f"{CALLS} calls: refcounts unchanged, traced memory grew {growth} bytes")
@@ -252,6 +255,7 @@ def test_hundred_thousand_failing_calls_do_not_leak():
     a, out = fake_array(), fake_array(readonly=True)
     fn = failing(lambda: lab.relu(a, out), ValueError)
     fn()
+    gc.collect()  # as assert_no_leak does
     before = refcounts(tracked(a, out))
     tracemalloc.start()
     snapshot_before = tracemalloc.take_snapshot()
