@@ -31,7 +31,6 @@ from . import lab as _core
 from ._elementwise_kernel import _ARRAY_DTYPES, _broadcast
 from ._elementwise_kernel import ElementwiseKernel as _ElementwiseKernel
 from ._jit import RawKernel as _RawKernel
-from ._kernel_params import parameter_sizes
 
 
 def _is_number(value):
@@ -126,10 +125,7 @@ class RawKernel:
         """Registers the launch, checked against the kernel's parameter sizes: compiled now (for the
         GPU it will load on) where there is a GPU; where there is none, nothing can run it, and the
         signature alone (if given) is checked."""
-        sizes = None
-        if _core.is_available():
-            program = self.kernel.module.program
-            sizes = parameter_sizes(program, program.lowered_names.get(self.name, self.name))
+        sizes = self.kernel.module._lowered_and_sizes(self.name)[1] if _core.is_available() else None
         return self.kernel._ffi_register(grid, block, self.shared_mem, items, dtypes, parameter_buffers, sizes,
                                          self.kernel._signature)
 

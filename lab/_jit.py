@@ -81,10 +81,17 @@ class RawModule:
                 self._program = program
             return self._program, self._library
 
-    def _kernel_handle(self, name, signature):
-        program, library = self._load()
+    def _lowered_and_sizes(self, name):
+        """The kernel's name in the compiled code and its parameters' sizes read from the binary (None
+        where it does not say), compiling on first use - no GPU needed to read them."""
+        program = self.program
         lowered = program.lowered_names.get(name, name)
-        kernel, sizes = _core._library_kernel(library, lowered, parameter_sizes(program, lowered))
+        return lowered, parameter_sizes(program, lowered)
+
+    def _kernel_handle(self, name, signature):
+        library = self._load()[1]
+        lowered, sizes = self._lowered_and_sizes(name)
+        kernel, sizes = _core._library_kernel(library, lowered, sizes)
         if sizes is not None and signature is not None and len(sizes) != len(signature) // 2:
             raise ValueError(f"RawKernel {name!r}: the signature has {len(signature) // 2} parameters, "
                              f"the compiled kernel {len(sizes)}")

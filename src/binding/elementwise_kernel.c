@@ -176,6 +176,22 @@ static int launch_specialized(lab_state *state, lab_op_call *call, lab_elementwi
     return lab_run_op(&state->dispatch, &lab_elementwise_kernel_kind, call);
 }
 
+/* `value` as the next scalar parameter (C type `letter`) of a call, which takes at most
+ * LAB_KERNEL_MAX_SCALARS: what a call from Python and a registration for jit both convert. */
+static int add_scalar(lab_parameter_bytes *scalars, int *n_scalars, PyObject *value, char letter,
+                      const char *func, const char *name) {
+    if (*n_scalars == LAB_KERNEL_MAX_SCALARS) {
+        PyErr_Format(PyExc_ValueError, "%s(): at most %d scalar arguments", func, LAB_KERNEL_MAX_SCALARS);
+        return -1;
+    }
+    if (lab_convert_number(value, letter, func, name, -1, &scalars[*n_scalars]) < 0) return -1;
+    (*n_scalars)++;
+    return 0;
+}
+
+/* A key's byte for an argument: '0' + its lab dtype for an array, else a number's type letter. */
+static int key_is_array(char byte) { return byte >= '0' && byte < '0' + LAB_NUM_DTYPES; }
+
 /* The call, its kernels found: convert the numbers, run the op driver, return the outputs. */
 static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject *stream,
                      lab_elementwise_kernel_call *c, const specialization *s) {
@@ -185,17 +201,9 @@ static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject
     c->n_scalars = 0;
     for (int i = 0; i < n_in; i++) {
         if (s->input_letters[i] == '*') continue;
-        if (c->n_scalars == LAB_KERNEL_MAX_SCALARS) {
-            PyErr_Format(PyExc_ValueError, "%s(): at most %d scalar arguments", func, LAB_KERNEL_MAX_SCALARS);
-            return NULL;
-        }
-        if (lab_convert_number(args[i], s->input_letters[i], func, names[i], -1, &scalars[c->n_scalars]) <
-            0) {
-            return NULL;
-        }
-        c->scalar_argv[c->n_scalars] = scalars[c->n_scalars].bytes;
-        c->n_scalars++;
+        if (add_scalar(scalars, &c->n_scalars, args[i], s->input_letters[i], func, names[i]) < 0) return NULL;
     }
+    for (int i = 0; i < c->n_scalars; i++) c->scalar_argv[i] = scalars[i].bytes;
     lab_op_call call = {.func = func, .description = c};
     if (lab_parse_stream_arg(self->state, stream, func, &call.stream) < 0) return NULL;
     if (launch_specialized(self->state, &call, c, s) < 0) return NULL;
@@ -372,7 +380,7 @@ static int run_ffi_elementwise(lab_ffi_kernel *base, lab_ffi_call *f) {
     }
     ops->count = k->n_outputs;
     for (int i = 0, j = 0; i < k->n_inputs; i++) {
-        if (k->key[i] < '0' || k->key[i] >= '0' + LAB_NUM_DTYPES) continue; /* a number */
+        if (!key_is_array(k->key[i])) continue; /* a number */
         if (read_ffi_operand(k, f, 0, j++, i, ops, ops->count++) < 0) return -1;
     }
     if (!k->handle) { /* compiled and loaded (or found) once, as for a call from Python */
@@ -425,7 +433,7 @@ static PyObject *launcher_ffi_register(PyObject *self_obj, PyObject *const *args
     const char *letters = PyBytes_AS_STRING(args[2]);
     for (int i = 0; i < n; i++) {
         const int is_array = i >= n_in || letters[i] == '*';
-        const int key_array = k->key[i] >= '0' && k->key[i] < '0' + LAB_NUM_DTYPES;
+        const int key_array = key_is_array(k->key[i]);
         PyObject *value = i < n_in ? PyTuple_GET_ITEM(args[1], i) : Py_None;
         if (is_array != key_array || is_array != (value == Py_None)) {
             PyErr_Format(PyExc_ValueError,
@@ -438,15 +446,7 @@ static PyObject *launcher_ffi_register(PyObject *self_obj, PyObject *const *args
             k->n_array_inputs += i < n_in;
             continue;
         }
-        if (k->n_scalars == LAB_KERNEL_MAX_SCALARS) {
-            PyErr_Format(PyExc_ValueError, "%s(): at most %d scalar arguments", k->name,
-                         LAB_KERNEL_MAX_SCALARS);
-            goto fail;
-        }
-        if (lab_convert_number(value, letters[i], k->name, k->names[i], -1, &k->scalars[k->n_scalars++]) <
-            0) {
-            goto fail;
-        }
+        if (add_scalar(k->scalars, &k->n_scalars, value, letters[i], k->name, k->names[i]) < 0) goto fail;
     }
     const Py_ssize_t number = lab_ffi_kernel_register(&k->base);
     return number < 0 ? NULL : PyLong_FromSsize_t(number);

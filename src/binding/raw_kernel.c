@@ -107,6 +107,28 @@ static PyObject *py_library_kernel(PyObject *module, PyObject *const *args, Py_s
     return Py_BuildValue("(NN)", capsule, sizes);
 }
 
+/* grid, block and shared_mem (NULL: 0 bytes) into a launch description, checked; its step named. */
+static int read_launch_shape(PyObject *grid, PyObject *block, PyObject *shared_mem, const char *name,
+                             lab_raw_call *d) {
+    if (lab_read_launch_dimensions(grid, name, "grid", d->grid) < 0 ||
+        lab_read_launch_dimensions(block, name, "block", d->block) < 0) {
+        return -1;
+    }
+    Py_ssize_t shared = 0;
+    if (shared_mem) {
+        shared = PyNumber_AsSsize_t(shared_mem, PyExc_OverflowError);
+        if (shared == -1 && PyErr_Occurred()) return -1;
+    }
+    if (shared < 0) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument 'shared_mem' must be >= 0 bytes, got %zd", name,
+                     shared);
+        return -1;
+    }
+    d->shared_mem = (size_t)shared;
+    PyOS_snprintf(d->step, sizeof d->step, "launching kernel '%s'", name);
+    return 0;
+}
+
 /* Launches the kernel a handle names - (kernel capsule, name, parameter sizes or None, signature
  * codes or None) - with a call's arguments, through the op driver. */
 static PyObject *launch_with_handle(lab_state *state, PyObject *handle, PyObject *grid, PyObject *block,
@@ -120,19 +142,7 @@ static PyObject *launch_with_handle(lab_state *state, PyObject *handle, PyObject
     if (!name) return NULL;
     PyObject *sizes = PyTuple_GET_ITEM(handle, 2), *signature = PyTuple_GET_ITEM(handle, 3);
     lab_raw_call description = {.kernel = kernel};
-    if (lab_read_launch_dimensions(grid, name, "grid", description.grid) < 0) return NULL;
-    if (lab_read_launch_dimensions(block, name, "block", description.block) < 0) return NULL;
-    Py_ssize_t shared = 0;
-    if (shared_mem) {
-        shared = PyNumber_AsSsize_t(shared_mem, PyExc_OverflowError);
-        if (shared == -1 && PyErr_Occurred()) return NULL;
-    }
-    if (shared < 0) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'shared_mem' must be >= 0 bytes, got %zd", name,
-                     shared);
-        return NULL;
-    }
-    description.shared_mem = (size_t)shared;
+    if (read_launch_shape(grid, block, shared_mem, name, &description) < 0) return NULL;
     const Py_ssize_t n_params = sizes != Py_None       ? PyBytes_GET_SIZE(sizes)
                                 : signature != Py_None ? PyBytes_GET_SIZE(signature) / 2
                                                        : -1;
@@ -143,7 +153,6 @@ static PyObject *launch_with_handle(lab_state *state, PyObject *handle, PyObject
                                 n_params, signature != Py_None ? PyBytes_AS_STRING(signature) : NULL, NULL, 0,
                                 &marshalled) == 0) {
         description.argv = marshalled.argv;
-        PyOS_snprintf(description.step, sizeof description.step, "launching kernel '%s'", name);
         lab_op_call call = {.func = name, .description = &description};
         if (lab_parse_stream_arg(state, stream == Py_None ? NULL : stream, name, &call.stream) == 0) {
             if (marshalled.n_arrays > 0) {
@@ -252,8 +261,7 @@ static PyMemberDef launcher_members[] = {
 typedef struct {
     lab_ffi_kernel base;
     kernel_launcher *launcher; /* a strong reference: its handle holds the loaded kernel */
-    unsigned int grid[3], block[3];
-    size_t shared_mem;
+    lab_raw_call shape;        /* grid, block, shared memory and step; the kernel and argv per run */
     char name[128];
     int n_buffers;
     unsigned char buffer_dtypes[FFI_MAX_BUFFERS];
@@ -300,10 +308,8 @@ static int run_ffi_launch(lab_ffi_kernel *base, lab_ffi_call *f) {
     }
     for (int i = 0; i < k->n_params; i++)
         argv[i] = k->buffer_of[i] >= 0 ? &buffers[k->buffer_of[i]].data : k->args.argv[i];
-    lab_raw_call description = {.kernel = kernel, .shared_mem = k->shared_mem, .argv = argv};
-    memcpy(description.grid, k->grid, sizeof k->grid);
-    memcpy(description.block, k->block, sizeof k->block);
-    PyOS_snprintf(description.step, sizeof description.step, "launching kernel '%s'", k->name);
+    lab_raw_call description = k->shape;
+    description.kernel = kernel, description.argv = argv;
     lab_op_call call = lab_ffi_op_call(f, &description);
     if (n_buffers > 0) lab_op_call_add(&call, "buffers", buffers, (int)n_buffers, 1, 1);
     const int rc = lab_run_op(&lab_ffi_state(f)->dispatch, &lab_raw_kind, &call);
@@ -381,18 +387,7 @@ static PyObject *launcher_ffi_register(PyObject *self_obj, PyObject *const *args
         const int is_buffer = PyTuple_GET_ITEM(args[3], i) == Py_None && j < n_used;
         k->buffer_of[i] = is_buffer ? used[j++] : -1;
     }
-    Py_ssize_t shared = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
-    if (shared == -1 && PyErr_Occurred()) goto done;
-    if (shared < 0) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'shared_mem' must be >= 0 bytes, got %zd", name,
-                     shared);
-        goto done;
-    }
-    k->shared_mem = (size_t)shared;
-    if (lab_read_launch_dimensions(args[0], name, "grid", k->grid) < 0 ||
-        lab_read_launch_dimensions(args[1], name, "block", k->block) < 0) {
-        goto done;
-    }
+    if (read_launch_shape(args[0], args[1], args[2], name, &k->shape) < 0) goto done;
     const char *signature = args[7] != Py_None ? PyBytes_AS_STRING(args[7]) : NULL;
     const Py_ssize_t declared = args[6] != Py_None ? PyBytes_GET_SIZE(args[6])
                                 : signature        ? PyBytes_GET_SIZE(args[7]) / 2
@@ -416,8 +411,8 @@ static PyMethodDef launcher_methods[] = {
     {"_ffi_register", (PyCFunction)(void (*)(void))launcher_ffi_register, METH_FASTCALL,
      "_ffi_register($self, grid, block, shared_mem, args, buffer_dtypes, parameter_buffers, sizes, "
      "signature, "
-     "/)\n--\n\nRegisters one "
-     "launch of this kernel for lab.jax's FFI calls (None in args: a buffer); returns its number."},
+     "/)\n--\n\nRegisters one launch of this kernel for lab.jax's FFI calls (None in args: a buffer); "
+     "returns its number."},
     {NULL, NULL, 0, NULL},
 };
 

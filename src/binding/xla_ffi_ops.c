@@ -9,8 +9,37 @@
 #include "dispatch/rope_kind.h"
 #include "dispatch/rowwise_kind.h"
 
-/* Runs a row-wise description (its arrays and names filled) through the op driver. */
-static int run_rowwise(lab_ffi_call *f, lab_rowwise_call *d) {
+/* One buffer of a row-wise target: an argument or a result, taken in order within its list, into the
+ * description's rows or columns under `name`. An optional one is read only where XLA gave that many
+ * buffers (the optional ones come last in their list). */
+typedef struct {
+    unsigned char result, column, optional, slot;
+    const char *name;
+} ffi_operand;
+
+#define IN(slot, name) {0, 0, 0, LAB_ROW_##slot, name}
+#define IN_COLUMN(slot, name) {0, 1, 1, LAB_COL_##slot, name} /* a weight or a bias: optional */
+#define OUT(slot, name) {1, 0, 0, LAB_ROW_##slot, name}
+#define OUT_OPTIONAL(slot, name) {1, 0, 1, LAB_ROW_##slot, name}
+#define OUT_COLUMN(slot, name) {1, 1, 1, LAB_COL_##slot, name}
+#define COUNT(list) ((int)(sizeof list / sizeof list[0]))
+
+/* Reads the listed buffers into a row-wise description and runs it through the op driver, over the
+ * last dimension. */
+static int run_rowwise(lab_ffi_call *f, lab_rowwise_call *d, const ffi_operand *operands, int count) {
+    int64_t next[2] = {0, 0};
+    for (int k = 0; k < count; k++) {
+        const ffi_operand *o = &operands[k];
+        const int64_t index = next[o->result]++;
+        if (o->optional && index >= lab_ffi_count(f, o->result)) continue;
+        lab_array *a = lab_ffi_buffer(f, o->result, index, o->name);
+        if (!a) return -1;
+        if (o->column) {
+            d->cols[o->slot] = a, d->col_names[o->slot] = o->name;
+        } else {
+            d->rows[o->slot] = a, d->row_names[o->slot] = o->name;
+        }
+    }
     d->axis = d->rows[LAB_ROW_X]->ndim - 1;
     lab_op_call call = lab_ffi_op_call(f, d);
     lab_rowwise_add_operands(&call, d);
@@ -21,108 +50,69 @@ static int run_rowwise(lab_ffi_call *f, lab_rowwise_call *d) {
 
 /* lab_rms_norm: (x[, weight]) -> (out, rstd); attribute eps (< 0: the dtype's machine epsilon). */
 static int rms_norm(lab_ffi_call *f) {
-    const int64_t n_args = lab_ffi_count(f, 0);
+    static const ffi_operand operands[] = {IN(X, "x"), IN_COLUMN(WEIGHT, "weight"), OUT(OUT, "out"),
+                                           OUT(RSTD, "rstd")};
     lab_rowwise_call d = {.op = LAB_ROW_RMS_NORM};
     if (lab_ffi_attr(f, "eps", -1.0, &d.eps) < 0) return -1;
-    if (!(d.rows[LAB_ROW_X] = lab_ffi_buffer(f, 0, 0, "x"))) return -1;
-    if (n_args > 1 && !(d.cols[LAB_COL_WEIGHT] = lab_ffi_buffer(f, 0, 1, "weight"))) return -1;
-    if (!(d.rows[LAB_ROW_OUT] = lab_ffi_buffer(f, 1, 0, "out")) ||
-        !(d.rows[LAB_ROW_RSTD] = lab_ffi_buffer(f, 1, 1, "rstd"))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_OUT] = "out", d.row_names[LAB_ROW_RSTD] = "rstd";
-    d.col_names[LAB_COL_WEIGHT] = "weight";
-    return run_rowwise(f, &d);
+    return run_rowwise(f, &d, operands, COUNT(operands));
 }
 
 /* lab_rms_norm_backward: (grad_out, x, rstd[, weight]) -> (grad_x[, grad_weight]). */
 static int rms_norm_backward(lab_ffi_call *f) {
-    const int64_t n_args = lab_ffi_count(f, 0), n_rets = lab_ffi_count(f, 1);
+    static const ffi_operand operands[] = {IN(GRAD, "grad_out"), IN(X, "x"),
+                                           IN(RSTD, "rstd"),     IN_COLUMN(WEIGHT, "weight"),
+                                           OUT(OUT, "grad_x"),   OUT_COLUMN(GRAD_WEIGHT, "grad_weight")};
     lab_rowwise_call d = {.op = LAB_ROW_RMS_NORM_BACKWARD};
-    if (!(d.rows[LAB_ROW_GRAD] = lab_ffi_buffer(f, 0, 0, "grad_out")) ||
-        !(d.rows[LAB_ROW_X] = lab_ffi_buffer(f, 0, 1, "x")) ||
-        !(d.rows[LAB_ROW_RSTD] = lab_ffi_buffer(f, 0, 2, "rstd")) ||
-        (n_args > 3 && !(d.cols[LAB_COL_WEIGHT] = lab_ffi_buffer(f, 0, 3, "weight"))) ||
-        !(d.rows[LAB_ROW_OUT] = lab_ffi_buffer(f, 1, 0, "grad_x")) ||
-        (n_rets > 1 && !(d.cols[LAB_COL_GRAD_WEIGHT] = lab_ffi_buffer(f, 1, 1, "grad_weight")))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_RSTD] = "rstd";
-    d.row_names[LAB_ROW_OUT] = "grad_x", d.col_names[LAB_COL_WEIGHT] = "weight";
-    d.col_names[LAB_COL_GRAD_WEIGHT] = "grad_weight";
-    return run_rowwise(f, &d);
+    return run_rowwise(f, &d, operands, COUNT(operands));
 }
 
 /* lab_layer_norm: (x[, weight[, bias]]) -> (out, mean, rstd); attribute eps. */
 static int layer_norm(lab_ffi_call *f) {
-    const int64_t n_args = lab_ffi_count(f, 0);
+    static const ffi_operand operands[] = {
+        IN(X, "x"),      IN_COLUMN(WEIGHT, "weight"), IN_COLUMN(BIAS, "bias"),
+        OUT(OUT, "out"), OUT(MEAN, "mean"),           OUT(RSTD, "rstd")};
     lab_rowwise_call d = {.op = LAB_ROW_LAYER_NORM};
     if (lab_ffi_attr(f, "eps", 1e-5, &d.eps) < 0) return -1;
-    if (!(d.rows[LAB_ROW_X] = lab_ffi_buffer(f, 0, 0, "x")) ||
-        (n_args > 1 && !(d.cols[LAB_COL_WEIGHT] = lab_ffi_buffer(f, 0, 1, "weight"))) ||
-        (n_args > 2 && !(d.cols[LAB_COL_BIAS] = lab_ffi_buffer(f, 0, 2, "bias"))) ||
-        !(d.rows[LAB_ROW_OUT] = lab_ffi_buffer(f, 1, 0, "out")) ||
-        !(d.rows[LAB_ROW_MEAN] = lab_ffi_buffer(f, 1, 1, "mean")) ||
-        !(d.rows[LAB_ROW_RSTD] = lab_ffi_buffer(f, 1, 2, "rstd"))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_OUT] = "out";
-    d.row_names[LAB_ROW_MEAN] = "mean", d.row_names[LAB_ROW_RSTD] = "rstd";
-    d.col_names[LAB_COL_WEIGHT] = "weight", d.col_names[LAB_COL_BIAS] = "bias";
-    return run_rowwise(f, &d);
+    return run_rowwise(f, &d, operands, COUNT(operands));
 }
 
 /* lab_layer_norm_backward: (grad_out, x, mean, rstd[, weight]) -> (grad_x[, grad_weight, grad_bias]). */
 static int layer_norm_backward(lab_ffi_call *f) {
-    const int64_t n_args = lab_ffi_count(f, 0), n_rets = lab_ffi_count(f, 1);
+    static const ffi_operand operands[] = {IN(GRAD, "grad_out"),
+                                           IN(X, "x"),
+                                           IN(MEAN, "mean"),
+                                           IN(RSTD, "rstd"),
+                                           IN_COLUMN(WEIGHT, "weight"),
+                                           OUT(OUT, "grad_x"),
+                                           OUT_COLUMN(GRAD_WEIGHT, "grad_weight"),
+                                           OUT_COLUMN(GRAD_BIAS, "grad_bias")};
     lab_rowwise_call d = {.op = LAB_ROW_LAYER_NORM_BACKWARD};
-    if (!(d.rows[LAB_ROW_GRAD] = lab_ffi_buffer(f, 0, 0, "grad_out")) ||
-        !(d.rows[LAB_ROW_X] = lab_ffi_buffer(f, 0, 1, "x")) ||
-        !(d.rows[LAB_ROW_MEAN] = lab_ffi_buffer(f, 0, 2, "mean")) ||
-        !(d.rows[LAB_ROW_RSTD] = lab_ffi_buffer(f, 0, 3, "rstd")) ||
-        (n_args > 4 && !(d.cols[LAB_COL_WEIGHT] = lab_ffi_buffer(f, 0, 4, "weight"))) ||
-        !(d.rows[LAB_ROW_OUT] = lab_ffi_buffer(f, 1, 0, "grad_x")) ||
-        (n_rets > 1 && !(d.cols[LAB_COL_GRAD_WEIGHT] = lab_ffi_buffer(f, 1, 1, "grad_weight"))) ||
-        (n_rets > 2 && !(d.cols[LAB_COL_GRAD_BIAS] = lab_ffi_buffer(f, 1, 2, "grad_bias")))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_MEAN] = "mean";
-    d.row_names[LAB_ROW_RSTD] = "rstd", d.row_names[LAB_ROW_OUT] = "grad_x",
-    d.col_names[LAB_COL_WEIGHT] = "weight";
-    d.col_names[LAB_COL_GRAD_WEIGHT] = "grad_weight", d.col_names[LAB_COL_GRAD_BIAS] = "grad_bias";
-    return run_rowwise(f, &d);
+    return run_rowwise(f, &d, operands, COUNT(operands));
 }
 
 /* lab_softmax: (x) -> (out); attribute log (1: log_softmax). Over the last dimension. */
 static int softmax(lab_ffi_call *f) {
+    static const ffi_operand operands[] = {IN(X, "x"), OUT(OUT, "out")};
     double log;
     if (lab_ffi_attr(f, "log", 0.0, &log) < 0) return -1;
     lab_rowwise_call d = {.op = log != 0.0 ? LAB_ROW_LOG_SOFTMAX : LAB_ROW_SOFTMAX};
-    if (!(d.rows[LAB_ROW_X] = lab_ffi_buffer(f, 0, 0, "x")) ||
-        !(d.rows[LAB_ROW_OUT] = lab_ffi_buffer(f, 1, 0, "out"))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_X] = "x", d.row_names[LAB_ROW_OUT] = "out";
-    return run_rowwise(f, &d);
+    return run_rowwise(f, &d, operands, COUNT(operands));
 }
 
 /* lab_softmax_backward: (grad_out, y) -> (grad_x); attribute log. */
 static int softmax_backward(lab_ffi_call *f) {
+    static const ffi_operand operands[] = {IN(GRAD, "grad_out"), IN(X, "y"), OUT(OUT, "grad_x")};
     double log;
     if (lab_ffi_attr(f, "log", 0.0, &log) < 0) return -1;
     lab_rowwise_call d = {.op = log != 0.0 ? LAB_ROW_LOG_SOFTMAX_BACKWARD : LAB_ROW_SOFTMAX_BACKWARD};
-    if (!(d.rows[LAB_ROW_GRAD] = lab_ffi_buffer(f, 0, 0, "grad_out")) ||
-        !(d.rows[LAB_ROW_X] = lab_ffi_buffer(f, 0, 1, "y")) ||
-        !(d.rows[LAB_ROW_OUT] = lab_ffi_buffer(f, 1, 0, "grad_x"))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "y", d.row_names[LAB_ROW_OUT] = "grad_x";
-    return run_rowwise(f, &d);
+    return run_rowwise(f, &d, operands, COUNT(operands));
 }
 
 /* lab_cross_entropy: (logits, target) -> (loss[, grad]); attributes ignore_index, label_smoothing,
  * reduction (0 none, 1 mean, 2 sum). With grad: d loss / d logits in the same pass. */
 static int cross_entropy(lab_ffi_call *f) {
+    static const ffi_operand operands[] = {IN(X, "logits"), IN(TARGET, "target"), OUT(LOSS, "loss"),
+                                           OUT_OPTIONAL(OUT, "grad")};
     double ignore_index, smoothing, reduction;
     if (lab_ffi_attr(f, "ignore_index", -100.0, &ignore_index) < 0 ||
         lab_ffi_attr(f, "label_smoothing", 0.0, &smoothing) < 0 ||
@@ -135,16 +125,7 @@ static int cross_entropy(lab_ffi_call *f) {
                           .reduction = reduction == 0.0   ? LAB_LOSS_NONE
                                        : reduction == 2.0 ? LAB_LOSS_SUM
                                                           : LAB_LOSS_MEAN};
-    const int64_t n_rets = lab_ffi_count(f, 1);
-    if (!(d.rows[LAB_ROW_X] = lab_ffi_buffer(f, 0, 0, "logits")) ||
-        !(d.rows[LAB_ROW_TARGET] = lab_ffi_buffer(f, 0, 1, "target")) ||
-        !(d.rows[LAB_ROW_LOSS] = lab_ffi_buffer(f, 1, 0, "loss")) ||
-        (n_rets > 1 && !(d.rows[LAB_ROW_OUT] = lab_ffi_buffer(f, 1, 1, "grad")))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_X] = "logits", d.row_names[LAB_ROW_TARGET] = "target";
-    d.row_names[LAB_ROW_LOSS] = "loss", d.row_names[LAB_ROW_OUT] = "grad";
-    return run_rowwise(f, &d);
+    return run_rowwise(f, &d, operands, COUNT(operands));
 }
 
 /* lab_glu: (gate, up) -> (out); attribute act (0: silu, SwiGLU; 1: gelu's tanh form, GeGLU). The
@@ -171,19 +152,12 @@ static int glu(lab_ffi_call *f) {
 
 /* lab_glu_backward: (grad_out, gate, up) -> (grad_gate, grad_up); attribute act. */
 static int glu_backward(lab_ffi_call *f) {
+    static const ffi_operand operands[] = {IN(GRAD, "grad_out"), IN(X, "gate"), IN(UP, "up"),
+                                           OUT(OUT, "grad_gate"), OUT(GRAD_UP, "grad_up")};
     double act;
     if (lab_ffi_attr(f, "act", 0.0, &act) < 0) return -1;
     lab_rowwise_call d = {.op = act != 0.0 ? LAB_ROW_GEGLU_BACKWARD : LAB_ROW_SWIGLU_BACKWARD};
-    if (!(d.rows[LAB_ROW_GRAD] = lab_ffi_buffer(f, 0, 0, "grad_out")) ||
-        !(d.rows[LAB_ROW_X] = lab_ffi_buffer(f, 0, 1, "gate")) ||
-        !(d.rows[LAB_ROW_UP] = lab_ffi_buffer(f, 0, 2, "up")) ||
-        !(d.rows[LAB_ROW_OUT] = lab_ffi_buffer(f, 1, 0, "grad_gate")) ||
-        !(d.rows[LAB_ROW_GRAD_UP] = lab_ffi_buffer(f, 1, 1, "grad_up"))) {
-        return -1;
-    }
-    d.row_names[LAB_ROW_GRAD] = "grad_out", d.row_names[LAB_ROW_X] = "gate", d.row_names[LAB_ROW_UP] = "up";
-    d.row_names[LAB_ROW_OUT] = "grad_gate", d.row_names[LAB_ROW_GRAD_UP] = "grad_up";
-    return run_rowwise(f, &d);
+    return run_rowwise(f, &d, operands, COUNT(operands));
 }
 
 /* lab_rope: (q, k, cos, sin) -> (q_out, k_out); attributes interleaved, backward, rotary_dim (-1: the
@@ -208,6 +182,13 @@ static int rope(lab_ffi_call *f) {
     lab_rope_add_operands(&call, &d);
     return lab_run_op(&lab_ffi_state(f)->dispatch, &lab_rope_kind, &call);
 }
+
+#undef IN
+#undef IN_COLUMN
+#undef OUT
+#undef OUT_OPTIONAL
+#undef OUT_COLUMN
+#undef COUNT
 
 /* ---- the targets ---- */
 
