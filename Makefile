@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -25,7 +25,7 @@ test: $(VENV_PY)
 	$(MAKE) --no-print-directory format-check CLANG_FORMAT=$(VENV)/bin/clang-format
 	$(VENV_PY) setup.py build_ext --inplace
 	$(VENV_PY) -m mypy.stubtest lab.lab  # the type stubs (lab/lab.pyi) match the built module
-	$(VENV_PY) -m pytest -q tests; rc=$$?; \
+	$(VENV_PY) -m pytest -q -n auto tests; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests - that is a failure"; exit 1; fi; exit $$rc
 	$(MAKE) --no-print-directory lessons PYTHON=$(VENV_PY)
 
@@ -108,6 +108,21 @@ gpu-check:
 	$(if $(EXTRA),$(MAKE) --no-print-directory $(EXTRA))
 	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1
 	find $(LOGS) -type f -size +4M -printf "left out of logs.tgz (over 4 MiB): %p\n" -delete
+	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
+
+# The JAX face alone, for a change that touches only it (one short call): build, lab.jax's tests and
+# the XLA FFI frames, the reductions it runs, the JAX example, then bench_jax and bench_jax_train.
+gpu-jax:
+	mkdir -p $(LOGS) $(OUT)/bench
+	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(LOGS)/build.log 2>&1 || (tail -50 $(LOGS)/build.log; exit 1)
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rfE $(XDIST) tests/test_jax.py tests/test_jax_gpu.py \
+	  tests/test_jax_ops.py tests/test_jax_ops_gpu.py tests/test_jax_kernels.py tests/test_jax_kernels_gpu.py \
+	  tests/test_xla_ffi.py tests/test_reductions_gpu.py tests/test_source_layout.py \
+	  "tests/test_examples.py::test_example_runs[15_jax_inside_jit.py]" 2>&1 | tee $(LOGS)/tests.txt | tail -15; \
+	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(LOGS)/tests.txt
+	$(PYTHON) bench/bench_jax.py --out-dir $(OUT)/bench
+	$(PYTHON) bench/bench_jax_train.py --out-dir $(OUT)/bench
+	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
 
 # The benchmark tables, side by side with torch, CuPy and the loss heads' peers (an unchanged build

@@ -6,7 +6,10 @@ the per-op cost of a lab FFI op on a tiny input against an XLA op that does the 
 
 Each case is a chain of applications traced into one jitted function (each application's output
 the next one's input), so one call's dispatch - ~75 us of host time on the GPU machine, more than
-the ~0.08 ms kernels take - is shared by the chain: the time per application is the GPU's. Medians
+the ~0.08 ms kernels take - is shared by the chain: the time per application is the GPU's. An
+optimization barrier stands between applications: without it XLA fuses the whole chain of its own
+ops into one kernel (20 applications of x * y + 1 in one pass over memory), which measures fusion
+across applications, not the op. Medians
 of timed calls after warm-up (block_until_ready around each). Ratios: XLA's time over lab's (> 1:
 lab is faster).
     python3 bench/bench_jax.py [--out-dir DIR] [--quick]
@@ -41,13 +44,15 @@ def chained(op, length):
     """op applied `length` times in one jitted function: x -> op(x) -> op(op(x)) ..., the other
     arguments fixed. op returns the next x, or (the next x, a number to keep) - the numbers are summed
     and returned, so no application is dead code."""
+    import jax
+
     def run(x, *rest):
         kept = 0.0
         for _ in range(length):
             out = op(x, *rest)
             x, kept = (out[0], kept + out[1]) if isinstance(out, tuple) else (out, kept)
+            x = jax.lax.optimization_barrier(x)
         return x, kept
-    import jax
     return jax.jit(run)
 
 

@@ -10,6 +10,7 @@ jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
+import lab  # noqa: E402
 import lab.jax as ljax  # noqa: E402
 
 RNG = np.random.default_rng(0)
@@ -145,7 +146,9 @@ def test_lowered_for_cuda_each_function_is_an_ffi_call_to_lab():
                                                for t in ljax.apply_rotary_pos_emb(q, k, cos, cos)), (0, 1)), q, k)
     assert "@lab_rope(" in text and "backward = 1 : i32" in text  # the forward's call is dead code here
     text = cuda_text(jax.grad(lambda g, u: (ljax.geglu(g, u) * g).astype(jnp.float32).sum(), (0, 1)), x, x)
-    assert "@lab_glu(" in text and "@lab_glu_backward(" in text and "act = 1 : i32" in text
+    geglu = [row[0] for row in lab.lab._xla_ffi_ops()["elementwise"]].index("geglu")
+    assert "@lab_elementwise(" in text and f"op = {geglu} : i32" in text
+    assert "@lab_glu_backward(" in text and "act = 1 : i32" in text
 
 
 @pytest.mark.parametrize("call, error, match", [

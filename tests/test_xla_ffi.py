@@ -16,10 +16,28 @@ def f64_attr(value):
 
 
 def test_every_target_is_offered():
-    assert sorted(lab.lab._xla_ffi_targets()) == ["lab_cross_entropy", "lab_glu", "lab_glu_backward", "lab_kernel",
-                                                  "lab_layer_norm",
-                                                  "lab_layer_norm_backward", "lab_rms_norm", "lab_rms_norm_backward", "lab_rope", "lab_softmax",
-                                                  "lab_softmax_backward"]
+    assert sorted(lab.lab._xla_ffi_targets()) == [
+        "lab_cross_entropy", "lab_elementwise", "lab_glu_backward", "lab_kernel", "lab_layer_norm",
+        "lab_layer_norm_backward", "lab_reduce", "lab_rms_norm", "lab_rms_norm_backward", "lab_rope", "lab_softmax",
+        "lab_softmax_backward"]
+
+
+def op_attr(table, name, **numbers):
+    """The attribute op naming `name` in _xla_ffi_ops()'s table, plus int64 attributes."""
+    number = [row[0] for row in lab.lab._xla_ffi_ops()[table]].index(name)
+    attributes = {"op": (S32, ctypes.c_int32, number, 3)}
+    attributes.update({key: (S64, ctypes.c_int64, value, 3) for key, value in numbers.items()})
+    return attributes
+
+
+def test_the_op_tables_list_names_inputs_and_integer_support():
+    tables = lab.lab._xla_ffi_ops()
+    elementwise, reductions = dict((r[0], r[1:]) for r in tables["elementwise"]), dict((r[0], r[1:])
+                                                                                       for r in tables["reduction"])
+    assert elementwise["add"] == (2, 1) and elementwise["div"] == (2, 0) and elementwise["fused_add_mul"] == (3, 0)
+    assert elementwise["neg"] == (1, 1) and elementwise["swiglu"] == (2, 0) and "scale" not in elementwise
+    assert reductions["sum"] == (1, 1) and reductions["mean"] == (1, 0) and reductions["dot"] == (2, 0)
+    assert reductions["argmax"] == (1, 1)
 
 
 def test_the_metadata_query_names_the_api_version():
@@ -56,7 +74,15 @@ def test_stages_before_execution_do_nothing():
      {"ignore_index": (S64, ctypes.c_int64, -1, 3), "label_smoothing": f64_attr(0.1), "reduction": (S32, ctypes.c_int32, 2, 3)}),
     ("lab_rope", [(BF16, (2, 4, 5, 8)), (BF16, (2, 2, 5, 8)), (BF16, (2, 5, 8)), (BF16, (2, 5, 8))],
      [(BF16, (2, 4, 5, 8)), (BF16, (2, 2, 5, 8))], {"interleaved": (S32, ctypes.c_int32, 1, 3)}),
-    ("lab_glu", [(BF16, (6, 11)), (BF16, (6, 11))], [(BF16, (6, 11))], {"act": (S32, ctypes.c_int32, 1, 3)}),
+    ("lab_elementwise", [(BF16, (6, 11)), (BF16, (6, 11))], [(BF16, (6, 11))], op_attr("elementwise", "geglu")),
+    ("lab_elementwise", [(F32, (6, 1)), (BF16, (1, 11))], [(F32, (6, 11))], op_attr("elementwise", "add")),
+    ("lab_elementwise", [(S32, (6, 11))], [(S32, (6, 11))], op_attr("elementwise", "neg")),
+    ("lab_elementwise", [(F16, (6, 11)), (F16, (6, 11)), (F32, ())], [(F16, (6, 11))],
+     op_attr("elementwise", "fused_add_mul")),
+    ("lab_reduce", [(BF16, (6, 11, 4))], [(F32, (6,))], op_attr("reduction", "sum", reduced=0b11)),
+    ("lab_reduce", [(F32, (6, 11))], [(S32, (11,))], op_attr("reduction", "argmax", reduced=0b10)),
+    ("lab_reduce", [(F64, (6, 11))], [(F64, ())], op_attr("reduction", "var", reduced=0b11)),
+    ("lab_reduce", [(F32, (7,)), (F32, (7,))], [(F32, ())], op_attr("reduction", "dot", reduced=1)),
     ("lab_glu_backward", [(F32, (6, 11)), (F32, (6, 11)), (F32, (6, 11))], [(F32, (6, 11)), (F32, (6, 11))], {}),
 ])
 def test_frames_that_pass_every_check_reach_cuda(target, args, rets, attributes):
@@ -78,10 +104,26 @@ def test_frames_that_pass_every_check_reach_cuda(target, args, rets, attributes)
      r"argument 'target' has dtype float32; class indices are int64 or int32"),
     ("lab_rope", [(F32, (2, 4, 5, 8)), (F32, (2, 2, 5, 8)), (F32, (5, 3)), (F32, (5, 3))],
      [(F32, (2, 4, 5, 8)), (F32, (2, 2, 5, 8))], {}, r"the rotary dimension is 3"),
-    ("lab_glu", [(F32, (6, 11))], [(F32, (6, 11))], {}, r"XLA gave no buffer for 'up'"),
-    ("lab_glu", [(F32, (6, 11)), (F32, (6, 12))], [(F32, (6, 11))], {},
-     r"lab_glu\(\): the inputs cannot be broadcast together: 'gate' has shape \(6, 11\), 'up' has shape \(6, 12\)"),
-    ("lab_glu", [(S32, (6, 11)), (S32, (6, 11))], [(S32, (6, 11))], {}, r"lab_glu\(\): the inputs are integers"),
+    ("lab_elementwise", [(F32, (6, 11))], [(F32, (6, 11))], op_attr("elementwise", "swiglu"),
+     r"lab_elementwise: swiglu takes 2 arguments and 1 results, XLA gave 1 and 1"),
+    ("lab_elementwise", [(F32, (6, 11)), (F32, (6, 12))], [(F32, (6, 11))], op_attr("elementwise", "swiglu"),
+     r"lab_elementwise\(\): the inputs cannot be broadcast together: 'gate' has shape \(6, 11\), 'up' has shape "
+     r"\(6, 12\)"),
+    ("lab_elementwise", [(S32, (6, 11)), (S32, (6, 11))], [(S32, (6, 11))], op_attr("elementwise", "swiglu"),
+     r"lab_elementwise\(\): the inputs are integers"),
+    ("lab_elementwise", [(F32, (6, 11))], [(F32, (6, 11))], {}, r"attribute 'op' \(-1\) names none of its \d+ ops"),
+    ("lab_elementwise", [(F32, (6, 11))], [(F32, (6, 11))], {"op": (S32, ctypes.c_int32, 1000, 3)},
+     r"attribute 'op' \(1000\) names none"),
+    ("lab_reduce", [(F32, (6, 11))], [(F32, (6,))], op_attr("reduction", "sum", reduced=0b100),
+     r"attribute 'reduced' \(4\) must mark axes of 'x', which has 2"),
+    ("lab_reduce", [(F32, (6, 11))], [(F32, (11,))], op_attr("reduction", "sum", reduced=0b1),
+     r"argument 'out' has shape \(11,\)"),
+    ("lab_reduce", [(S32, (6, 11))], [(F32, (6,))], op_attr("reduction", "mean", reduced=0b1),
+     r"argument 'x' has integer dtype int32"),
+    ("lab_reduce", [(F32, (6, 11))], [(F32, (6,)), (F32, (6,))], op_attr("reduction", "amax", reduced=0b1),
+     r"amax takes 1 arguments and 1 results, XLA gave 1 and 2"),
+    ("lab_reduce", [(F32, (7,)), (F64, (7,))], [(F32, ())], op_attr("reduction", "dot", reduced=1),
+     r"arguments 'a' and 'b' must have the same dtype"),
     ("lab_glu_backward", [(F32, (6, 11)), (F32, (6, 11)), (F32, (6, 11))], [(F32, (6, 11)), (F32, (5, 11))], {},
      r"argument 'grad_up' has shape \(5, 11\)"),
 ])

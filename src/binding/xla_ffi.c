@@ -91,6 +91,8 @@ lab_array *lab_ffi_buffer(lab_ffi_call *f, int results, int64_t i, const char *n
     return read_buffer(f, results ? &f->frame->rets : &f->frame->args, i, name);
 }
 
+const char *lab_ffi_name(const lab_ffi_call *f) { return f->func; }
+
 int64_t lab_ffi_count(const lab_ffi_call *f, int results) {
     return results ? f->frame->rets.size : f->frame->args.size;
 }

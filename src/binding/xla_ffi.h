@@ -17,6 +17,9 @@ extern PyMethodDef lab_xla_ffi_methods[];
 /* One FFI call being answered (the frame XLA gave, the stream it runs on, the arrays read from it). */
 typedef struct lab_ffi_call lab_ffi_call;
 
+/* The target's name, for messages ("lab_softmax"). */
+const char *lab_ffi_name(const lab_ffi_call *f);
+
 /* How many arguments (results = 0) or results (results = 1) the call has. */
 int64_t lab_ffi_count(const lab_ffi_call *f, int results);
 

@@ -6,6 +6,7 @@
 
 #include "binding/xla_ffi.h"
 #include "dispatch/elementwise_kind.h"
+#include "dispatch/reduction_kind.h"
 #include "dispatch/rope_kind.h"
 #include "dispatch/rowwise_kind.h"
 
@@ -128,26 +129,132 @@ static int cross_entropy(lab_ffi_call *f) {
     return run_rowwise(f, &d, operands, COUNT(operands));
 }
 
-/* lab_glu: (gate, up) -> (out); attribute act (0: silu, SwiGLU; 1: gelu's tanh form, GeGLU). The
- * forward is an elementwise op (lab.swiglu's kind), the backward a row-wise one. */
-static int glu(lab_ffi_call *f) {
-    double act;
-    if (lab_ffi_attr(f, "act", 0.0, &act) < 0) return -1;
+/* The elementwise ops lab.jax offers inside jit: the rows of kernels/ops.def that take arrays alone,
+ * with the names their inputs have in messages. lab_elementwise's attribute op is a row's number here;
+ * lab.jax reads the rows from _xla_ffi_ops() (what a row means lives in this one table). */
+#define UNARY {"x"}
+#define BINARY {"a", "b"}
+static const struct {
+    const char *name;
+    lab_op op;
+    const char *inputs[3];
+} ELEMENTWISE_OPS[] = {
+    {"add", LAB_OP_ADD, BINARY},
+    {"sub", LAB_OP_SUB, BINARY},
+    {"mul", LAB_OP_MUL, BINARY},
+    {"div", LAB_OP_DIV, BINARY},
+    {"maximum", LAB_OP_MAXIMUM, BINARY},
+    {"minimum", LAB_OP_MINIMUM, BINARY},
+    {"add_relu", LAB_OP_ADD_RELU, BINARY},
+    {"fused_add_mul", LAB_OP_FUSED_ADD_MUL, {"a", "b", "s"}},
+    {"neg", LAB_OP_NEG, UNARY},
+    {"abs", LAB_OP_ABS, UNARY},
+    {"sqrt", LAB_OP_SQRT, UNARY},
+    {"exp", LAB_OP_EXP, UNARY},
+    {"relu", LAB_OP_RELU, UNARY},
+    {"sigmoid", LAB_OP_SIGMOID, UNARY},
+    {"silu", LAB_OP_SILU, UNARY},
+    {"gelu", LAB_OP_GELU, UNARY},
+    {"gelu_tanh", LAB_OP_GELU_TANH, UNARY},
+    {"swiglu", LAB_OP_SWIGLU, {"gate", "up"}},
+    {"geglu", LAB_OP_GEGLU, {"gate", "up"}},
+};
+#undef UNARY
+#undef BINARY
+
+/* The reductions lab.jax offers inside jit (lab_reduce's attribute op), rows of kernels/reduce_ops.def. */
+static const struct {
+    const char *name;
+    lab_reduce_op op;
+} REDUCTIONS[] = {
+    {"sum", LAB_REDUCE_SUM},       {"mean", LAB_REDUCE_MEAN},
+    {"prod", LAB_REDUCE_PROD},     {"amax", LAB_REDUCE_AMAX},
+    {"amin", LAB_REDUCE_AMIN},     {"argmax", LAB_REDUCE_ARGMAX},
+    {"argmin", LAB_REDUCE_ARGMIN}, {"var", LAB_REDUCE_VAR},
+    {"std", LAB_REDUCE_STD},       {"logsumexp", LAB_REDUCE_LOGSUMEXP},
+    {"dot", LAB_REDUCE_DOT},
+};
+
+/* The row the attribute op names in a table of `rows`; -1 with ValueError where it names none. */
+static int table_row(lab_ffi_call *f, int rows) {
+    double number;
+    if (lab_ffi_attr(f, "op", -1.0, &number) < 0) return -1;
+    if (!(number >= 0.0 && number < rows)) {
+        PyErr_Format(PyExc_ValueError, "%s: attribute 'op' (%lld) names none of its %d ops", lab_ffi_name(f),
+                     (long long)(number > -1e18 && number < 1e18 ? number : -1), rows);
+        return -1;
+    }
+    return (int)number;
+}
+
+/* Refuses a call whose argument and result counts are not the op's; 0 or -1 with ValueError. */
+static int check_counts(lab_ffi_call *f, const char *op, int64_t arguments, int64_t results) {
+    if (lab_ffi_count(f, 0) == arguments && lab_ffi_count(f, 1) == results) return 0;
+    PyErr_Format(PyExc_ValueError, "%s: %s takes %lld arguments and %lld results, XLA gave %lld and %lld",
+                 lab_ffi_name(f), op, (long long)arguments, (long long)results,
+                 (long long)lab_ffi_count(f, 0), (long long)lab_ffi_count(f, 1));
+    return -1;
+}
+
+/* lab_elementwise: (inputs...) -> (out); attribute op (a row of ELEMENTWISE_OPS). The inputs broadcast
+ * against out by NumPy's rules and may have other dtypes than out's, as in a call from Python. */
+static int elementwise(lab_ffi_call *f) {
+    const int row = table_row(f, (int)(sizeof ELEMENTWISE_OPS / sizeof ELEMENTWISE_OPS[0]));
+    if (row < 0) return -1;
+    const lab_op op = ELEMENTWISE_OPS[row].op;
+    const int inputs = lab_op_inputs[op];
+    if (check_counts(f, ELEMENTWISE_OPS[row].name, inputs, 1) < 0) return -1;
     lab_elementwise_call d;
     memset(&d, 0, sizeof d);
-    d.op = act != 0.0 ? LAB_OP_GEGLU : LAB_OP_SWIGLU;
+    d.op = op;
     lab_operands *ops = &d.operands;
-    static const char *const names[] = {"out", "gate", "up"};
-    for (int i = 0; i < 3; i++) {
-        const lab_array *a = lab_ffi_buffer(f, i == 0, i == 0 ? 0 : i - 1, names[i]);
+    ops->count = inputs + 1, ops->n_outputs = 1;
+    for (int i = 0; i < ops->count; i++) {
+        ops->names[i] = i == 0 ? "out" : ELEMENTWISE_OPS[row].inputs[i - 1];
+        const lab_array *a = lab_ffi_buffer(f, i == 0, i == 0 ? 0 : i - 1, ops->names[i]);
         if (!a) return -1;
         ops->arrays[i] = *a;
-        ops->names[i] = names[i];
     }
-    ops->count = 3, ops->n_outputs = 1;
     lab_op_call call = lab_ffi_op_call(f, &d);
-    for (int i = 0; i < 3; i++) lab_op_call_add(&call, ops->names[i], &ops->arrays[i], 1, 0, i == 0);
+    for (int i = 0; i < ops->count; i++) lab_op_call_add(&call, ops->names[i], &ops->arrays[i], 1, 0, i == 0);
     return lab_run_op(&lab_ffi_state(f)->dispatch, &lab_elementwise_kind, &call);
+}
+
+/* lab_reduce: (x) -> (out), or dot's (a, b) -> (out); attributes op (a row of REDUCTIONS), reduced (bit
+ * k: x's k-th axis from the last is reduced - counted from the end, so that a leading axis vmap adds is
+ * kept) and correction (var, std). out has x's shape without the reduced axes. */
+static int reduce(lab_ffi_call *f) {
+    const int row = table_row(f, (int)(sizeof REDUCTIONS / sizeof REDUCTIONS[0]));
+    if (row < 0) return -1;
+    double reduced, correction;
+    if (lab_ffi_attr(f, "reduced", 0.0, &reduced) < 0 ||
+        lab_ffi_attr(f, "correction", 0.0, &correction) < 0) {
+        return -1;
+    }
+    lab_reduction_call d = {.op = REDUCTIONS[row].op, .correction = correction};
+    const int dot = d.op == LAB_REDUCE_DOT;
+    d.in_names[0] = dot ? "a" : "x", d.in_names[1] = dot ? "b" : NULL;
+    if (check_counts(f, REDUCTIONS[row].name, dot ? 2 : 1, 1) < 0) return -1;
+    if (!(d.in = lab_ffi_buffer(f, 0, 0, d.in_names[0])) ||
+        (dot && !(d.in2 = lab_ffi_buffer(f, 0, 1, "b"))) || !(d.out = lab_ffi_buffer(f, 1, 0, "out"))) {
+        return -1;
+    }
+    const int ndim = d.in->ndim;
+    const uint64_t trailing = (uint64_t)reduced;
+    if (!(reduced >= 0.0 && (double)trailing == reduced && (ndim >= 64 || trailing >> ndim == 0))) {
+        PyErr_Format(PyExc_ValueError, "%s: attribute 'reduced' (%lld) must mark axes of '%s', which has %d",
+                     lab_ffi_name(f), (long long)(reduced > -1e18 && reduced < 1e18 ? reduced : -1),
+                     d.in_names[0], ndim);
+        return -1;
+    }
+    for (int k = 0; k < ndim; k++) {
+        if (trailing >> k & 1) d.reduced |= 1u << (ndim - 1 - k);
+    }
+    lab_op_call call = lab_ffi_op_call(f, &d);
+    lab_op_call_add(&call, "out", d.out, 1, 0, 1);
+    lab_op_call_add(&call, d.in_names[0], d.in, 1, 0, 0);
+    if (dot) lab_op_call_add(&call, "b", d.in2, 1, 0, 0);
+    return lab_run_op(&lab_ffi_state(f)->dispatch, &lab_reduction_kind, &call);
 }
 
 /* lab_glu_backward: (grad_out, gate, up) -> (grad_gate, grad_up); attribute act. */
@@ -204,7 +311,8 @@ LAB_FFI_TARGET(softmax)
 LAB_FFI_TARGET(softmax_backward)
 LAB_FFI_TARGET(cross_entropy)
 LAB_FFI_TARGET(rope)
-LAB_FFI_TARGET(glu)
+LAB_FFI_TARGET(elementwise)
+LAB_FFI_TARGET(reduce)
 LAB_FFI_TARGET(glu_backward)
 #undef LAB_FFI_TARGET
 
@@ -222,7 +330,8 @@ static PyObject *py_xla_ffi_targets(PyObject *module, PyObject *unused) {
                    {"lab_softmax_backward", target_softmax_backward},
                    {"lab_cross_entropy", target_cross_entropy},
                    {"lab_rope", target_rope},
-                   {"lab_glu", target_glu},
+                   {"lab_elementwise", target_elementwise},
+                   {"lab_reduce", target_reduce},
                    {"lab_glu_backward", target_glu_backward},
                    {"lab_kernel", lab_ffi_user_kernel_target}};
     lab_ffi_bind_module(module);
@@ -236,6 +345,40 @@ static PyObject *py_xla_ffi_targets(PyObject *module, PyObject *unused) {
     return found;
 }
 
+/* _xla_ffi_ops() -> {"elementwise": ((name, inputs, integers allowed), ...), "reduction": ((name,
+ * inputs, integers allowed), ...)}: the rows lab.jax numbers its calls by, in the tables' order. */
+static PyObject *py_xla_ffi_ops(PyObject *module, PyObject *unused) {
+    const Py_ssize_t n_elementwise = sizeof ELEMENTWISE_OPS / sizeof ELEMENTWISE_OPS[0];
+    const Py_ssize_t n_reductions = sizeof REDUCTIONS / sizeof REDUCTIONS[0];
+    PyObject *elementwise = PyTuple_New(n_elementwise), *reductions = PyTuple_New(n_reductions);
+    for (Py_ssize_t i = 0; elementwise && i < n_elementwise; i++) {
+        const lab_op op = ELEMENTWISE_OPS[i].op;
+        PyObject *row =
+            Py_BuildValue("(sii)", ELEMENTWISE_OPS[i].name, lab_op_inputs[op], lab_op_integers[op]);
+        if (!row) {
+            Py_CLEAR(elementwise);
+        } else {
+            PyTuple_SET_ITEM(elementwise, i, row);
+        }
+    }
+    for (Py_ssize_t i = 0; reductions && i < n_reductions; i++) {
+        const lab_reduce_op op = REDUCTIONS[i].op;
+        PyObject *row = Py_BuildValue("(sii)", REDUCTIONS[i].name, op == LAB_REDUCE_DOT ? 2 : 1,
+                                      lab_reduce_integers_allowed(op));
+        if (!row) {
+            Py_CLEAR(reductions);
+        } else {
+            PyTuple_SET_ITEM(reductions, i, row);
+        }
+    }
+    PyObject *found = elementwise && reductions
+                          ? Py_BuildValue("{sOsO}", "elementwise", elementwise, "reduction", reductions)
+                          : NULL;
+    Py_XDECREF(elementwise);
+    Py_XDECREF(reductions);
+    return found;
+}
+
 static PyObject *py_xla_ffi_elsewhere(PyObject *module, PyObject *unused) {
     return PyCapsule_New((void *)lab_ffi_user_kernel_elsewhere, NULL, NULL);
 }
@@ -244,6 +387,9 @@ PyMethodDef lab_xla_ffi_methods[] = {
     {"_xla_ffi_elsewhere", py_xla_ffi_elsewhere, METH_NOARGS,
      "_xla_ffi_elsewhere()\n--\n\nThe handler of lab_kernel for platforms other than CUDA (an error "
      "saying a user's CUDA kernel runs only there), as a capsule."},
+    {"_xla_ffi_ops", py_xla_ffi_ops, METH_NOARGS,
+     "_xla_ffi_ops()\n--\n\nThe elementwise ops and reductions lab_elementwise and lab_reduce run, as "
+     "(name, inputs, integers allowed) rows whose positions are the numbers the calls' attribute op takes."},
     {"_xla_ffi_targets", py_xla_ffi_targets, METH_NOARGS,
      "_xla_ffi_targets()\n--\n\nlab's XLA FFI handlers by target name, as capsules for "
      "jax.ffi.register_ffi_target (lab.jax registers them)."},

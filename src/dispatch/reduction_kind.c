@@ -17,6 +17,8 @@ static const reduce_op_rules RULES[LAB_NUM_REDUCE_OPS] = {
 #undef LAB_REDUCE_OP
 };
 
+int lab_reduce_integers_allowed(lab_reduce_op op) { return RULES[op].integers; }
+
 /* The output seen with the input's rank: size 1 and stride 0 in reduced dimensions (keepdim form).
  * The output must have the reduced shape - the input's without the reduced dimensions, or with
  * them as size 1 when keepdim. */

@@ -26,4 +26,7 @@ typedef struct {
 
 extern const lab_op_kind lab_reduction_kind;
 
+/* Whether the reduction takes integer input (reduce_ops.def's column; lab.jax asks before a call). */
+int lab_reduce_integers_allowed(lab_reduce_op op);
+
 #endif

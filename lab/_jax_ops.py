@@ -1,0 +1,281 @@
+"""lab.jax's elementwise ops and reductions inside jax.jit: each one FFI call to lab_elementwise or
+lab_reduce (src/binding/xla_ffi_ops.c), the op named by its row's number in the tables the C module
+lists (_xla_ffi_ops()), so that what an op means is written once, in C.
+
+Each function takes and returns jax arrays with jax.numpy's rules: the result's shape and dtype are
+what the jax.numpy formula gives (jax.eval_shape of it: broadcasting, promotion, weak types), so
+ljax.add(x, 1.0) is x's dtype, as x + 1.0 is. lab's kernel reads the inputs as they are and writes the
+result in that dtype; an op whose kernel computes only on floats (div, sqrt, mean, ...) gets integer
+inputs converted to the result's float dtype first, as jax.numpy does.
+
+Gradients are jax's autodiff of the same jax.numpy formula (a custom_vjp whose backward is the
+formula's): lab has no backward kernels for these ops, and the few elementwise steps of their
+derivatives are what XLA fuses well. vmap: inputs are given the result's rank before the call and the
+reduced axes are counted from the last, so a mapped axis is one more leading axis of every operand and
+one launch serves the whole batch (vmap_method="broadcast_all"); dot, whose kernel takes vectors, runs
+once per mapped element."""
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import lab as _core
+
+_TABLES = _core._xla_ffi_ops()
+_ELEMENTWISE = {row[0]: (number,) + row[1:] for number, row in enumerate(_TABLES["elementwise"])}
+_REDUCTIONS = {row[0]: (number,) + row[1:] for number, row in enumerate(_TABLES["reduction"])}
+# What lab's kernels read and write (bool and the unsigned types but uint8 are not among them).
+_DTYPES = tuple(jnp.dtype(t) for t in (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64, jnp.int8,
+                                       jnp.int16, jnp.int32, jnp.int64, jnp.uint8))
+
+
+def _with_reference_gradient(call, reference, args):
+    """call(*args) on CUDA devices and reference(*args) everywhere else (the same results, in
+    jax.numpy); jax.grad differentiates the reference."""
+    @jax.custom_vjp
+    def run(*args):
+        return jax.lax.platform_dependent(*args, cuda=call, default=reference)
+
+    def backward(saved, grad):
+        return jax.vjp(reference, *saved)[1](grad)
+    run.defvjp(lambda *args: (run(*args), args), backward)
+    return run(*args)
+
+
+def _checked(func, names, arrays):
+    arrays = tuple(jnp.asarray(a) for a in arrays)
+    for name, a in zip(names, arrays):
+        if jnp.dtype(a.dtype) not in _DTYPES:
+            raise TypeError(f"{func}(): argument '{name}' has dtype {a.dtype}; lab's kernels read float16, "
+                            f"bfloat16, float32, float64, int8, int16, int32, int64 and uint8")
+    return arrays
+
+
+def _for_float_kernel(arrays, integers, dtype):
+    """Integer inputs converted to the result's dtype where the kernel computes on floats only."""
+    if integers:
+        return arrays
+    return tuple(a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.integer) else a for a in arrays)
+
+
+# ---- the elementwise ops ----
+
+_ELEMENTWISE_REFERENCES = {
+    "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "div": jnp.true_divide,
+    "maximum": jnp.maximum, "minimum": jnp.minimum, "add_relu": lambda a, b: jax.nn.relu(a + b),
+    "fused_add_mul": lambda a, b, s: (a + b) * s, "neg": jnp.negative, "abs": jnp.abs, "sqrt": jnp.sqrt,
+    "exp": jnp.exp, "relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid, "silu": jax.nn.silu,
+    "gelu": partial(jax.nn.gelu, approximate=False), "gelu_tanh": partial(jax.nn.gelu, approximate=True),
+}
+
+
+def elementwise_number(name):
+    """The number lab_elementwise's attribute op takes for the op `name` (lab.jax's GLUs use it too)."""
+    return _ELEMENTWISE[name][0]
+
+
+def _elementwise(name, names, *inputs, func=None):
+    func = func or name
+    number, _, integers = _ELEMENTWISE[name]
+    reference = _ELEMENTWISE_REFERENCES[name]
+    arrays = _checked(func, names, inputs)
+    result = jax.eval_shape(reference, *arrays)  # jax.numpy's broadcasting errors, its dtype
+    if jnp.dtype(result.dtype) not in _DTYPES:
+        raise TypeError(f"{func}(): the result's dtype would be {result.dtype}, which lab's kernels do not write")
+    if not integers and jnp.issubdtype(result.dtype, jnp.integer):
+        raise TypeError(f"{func}(): the result would be {result.dtype}; lab's {func} kernel computes on floats "
+                        f"(give it float inputs)")
+    arrays = _for_float_kernel(arrays, integers, result.dtype)
+    # Every input with the result's rank (a reshape, no copy): a leading axis vmap adds lines up.
+    arrays = tuple(a.reshape((1,) * (result.ndim - a.ndim) + a.shape) for a in arrays)
+    target = jax.ffi.ffi_call("lab_elementwise", jax.ShapeDtypeStruct(result.shape, result.dtype),
+                              vmap_method="broadcast_all")
+    return _with_reference_gradient(lambda *a: target(*a, op=np.int32(number)), reference, arrays)
+
+
+def add(a, b):
+    """a + b by NumPy's broadcasting and jax.numpy's promotion, in lab's kernel."""
+    return _elementwise("add", ("a", "b"), a, b)
+
+
+def sub(a, b):
+    """a - b."""
+    return _elementwise("sub", ("a", "b"), a, b)
+
+
+def mul(a, b):
+    """a * b."""
+    return _elementwise("mul", ("a", "b"), a, b)
+
+
+def div(a, b):
+    """a / b (true division: integers give floats)."""
+    return _elementwise("div", ("a", "b"), a, b)
+
+
+def maximum(a, b):
+    """max(a, b) elementwise; NaN propagates."""
+    return _elementwise("maximum", ("a", "b"), a, b)
+
+
+def minimum(a, b):
+    """min(a, b) elementwise; NaN propagates."""
+    return _elementwise("minimum", ("a", "b"), a, b)
+
+
+def add_relu(a, b):
+    """relu(a + b) in one pass."""
+    return _elementwise("add_relu", ("a", "b"), a, b)
+
+
+def fused_add_mul(a, b, s):
+    """(a + b) * s in one pass; s an array or a number."""
+    return _elementwise("fused_add_mul", ("a", "b", "s"), a, b, s)
+
+
+def neg(x):
+    """-x."""
+    return _elementwise("neg", ("x",), x)
+
+
+def abs(x):  # noqa: A001 (jax.numpy's name)
+    """|x|."""
+    return _elementwise("abs", ("x",), x)
+
+
+def sqrt(x):
+    """sqrt(x)."""
+    return _elementwise("sqrt", ("x",), x)
+
+
+def exp(x):
+    """e ** x."""
+    return _elementwise("exp", ("x",), x)
+
+
+def relu(x):
+    """max(x, 0); NaN stays NaN."""
+    return _elementwise("relu", ("x",), x)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x))."""
+    return _elementwise("sigmoid", ("x",), x)
+
+
+def silu(x):
+    """x * sigmoid(x)."""
+    return _elementwise("silu", ("x",), x)
+
+
+def gelu(x, approximate=False):
+    """x * Phi(x) with erf, or its tanh approximation (approximate=True), as jax.nn.gelu."""
+    return _elementwise("gelu_tanh" if approximate else "gelu", ("x",), x, func="gelu")
+
+
+# ---- the reductions ----
+
+def _reduced_axes(func, ndim, axis):
+    """axis (None: all, an int or a tuple of ints, negative from the end) as sorted distinct axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    normalized = []
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
+            raise ValueError(f"{func}(): axis {a!r} is out of range for an input of {ndim} dimensions")
+        normalized.append(int(a) % ndim)
+    if len(set(normalized)) != len(normalized):
+        raise ValueError(f"{func}(): axis {axis!r} names an axis twice")
+    return tuple(sorted(normalized))
+
+
+def _reduce(name, x, axis, keepdims, reference, correction=0.0, vmap_method="broadcast_all"):
+    number, _, integers = _REDUCTIONS[name]
+    (x,) = _checked(name, ("x",), (x,))
+    axes = _reduced_axes(name, x.ndim, axis)
+    result = jax.eval_shape(reference, x)  # keepdims=False: the shape lab writes
+    (x,) = _for_float_kernel((x,), integers, result.dtype)
+    reduced = np.int64(np.sum([1 << (x.ndim - 1 - a) for a in axes], dtype=np.int64))
+    target = jax.ffi.ffi_call("lab_reduce", jax.ShapeDtypeStruct(result.shape, result.dtype), vmap_method=vmap_method)
+    out = _with_reference_gradient(lambda x: target(x, op=np.int32(number), reduced=reduced,
+                                                    correction=np.float64(correction)), reference, (x,))
+    if keepdims:
+        out = out.reshape(tuple(1 if d in axes else n for d, n in enumerate(x.shape)))
+    return out
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001 (jax.numpy's name)
+    """The sum over axis (None: all), in float32 for half types; jax.numpy's result dtype."""
+    return _reduce("sum", x, axis, keepdims, lambda x: jnp.sum(x, axis))
+
+
+def mean(x, axis=None, keepdims=False):
+    """The mean over axis."""
+    return _reduce("mean", x, axis, keepdims, lambda x: jnp.mean(x, axis))
+
+
+def prod(x, axis=None, keepdims=False):
+    """The product over axis."""
+    return _reduce("prod", x, axis, keepdims, lambda x: jnp.prod(x, axis))
+
+
+def amax(x, axis=None, keepdims=False):
+    """The largest element over axis; NaN propagates. An empty reduction has no value (an error)."""
+    return _reduce("amax", x, axis, keepdims, lambda x: jnp.max(x, axis))
+
+
+def amin(x, axis=None, keepdims=False):
+    """The smallest element over axis."""
+    return _reduce("amin", x, axis, keepdims, lambda x: jnp.min(x, axis))
+
+
+def _index_reduction(name, x, axis, keepdims, reference):
+    if axis is not None and not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{name}(): axis must be an int or None, got {axis!r}")
+    if axis is None:  # the index into the flattened array, as jax.numpy's
+        out = _reduce(name, jnp.asarray(x).reshape(-1), 0, False, lambda x: reference(x, 0))
+        return out.reshape((1,) * jnp.ndim(x)) if keepdims else out
+    return _reduce(name, x, axis, keepdims, lambda x: reference(x, axis))
+
+
+def argmax(x, axis=None, keepdims=False):
+    """The index of the first largest element along axis (None: of the flattened array)."""
+    return _index_reduction("argmax", x, axis, keepdims, jnp.argmax)
+
+
+def argmin(x, axis=None, keepdims=False):
+    """The index of the first smallest element along axis."""
+    return _index_reduction("argmin", x, axis, keepdims, jnp.argmin)
+
+
+def var(x, axis=None, ddof=0, keepdims=False):
+    """The variance over axis, divided by n - ddof (jax.numpy's default ddof=0; torch's is 1)."""
+    return _reduce("var", x, axis, keepdims, lambda x: jnp.var(x, axis, ddof=ddof), correction=float(ddof))
+
+
+def std(x, axis=None, ddof=0, keepdims=False):
+    """The standard deviation over axis (sqrt of var)."""
+    return _reduce("std", x, axis, keepdims, lambda x: jnp.std(x, axis, ddof=ddof), correction=float(ddof))
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    """log(sum(exp(x))) over axis, computed stably (the max taken out)."""
+    return _reduce("logsumexp", x, axis, keepdims, lambda x: jax.nn.logsumexp(x, axis))
+
+
+def dot(a, b):
+    """The inner product of two vectors of one length, in their promoted dtype."""
+    a, b = _checked("dot", ("a", "b"), (a, b))
+    if a.ndim != 1 or b.shape != a.shape:
+        raise ValueError(f"dot(): arguments 'a' and 'b' have shapes {a.shape} and {b.shape}; dot takes two vectors "
+                         f"of one length")
+    dtype = jnp.result_type(a, b)
+    number = _REDUCTIONS["dot"][0]
+    if jnp.issubdtype(dtype, jnp.integer):
+        raise TypeError(f"dot(): arguments 'a' and 'b' are integers ({a.dtype}, {b.dtype}); lab's dot takes floats")
+    a, b = a.astype(dtype), b.astype(dtype)
+    target = jax.ffi.ffi_call("lab_reduce", jax.ShapeDtypeStruct((), dtype), vmap_method="sequential")
+    return _with_reference_gradient(lambda a, b: target(a, b, op=np.int32(number), reduced=np.int64(1)), jnp.dot,
+                                    (a, b))
