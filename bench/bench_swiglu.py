@@ -39,7 +39,10 @@ def main():
     gate.requires_grad_(), up.requires_grad_()
 
     def step_of(apply):
-        return lambda: torch.autograd.grad(apply(gate, up), (gate, up), dy)
+        # Each implementation gets its own copies: Liger's backward writes its gradients into the saved
+        # gate and up in place, and kernels timed on those values afterwards measured twice as slow.
+        a, b = gate.detach().clone().requires_grad_(), up.detach().clone().requires_grad_()
+        return lambda: torch.autograd.grad(apply(a, b), (a, b), dy)
 
     plain = step_of(lambda a, b: torch.nn.functional.silu(a) * b)
     impls = [("lab.nn.swiglu", step_of(lab.nn.swiglu)), ("torch eager", plain),
@@ -48,7 +51,7 @@ def main():
     if liger is not None:
         impls.append(("Liger-Kernel", step_of(liger)))
     out, grad_gate, grad_up = (torch.empty_like(gate) for _ in range(3))
-    g_, u_ = gate.detach(), up.detach()
+    g_, u_ = gate.detach().clone(), up.detach().clone()
 
     def kernels():
         lab.swiglu(g_, u_, out)
