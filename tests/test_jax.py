@@ -5,26 +5,12 @@ gradient become FFI calls to lab's targets with the right attributes; bad argume
 with the argument named."""
 import numpy as np
 import pytest
+from jax_on_cpu import cuda_text, jax, on_the_cpu, rand  # noqa: F401 (on_the_cpu: an autouse fixture)
 
-jax = pytest.importorskip("jax")
-jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 import lab  # noqa: E402
 import lab.jax as ljax  # noqa: E402
-
-RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(autouse=True)
-def on_the_cpu():
-    """The jax.numpy path, also on a machine with a GPU (tests/test_jax_gpu.py runs lab's kernels)."""
-    with jax.default_device(jax.devices("cpu")[0]):
-        yield
-
-
-def rand(*shape, dtype=jnp.float64):
-    return jnp.asarray(RNG.standard_normal(shape), dtype)
 
 
 def plain_rms_norm(x, w, eps):
@@ -120,10 +106,6 @@ def test_glus_and_their_gradients(name, shape):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
     mapped = jax.vmap(glu)(rand(2, *shape), rand(2, *shape))
     assert mapped.shape == (2, *shape)
-
-
-def cuda_text(fn, *args):
-    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
 
 
 def test_lowered_for_cuda_each_function_is_an_ffi_call_to_lab():

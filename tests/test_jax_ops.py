@@ -5,31 +5,13 @@ against NumPy in float64; lowered for CUDA, each becomes one FFI call to lab_ele
 with the op's number and the reduced axes counted from the last; bad arguments fail at trace time."""
 import numpy as np
 import pytest
+from jax_on_cpu import cuda_text, jax, on_the_cpu, rand  # noqa: F401 (on_the_cpu: an autouse fixture)
 
-jax = pytest.importorskip("jax")
-jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 import lab  # noqa: E402
 import lab.jax as ljax  # noqa: E402
 from lab._jax_ops import _ELEMENTWISE_REFERENCES as REFERENCES  # noqa: E402
-
-RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(autouse=True)
-def on_the_cpu():
-    with jax.default_device(jax.devices("cpu")[0]):
-        yield
-
-
-def rand(*shape, dtype=jnp.float64, positive=False):
-    values = RNG.standard_normal(shape)
-    return jnp.asarray(np.abs(values) + 0.5 if positive else values, dtype)
-
-
-def cuda_text(fn, *args):
-    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
 
 
 def op_number(table, name):
