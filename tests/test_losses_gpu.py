@@ -271,20 +271,21 @@ def test_glu_backward(op, dtype, shape, torch_producer):
     check(p.to_host(grad_up), want_up, dtype, np.abs(dy_s * gate_s) * (1.0 if dtype == "float32" else 1e-3), "grad_up")
 
 
+@pytest.mark.parametrize("h", [1000, 1001], ids=["packets", "rows"])
 @pytest.mark.parametrize("op", ["swiglu", "geglu"])
-def test_glu_on_the_halves_of_one_array(op):
+def test_glu_on_the_halves_of_one_array(op, h):
     """gate, up = z[:, :h], z[:, h:] and the gradients into the halves of one [rows, 2h] array, as a
     fused up-projection produces them; the forward too."""
     torch = pytest.importorskip("torch")
-    z = torch.randn(300, 2 * 1000, device="cuda", dtype=torch.bfloat16)
-    gate, up = z[:, :1000], z[:, 1000:]
-    dy = torch.randn(300, 1000, device="cuda", dtype=torch.bfloat16)
+    z = torch.randn(300, 2 * h, device="cuda", dtype=torch.bfloat16)
+    gate, up = z[:, :h], z[:, h:]
+    dy = torch.randn(300, h, device="cuda", dtype=torch.bfloat16)
     out = torch.full_like(dy, float("nan"))
     getattr(lab, op)(gate, up, out)
     dz = torch.full_like(z, float("nan"))
-    getattr(lab, f"{op}_backward")(dy, gate, up, dz[:, :1000], dz[:, 1000:])
+    getattr(lab, f"{op}_backward")(dy, gate, up, dz[:, :h], dz[:, h:])
     leaf = z.float().requires_grad_()
-    g, u = leaf[:, :1000], leaf[:, 1000:]
+    g, u = leaf[:, :h], leaf[:, h:]
     act = torch.nn.functional.silu(g) if op == "swiglu" else torch.nn.functional.gelu(g, approximate="tanh")
     want = act * u
     want.backward(dy.float())
@@ -292,9 +293,10 @@ def test_glu_on_the_halves_of_one_array(op):
     torch.testing.assert_close(dz.float(), leaf.grad, rtol=1.6e-2, atol=1e-2)
 
 
-def test_glu_backward_in_place():
+@pytest.mark.parametrize("n", [333, 4096], ids=["rows", "packets"])
+def test_glu_backward_in_place(n):
     torch = pytest.importorskip("torch")
-    dy, gate, up = (torch.randn(77, 333, device="cuda") for _ in range(3))
+    dy, gate, up = (torch.randn(77, n, device="cuda") for _ in range(3))
     want = numpy_glu_backward(*(t.double().cpu().numpy() for t in (dy, gate, up)), False)
     dy_copy, up_copy = dy.clone(), up.clone()
     lab.swiglu_backward(dy, gate, up, dy, up)  # grad_gate over grad_out, grad_up over up
