@@ -7,7 +7,8 @@ same weights (one seed) and batch, so patches and allocator peaks do not leak be
   - torch.compile of each decoder layer;
   - Liger-Kernel's apply_liger_kernel_to_llama (rope, RMSNorm, SwiGLU, fused linear cross-entropy),
     where importable (carried as a wheel: make bench-llama);
-  - lab.nn.patch (RMSNorm, SwiGLU, rope, fused linear cross-entropy).
+  - lab.nn.patch (RMSNorm, SwiGLU, rope, fused linear cross-entropy), and the same keeping the
+    SwiGLU's output for the backward (recompute_mlp=False) instead of making it again there.
 Prints ms/step (median of event-timed steps after warm-up), tokens/s and the allocator's peak beyond
 the model's weights and gradients; writes llama.json and llama.png (tokens/s and memory by
 implementation) into --out-dir.
@@ -24,7 +25,8 @@ CONFIG = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_h
               num_attention_heads=16, num_key_value_heads=8, max_position_embeddings=8192, rope_theta=500000.0,
               tie_word_embeddings=False, attn_implementation="sdpa")
 CASES = {"4x2048": (4, 2048), "4x4096": (4, 4096)}
-IMPLEMENTATIONS = ["torch eager", "torch.compile per layer", "Liger-Kernel", "lab.nn.patch"]
+KEEPING = "lab.nn.patch, MLP output kept"
+IMPLEMENTATIONS = ["torch eager", "torch.compile per layer", "Liger-Kernel", "lab.nn.patch", KEEPING]
 
 
 def build(torch, transformers, implementation):
@@ -44,9 +46,9 @@ def build(torch, transformers, implementation):
     if implementation == "torch.compile per layer":
         for layer in model.model.layers:
             layer.compile()
-    elif implementation == "lab.nn.patch":
+    elif implementation in ("lab.nn.patch", KEEPING):
         import lab.nn
-        lab.nn.patch(model)
+        lab.nn.patch(model, recompute_mlp=implementation != KEEPING)
     return model
 
 
@@ -138,12 +140,12 @@ def main():
                 print(f"{name}: {row['skipped']}")
                 continue
             rows.append(row)
-    print(f"\n{'case':8s} {'implementation':26s} {'ms/step':>9s} {'tokens/s':>10s} {'peak GiB':>9s}")
+    print(f"\n{'case':8s} {'implementation':30s} {'ms/step':>9s} {'tokens/s':>10s} {'peak GiB':>9s}")
     for r in rows:
         if r.get("out_of_memory"):
-            print(f"{r['case']:8s} {r['implementation']:26s} {'out of memory':>30s}")
+            print(f"{r['case']:8s} {r['implementation']:30s} {'out of memory':>30s}")
             continue
-        print(f"{r['case']:8s} {r['implementation']:26s} {r['ms']:9.1f} {r['tokens_per_s']:10.0f} {r['peak_gib']:9.2f}")
+        print(f"{r['case']:8s} {r['implementation']:30s} {r['ms']:9.1f} {r['tokens_per_s']:10.0f} {r['peak_gib']:9.2f}")
     by = {(r["implementation"], r["case"]): r for r in rows if not r.get("out_of_memory")}
     ours = by.get(("lab.nn.patch", "4x2048"))
     goals = []

@@ -85,6 +85,32 @@ def test_glu_matches_torch(name, dtype):
     torch.testing.assert_close(z.grad.float(), ref.grad, **TOL[dtype])
 
 
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_swiglu_linear_matches_torch_and_keeps_less(dtype, bias):
+    """linear(swiglu(gate, up), weight, bias) with the SwiGLU's output made again in the backward:
+    the same values and gradients as torch's composition, and the product is not among the tensors
+    autograd keeps (gate, up and weight are)."""
+    g = torch.Generator(device="cuda").manual_seed(4)
+    make = lambda *s: (torch.randn(*s, device="cuda", generator=g) * 0.5).to(dtype).requires_grad_()  # noqa: E731
+    gate, up, weight = make(3, 41, 96), make(3, 41, 96), make(40, 96)
+    b = make(40) if bias else None
+    refs = [t.detach().float().requires_grad_() if t is not None else None for t in (gate, up, weight, b)]
+    kept = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: kept.append(t.numel()) or t, lambda t: t):
+        got = _nn().functional.swiglu_linear(gate, up, weight, b)
+    assert sorted(kept) == sorted([gate.numel(), up.numel(), weight.numel()])
+    want = F.linear(F.silu(refs[0]) * refs[1], refs[2], refs[3])
+    upstream = torch.randn(want.shape, device="cuda", generator=g)
+    got.backward(upstream.to(dtype))
+    want.backward(upstream)
+    tol = {k: v * 4 for k, v in TOL[dtype].items()}  # sums over 41 x 3 rows and 96 columns
+    torch.testing.assert_close(got.float(), want.detach(), **tol)
+    for t, ref in zip((gate, up, weight, b), refs):
+        if t is not None:
+            torch.testing.assert_close(t.grad.float(), ref.grad, **tol)
+
+
 def test_gradcheck_float64():
     g = torch.Generator(device="cuda").manual_seed(2)
     x = torch.randn(6, 11, device="cuda", dtype=torch.float64, generator=g, requires_grad=True)
@@ -95,6 +121,8 @@ def test_gradcheck_float64():
     gate, up = (torch.randn(5, 7, device="cuda", dtype=torch.float64, requires_grad=True) for _ in range(2))
     assert torch.autograd.gradcheck(_nn().swiglu, (gate, up))
     assert torch.autograd.gradcheck(_nn().geglu, (gate, up))
+    weight, bias = (torch.randn(*s, device="cuda", dtype=torch.float64, requires_grad=True) for s in ((3, 7), (3,)))
+    assert torch.autograd.gradcheck(_nn().functional.swiglu_linear, (gate, up, weight, bias))
 
 
 def opcheck_cases():

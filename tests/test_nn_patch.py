@@ -98,6 +98,39 @@ def test_each_replacement_can_be_turned_off():
         result.undo()
 
 
+@pytest.mark.parametrize("recompute_mlp", [True, False])
+def test_the_mlp_calls_a_hooked_down_projection_as_a_module(recompute_mlp):
+    """With recompute_mlp the MLP calls F.linear on down_proj's weight itself - unless down_proj is not
+    a plain nn.Linear without hooks: then the module is called, and its hooks run."""
+    original = tiny("llama")
+    model = copy.deepcopy(original)
+    result = lab.nn.patch(model, recompute_mlp=recompute_mlp)
+    try:
+        assert lab.nn.patching._plain_linear(model.model.layers[0].mlp.down_proj)
+        seen = []
+        model.model.layers[0].mlp.down_proj.register_forward_hook(lambda m, args, out: seen.append(out.shape))
+        assert not lab.nn.patching._plain_linear(model.model.layers[0].mlp.down_proj)
+        got, got_grads = step(model)
+        want, want_grads = step(original)
+        assert seen == [(2, 11, 32)]
+        torch.testing.assert_close(got.loss, want.loss, **CLOSE)
+        for name in ("model.layers.0.mlp.down_proj.weight", "model.layers.1.mlp.gate_proj.weight"):
+            torch.testing.assert_close(got_grads[name], want_grads[name], **CLOSE)
+    finally:
+        result.undo()
+
+
+def test_swiglu_linear_off_the_gpu_is_the_composition():
+    g = torch.Generator().manual_seed(3)
+    gate, up = (torch.randn(3, 5, 6, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    weight = torch.randn(4, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(4, generator=g, dtype=torch.float64, requires_grad=True)
+    got = lab.nn.functional.swiglu_linear(gate, up, weight, bias)
+    want = torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, weight, bias)
+    torch.testing.assert_close(got, want)
+    assert torch.autograd.gradcheck(lab.nn.functional.swiglu_linear, (gate, up, weight, bias))
+
+
 def test_what_it_does_not_understand_it_leaves_alone():
     result = lab.nn.patch(torch.nn.Sequential(torch.nn.Linear(4, 4)))
     assert result.patched == [] and "Sequential" in result.left_alone[0][1]

@@ -13,10 +13,10 @@ Imported on first use (`lab.nn` or `import lab.nn`); `import lab` alone never im
     patched = lab.nn.patch(model)   # a Llama-family model's norms, MLPs, rotary and loss head at once
 """
 from .functional import (add_rms_norm, apply_rotary_pos_emb, cross_entropy, geglu, layer_norm,
-                         linear_cross_entropy, log_softmax, rms_norm, softmax, swiglu)
+                         linear_cross_entropy, log_softmax, rms_norm, softmax, swiglu, swiglu_linear)
 from .modules import LayerNorm, LinearCrossEntropyLoss, RMSNorm
 from .patching import Patched, patch
 
 __all__ = ["add_rms_norm", "apply_rotary_pos_emb", "cross_entropy", "geglu", "layer_norm", "LayerNorm",
            "linear_cross_entropy", "LinearCrossEntropyLoss", "log_softmax", "patch", "Patched", "rms_norm", "RMSNorm",
-           "softmax", "swiglu"]
+           "softmax", "swiglu", "swiglu_linear"]

@@ -117,6 +117,43 @@ class Glu(torch.autograd.Function):
         return grad_gate, grad_up, None, None
 
 
+class GluLinear(torch.autograd.Function):
+    """linear(act(gate) * up, weight, bias), keeping gate and up but not their product: the backward
+    makes the product again (one more GLU pass) for weight's gradient, then writes the GLU's
+    gradients over its own buffers. A Llama MLP's down projection keeps its input (tokens x
+    intermediate) for its backward; this keeps nothing the GLU does not keep already."""
+
+    @staticmethod
+    def forward(ctx, gate: Tensor, up: Tensor, weight: Tensor, bias: Optional[Tensor], forward, backward) -> Tensor:
+        gate, up = _plain(gate), _plain(up)
+        product = torch.empty_like(gate)
+        forward(gate, up, product)
+        ctx.glu = (forward, backward)
+        ctx.bias_grad = bias is not None and ctx.needs_input_grad[3]
+        ctx.save_for_backward(gate, up, weight)
+        return torch.nn.functional.linear(product, weight, bias)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        gate, up, weight = ctx.saved_tensors
+        forward, backward = ctx.glu
+        rows = grad.reshape(-1, grad.shape[-1])
+        grad_weight = grad_bias = None
+        product = torch.empty_like(gate)
+        if ctx.needs_input_grad[2]:
+            forward(gate, up, product)
+            grad_weight = rows.t().mm(product.reshape(-1, product.shape[-1]))
+        if ctx.bias_grad:
+            grad_bias = rows.sum(0)
+        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            return None, None, grad_weight, grad_bias, None, None
+        grad_product = torch.matmul(grad, weight)
+        # every read before any write: the gradients go over grad_product and the product's buffer
+        backward(grad_product, gate, up, grad_product, product)
+        return grad_product, product, grad_weight, grad_bias, None, None
+
+
 class Rope(torch.autograd.Function):
     """q and k rotated in one launch of lab.rope; the backward rotates the gradients back (lab.rope_backward).
     The outputs take the inputs' strides, as the operator's do (_rope_ops.py)."""

@@ -177,6 +177,18 @@ def swiglu(gate: Tensor, up: Tensor) -> Tensor:
     return _eager.Glu.apply(gate, up, _raw.swiglu, _raw.swiglu_backward)
 
 
+def swiglu_linear(gate: Tensor, up: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """linear(swiglu(gate, up), weight, bias) - a Llama MLP's down projection of its SwiGLU - without
+    keeping the SwiGLU's output for the backward: it is made again there (one more pass over gate
+    and up) instead of held from forward to backward (tokens x intermediate elements a layer).
+    Under torch.compile, and for tensors lab does not take, it is the two calls composed."""
+    if not (_on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape and weight.dtype == gate.dtype
+            and weight.is_cuda and (bias is None or bias.dtype == gate.dtype)
+            and not torch.is_autocast_enabled("cuda")) or _compiling():
+        return F.linear(swiglu(gate, up), weight, bias)
+    return _eager.GluLinear.apply(gate, up, weight, bias, _raw.swiglu, _raw.swiglu_backward)
+
+
 def geglu(gate: Tensor, up: Tensor) -> Tensor:
     """gelu(gate, approximate="tanh") * up in one pass (GeGLU)."""
     if not (_on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape):

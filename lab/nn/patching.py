@@ -2,7 +2,9 @@
 
 What it replaces, in place, where the installed transformers defines it as lab expects:
   - each <Family>RMSNorm module: lab.nn's rms_norm (one pass, statistics in float32);
-  - each <Family>MLP whose activation is SiLU: down_proj(lab.nn.swiglu(gate_proj(x), up_proj(x)));
+  - each <Family>MLP whose activation is SiLU: down_proj(lab.nn.swiglu(gate_proj(x), up_proj(x))),
+    by default with the SwiGLU's output made again in the backward instead of kept
+    (lab.nn.functional.swiglu_linear, where down_proj is a plain nn.Linear);
   - the rotary application: the family's module-level apply_rotary_pos_emb, which the attention
     calls by name, becomes lab.nn.apply_rotary_pos_emb (q and k in one launch). It is the one
     replacement that is not per instance - a module-level function cannot be - so it reaches every
@@ -79,6 +81,22 @@ def _swiglu_mlp_forward(self, x):
     return self.down_proj(functional.swiglu(self.gate_proj(x), self.up_proj(x)))
 
 
+def _plain_linear(module) -> bool:
+    """Whether calling `module` is exactly F.linear on its weight and bias: an nn.Linear itself (not
+    a subclass, a LoRA wrapper or a module sharded by FSDP2, whose classes differ) with no hooks."""
+    return (type(module) is torch.nn.Linear and not module._forward_hooks and not module._forward_pre_hooks
+            and not torch.nn.modules.module._global_forward_hooks
+            and not torch.nn.modules.module._global_forward_pre_hooks)
+
+
+def _swiglu_mlp_forward_recomputed(self, x):
+    """The MLP with down_proj's input made again in the backward instead of kept (swiglu_linear)."""
+    down = self.down_proj
+    if not _plain_linear(down):
+        return _swiglu_mlp_forward(self, x)
+    return functional.swiglu_linear(self.gate_proj(x), self.up_proj(x), down.weight, down.bias)
+
+
 def _rotary(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
     """transformers' apply_rotary_pos_emb signature over lab.nn's."""
     return functional.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
@@ -134,9 +152,12 @@ def _causal_lm_forward(self, input_ids=None, attention_mask=None, position_ids=N
 
 
 def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True, rope: bool = True,
-          loss: bool = True) -> Patched:
-    """Replaces what lab does better in `model` (see this module's docstring); each keyword turns one
-    replacement off. Returns a Patched: what was replaced, what was left alone and why, and undo()."""
+          loss: bool = True, recompute_mlp: bool = True) -> Patched:
+    """Replaces what lab does better in `model` (see this module's docstring); each of the first four
+    keywords turns one replacement off. recompute_mlp: the SwiGLU's output, down_proj's input, is
+    made again in the backward rather than kept from the forward (lab.nn.functional.swiglu_linear) -
+    one more SwiGLU pass a layer for tokens x intermediate elements less memory a layer.
+    Returns a Patched: what was replaced, what was left alone and why, and undo()."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"lab.nn.patch(): model must be a torch.nn.Module, got {type(model).__name__}")
     found = _family(model)
@@ -162,7 +183,8 @@ def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True,
             parts = all(isinstance(getattr(module, p, None), torch.nn.Module) for p in ("gate_proj", "up_proj",
                                                                                           "down_proj"))
             if act in ("silu", "swish") and parts:
-                _set_forward(module, _swiglu_mlp_forward, result, name, "swiglu")
+                _set_forward(module, _swiglu_mlp_forward_recomputed if recompute_mlp else _swiglu_mlp_forward, result,
+                             name, "swiglu")
             else:
                 result.left_alone.append((name, f"an MLP with activation {act!r}: lab fuses SiLU's (SwiGLU)"))
     if rope:
