@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama gpu-profile-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -340,6 +340,13 @@ gpu-llama:
 	mkdir -p $(OUT)/bench
 	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(OUT)/build.log 2>&1 || (tail -50 $(OUT)/build.log; exit 1)
 	$(MAKE) --no-print-directory bench-llama BENCH_OUT=$(OUT)/bench
+
+# One Llama training step under torch.profiler, lab.nn.patch beside Liger-Kernel's patch: the GPU
+# time by kernel class (matrix products, attention, lab, Triton, the rest). Its own GPU call.
+gpu-profile-llama:
+	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > /tmp/lab-build.log 2>&1 || (tail -50 /tmp/lab-build.log; exit 1)
+	$(MAKE) --no-print-directory peers-site
+	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/profile_llama.py
 
 clean:
 	rm -rf build lab/*.so $(VENV) .pytest_cache
