@@ -39,8 +39,9 @@ lessons:
 
 # A new user's install, checked: the sdist, a wheel built from it alone (build isolation fetches
 # setuptools), installed into a fresh environment and imported from outside the checkout. The wheel
-# is built for the default architectures, as a user's is; its nvcc objects come from the cache
-# `make test` filled (LAB_NVCC_CACHE, setup.py): the same sources and flags are not compiled twice.
+# is built for LAB_CUDA_ARCH's list (the default architectures, as a user's is, unless it is set:
+# .ci/run sets 90); its nvcc objects come from the cache `make test` filled (LAB_NVCC_CACHE,
+# setup.py): the same sources and flags are not compiled twice.
 PACKAGE_DIR = build/package-check
 package-check: $(VENV_PY)
 	rm -rf dist $(PACKAGE_DIR) && mkdir -p $(PACKAGE_DIR)

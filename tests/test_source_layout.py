@@ -253,3 +253,11 @@ def test_the_brace_check_finds_an_unbraced_if():
 def test_multi_line_ifs_have_braces(path):
     found = unbraced_multi_line_ifs(open(os.path.join(SRC, path)).read())
     assert not found, f"src/{path}: an if whose body is on another line needs braces (lines {found})"
+
+
+def test_no_kernel_source_branches_on_the_architecture():
+    """CI compiles the kernels for sm_90 alone (.ci/run); a user's default build adds sm_80. That is
+    the same code for another target only while no source asks which architecture it is built for -
+    a branch on __CUDA_ARCH__ needs its own build in CI first."""
+    found = [path for path in source_files() if "__CUDA_ARCH__" in open(os.path.join(SRC, path)).read()]
+    assert not found, f"kernel sources branching on __CUDA_ARCH__: {found}"
