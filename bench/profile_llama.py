@@ -30,10 +30,10 @@ def kind(name):
     return next(label for label, pattern in CLASSES if re.search(pattern, name))
 
 
-def profile(implementation, top):
+def profile(implementation):
     """One step of `implementation` under the profiler: a JSON line of per-kernel totals in ms."""
     import torch
-    import transformers  # noqa: F401
+    import transformers
     from torch.profiler import ProfilerActivity
     from bench_llama import CONFIG, build
     model = build(torch, transformers, implementation)
@@ -65,7 +65,7 @@ def main():
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        profile(args.one, args.top)
+        profile(args.one)
         return 0
     results = {}
     for name in IMPLEMENTATIONS:

@@ -294,6 +294,29 @@ def test_the_glus_eager_function_hands_each_gradient_to_its_input(monkeypatch, n
     torch.autograd.gradcheck(lambda t: glu(*t.chunk(2, dim=-1)), (both,))
 
 
+@pytest.mark.parametrize("needs", ["all", "inputs", "weight"])
+def test_swiglu_linears_eager_function_hands_each_gradient_to_its_input(monkeypatch, needs):
+    """lab.nn.swiglu_linear's autograd.Function with torch stand-ins for the GLU kernels: the values, and
+    gradcheck with and without bias - including when only the inputs' or only weight's and bias's
+    gradients are wanted (the backward skips the other part)."""
+    from lab.nn import _eager
+    monkeypatch.setattr(lab.nn.functional, "_raw", TorchGlus)
+    monkeypatch.setattr(lab.nn.functional, "_on_lab", lambda x: True)
+    applied = []
+    real_apply = _eager.GluLinear.apply
+    monkeypatch.setattr(_eager.GluLinear, "apply", lambda *a: applied.append(1) or real_apply(*a))
+    g = torch.Generator().manual_seed(6)
+    gate, up = (torch.randn(2, 3, 7, dtype=torch.float64, generator=g, requires_grad=needs != "weight")
+                for _ in range(2))
+    weight = torch.randn(4, 7, dtype=torch.float64, generator=g, requires_grad=needs != "inputs")
+    bias = torch.randn(4, dtype=torch.float64, generator=g, requires_grad=needs != "inputs")
+    want = torch.nn.functional.linear(TorchGlus.reference["swiglu"](gate, up), weight, bias)
+    torch.testing.assert_close(lab.nn.functional.swiglu_linear(gate, up, weight, bias), want)
+    assert applied, "swiglu_linear did not take the autograd.Function"
+    for args in ((gate, up, weight, bias), (gate, up, weight)):
+        torch.autograd.gradcheck(lab.nn.functional.swiglu_linear, args)
+
+
 @pytest.mark.parametrize("path", ["eager", "operator"])
 @pytest.mark.parametrize("tables", ["angles", "random"])
 @pytest.mark.parametrize("interleaved", [False, True])

@@ -96,14 +96,20 @@ class RmsNorm(torch.autograd.Function):
         return grad_x, grad_x if ctx.with_residual else None, grad_weight, None
 
 
+def _glu_product(gate: Tensor, up: Tensor, forward) -> Tensor:
+    """act(gate) * up in a new tensor, by `forward` (lab.swiglu or lab.geglu)."""
+    out = torch.empty_like(gate)
+    forward(gate, up, out)
+    return out
+
+
 class Glu(torch.autograd.Function):
     """act(gate) * up for a GLU (`forward`: lab.swiglu or lab.geglu; `backward`: its backward)."""
 
     @staticmethod
     def forward(ctx, gate: Tensor, up: Tensor, forward, backward) -> Tensor:
         gate, up = _plain(gate), _plain(up)
-        out = torch.empty_like(gate)
-        forward(gate, up, out)
+        out = _glu_product(gate, up, forward)
         ctx.backward = backward
         ctx.save_for_backward(gate, up)
         return out
@@ -126,8 +132,7 @@ class GluLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, gate: Tensor, up: Tensor, weight: Tensor, bias: Optional[Tensor], forward, backward) -> Tensor:
         gate, up = _plain(gate), _plain(up)
-        product = torch.empty_like(gate)
-        forward(gate, up, product)
+        product = _glu_product(gate, up, forward)
         ctx.glu = (forward, backward)
         ctx.bias_grad = bias is not None and ctx.needs_input_grad[3]
         ctx.save_for_backward(gate, up, weight)
@@ -140,9 +145,9 @@ class GluLinear(torch.autograd.Function):
         forward, backward = ctx.glu
         rows = grad.reshape(-1, grad.shape[-1])
         grad_weight = grad_bias = None
-        product = torch.empty_like(gate)
+        # the product's buffer holds grad_up at the end, whether or not weight's gradient needs it
+        product = _glu_product(gate, up, forward) if ctx.needs_input_grad[2] else torch.empty_like(gate)
         if ctx.needs_input_grad[2]:
-            forward(gate, up, product)
             grad_weight = rows.t().mm(product.reshape(-1, product.shape[-1]))
         if ctx.bias_grad:
             grad_bias = rows.sum(0)

@@ -168,9 +168,14 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: O
     return loss
 
 
+def _glu_on_lab(gate: Tensor, up: Tensor) -> bool:
+    """Whether lab's GLU kernels take gate and up: CUDA, a float dtype, one shape and dtype."""
+    return _on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape
+
+
 def swiglu(gate: Tensor, up: Tensor) -> Tensor:
     """silu(gate) * up in one pass (SwiGLU); gate and up may be the halves of one tensor."""
-    if not (_on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape):
+    if not _glu_on_lab(gate, up):
         return F.silu(gate) * up
     if _compiling():
         return _lab.swiglu.default(gate, up)
@@ -182,16 +187,16 @@ def swiglu_linear(gate: Tensor, up: Tensor, weight: Tensor, bias: Optional[Tenso
     keeping the SwiGLU's output for the backward: it is made again there (one more pass over gate
     and up) instead of held from forward to backward (tokens x intermediate elements a layer).
     Under torch.compile, and for tensors lab does not take, it is the two calls composed."""
-    if not (_on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape and weight.dtype == gate.dtype
-            and weight.is_cuda and (bias is None or bias.dtype == gate.dtype)
-            and not torch.is_autocast_enabled("cuda")) or _compiling():
+    lab_can = (_glu_on_lab(gate, up) and weight.device == gate.device and weight.dtype == gate.dtype
+               and (bias is None or bias.dtype == gate.dtype) and not torch.is_autocast_enabled("cuda"))
+    if not lab_can or _compiling():
         return F.linear(swiglu(gate, up), weight, bias)
     return _eager.GluLinear.apply(gate, up, weight, bias, _raw.swiglu, _raw.swiglu_backward)
 
 
 def geglu(gate: Tensor, up: Tensor) -> Tensor:
     """gelu(gate, approximate="tanh") * up in one pass (GeGLU)."""
-    if not (_on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape):
+    if not _glu_on_lab(gate, up):
         return F.gelu(gate, approximate="tanh") * up
     if _compiling():
         return _lab.geglu.default(gate, up)
