@@ -17,6 +17,7 @@ lab is faster).
 import json
 import os
 import sys
+import threading
 import time
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -120,6 +121,27 @@ def main():
     xla_tiny = median_ms(chained(lambda x: jax.nn.softmax(x, -1), tiny_chain), (tiny,), 50) / tiny_chain
     print(f"\nper op, softmax of 8x64 float32, {tiny_chain} chained in one jitted call: lab {lab_tiny * 1e3:.2f} us, "
           f"XLA {xla_tiny * 1e3:.2f} us")
+    # the floor of lab's custom call: the same chain on 0 x 64, where the op driver finds no work and
+    # makes no CUDA call - what XLA's call and lab's reading of the frame cost
+    lab_empty = median_ms(chained(ljax.softmax, tiny_chain), (jnp.ones((0, 64), jnp.float32),), 50) / tiny_chain
+    # and with another Python thread busy (holding the GIL but for the interpreter's switches): a
+    # handler that took the GIL would wait for a switch (5 ms by default) at every op; both chains wait
+    # for one when the result comes back to Python
+    busy_until = [False]
+
+    def spin():
+        while not busy_until[0]:
+            pass
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        lab_busy = median_ms(chained(ljax.softmax, tiny_chain), (tiny,), 10) / tiny_chain
+        xla_busy = median_ms(chained(lambda x: jax.nn.softmax(x, -1), tiny_chain), (tiny,), 10) / tiny_chain
+    finally:
+        busy_until[0] = True
+        spinner.join()
+    print(f"lab's custom call with no work (0x64): {lab_empty * 1e3:.2f} us; 8x64 with a Python thread busy: lab "
+          f"{lab_busy * 1e3:.2f} us, XLA {xla_busy * 1e3:.2f} us")
     goals = [(f"{r['case']}: XLA / lab >= {target}", r["xla_ms"] / r["lab_ms"], r["xla_ms"] / r["lab_ms"] >= target)
              for r, target in zip(rows, (0.95, 1.0, 1.1, 1.1, 2.0))]
     goals.append(("per op: lab - XLA <= 2 us", (lab_tiny - xla_tiny) * 1e3, (lab_tiny - xla_tiny) * 1e3 <= 2.0))
@@ -128,7 +150,10 @@ def main():
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
         with open(os.path.join(args.out_dir, "jax.json"), "w") as f:
-            json.dump(dict(jax=jax.__version__, rows=rows, tiny_us=dict(lab=lab_tiny * 1e3, xla=xla_tiny * 1e3),
+            json.dump(dict(jax=jax.__version__, rows=rows, tiny_us=dict(lab=lab_tiny * 1e3, xla=xla_tiny * 1e3,
+                                                                       lab_no_work=lab_empty * 1e3,
+                                                                       lab_python_busy=lab_busy * 1e3,
+                                                                       xla_python_busy=xla_busy * 1e3),
                            goals=[list(g) for g in goals]), f, indent=1)
 
 

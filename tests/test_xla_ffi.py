@@ -235,3 +235,32 @@ def test_elementwise_registration_checks_its_arguments(key, inputs, letters, err
     kernel = lab.ElementwiseKernel("T x, float32 a", "T z", "z = a * x", "scale_by")
     with pytest.raises(error, match=match):
         kernel._ffi_register(key, inputs, letters)
+
+
+# ---- the GIL: built-in targets never take it, users' kernels do ----
+
+@pytest.mark.parametrize("target, args, rets, attributes, expected", [
+    ("lab_softmax", [(F32, (4, 7))], [(F32, (4, 7))], {}, r"CUDA|cannot access"),  # reaches the driver's CUDA steps
+    ("lab_softmax", [(F32, (4, 7))], [(F32, (4, 8))], {}, r"argument 'out' has shape \(4, 8\)"),
+    ("lab_reduce", [(F32, (6, 11))], [(F32, (6,))], op_attr("reduction", "sum", reduced=0b100),
+     r"attribute 'reduced' \(4\) must mark axes"),
+    ("lab_rope", [(F32, (2, 4, 5, 8)), (F32, (2, 2, 5, 8)), (F32, (5, 3)), (F32, (5, 3))],
+     [(F32, (2, 4, 5, 8)), (F32, (2, 2, 5, 8))], {}, r"the rotary dimension is 3"),
+])
+def test_built_in_targets_run_while_a_python_thread_holds_the_gil(target, args, rets, attributes, expected):
+    """XLA's thread must not wait for a Python thread that holds the GIL: a handler that took it would
+    not return before the caller here lets go of it (after 10 s)."""
+    import re
+    xla = Xla()
+    frame = xla.frame(args, rets, attributes)
+    finished, message = lab.lab._call_ffi_holding_gil(xla.target(target), ctypes.addressof(frame), 10.0)
+    assert finished, f"{target} waited for the GIL"
+    assert message and re.search(expected, message), message
+
+
+def test_user_kernels_take_the_gil_and_report_through_the_same_record():
+    xla = Xla()
+    frame = xla.frame([(F32, (4,))], [(F32, (4,))], kernel_attr(10 ** 9))
+    finished, message = lab.lab._call_ffi_holding_gil(xla.target("lab_kernel"), ctypes.addressof(frame), 0.2)
+    assert not finished  # it waited for the GIL, and finished once the caller let go of it
+    assert "is no kernel lab.jax registered" in message, message

@@ -133,11 +133,21 @@ class Xla:
         self.keep += [array_names, array_values, array_types]
         return Attrs(ctypes.sizeof(Attrs), None, len(names), array_types, array_names, array_values)
 
-    def call(self, target, args, rets, attributes=None, stage=EXECUTE, extension=None):
+    def frame(self, args, rets, attributes=None, stage=EXECUTE, extension=None):
+        """A call frame for these buffers and attributes (kept alive by this object)."""
         frame = CallFrame(ctypes.sizeof(CallFrame), extension, ctypes.pointer(self.api), None, stage,
                           self._list(args), self._list(rets), self._attrs(attributes or {}), None)
-        capsule = target if not isinstance(target, str) else (
-            lab.lab._xla_ffi_elsewhere() if target == "elsewhere" else lab.lab._xla_ffi_targets()[target])
+        self.keep.append(frame)
+        return frame
+
+    @staticmethod
+    def target(name):
+        """The handler's capsule for a target's name ("elsewhere": lab_kernel off CUDA)."""
+        return lab.lab._xla_ffi_elsewhere() if name == "elsewhere" else lab.lab._xla_ffi_targets()[name]
+
+    def call(self, target, args, rets, attributes=None, stage=EXECUTE, extension=None):
+        frame = self.frame(args, rets, attributes, stage, extension)
+        capsule = target if not isinstance(target, str) else self.target(target)
         get = ctypes.pythonapi.PyCapsule_GetPointer
         get.restype, get.argtypes = ctypes.c_void_p, (ctypes.py_object, ctypes.c_char_p)
         result = HANDLER(get(capsule, None))(ctypes.addressof(frame))

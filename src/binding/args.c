@@ -240,3 +240,16 @@ int lab_read_axis(PyObject *obj, int ndim, const char *accepted, const char *fun
     *axis = (int)(value < 0 ? value + ndim : value);
     return 0;
 }
+
+PyObject *lab_shape_tuple(const int64_t *values, int n) {
+    PyObject *tuple = PyTuple_New(n);
+    for (int d = 0; tuple && d < n; d++) {
+        PyObject *item = PyLong_FromLongLong(values[d]);
+        if (!item) {
+            Py_CLEAR(tuple);
+            break;
+        }
+        PyTuple_SET_ITEM(tuple, d, item);
+    }
+    return tuple;
+}

@@ -51,4 +51,7 @@ int lab_read_device(PyObject *obj, const char *func, int *device);
  * says what the function takes, "an int" or more). */
 int lab_read_axis(PyObject *obj, int ndim, const char *accepted, const char *func, int *axis);
 
+/* A tuple of Python ints - a shape, strides - for results and introspection; NULL on failure. */
+PyObject *lab_shape_tuple(const int64_t *values, int n);
+
 #endif

@@ -2,9 +2,9 @@
  * __cuda_array_interface__ property and __dlpack__ / __dlpack_device__ (array_reader.c is the
  * consumer side). torch, CuPy and Numba wrap a lab.Array through these without a copy. */
 #include "binding/args.h"
+#include "binding/errors.h"
 #include "binding/protocol_dtypes.h"
 #include "binding/runtime_types.h"
-#include "dispatch/cuda_error.h"
 #include "dispatch/stream.h"
 
 static lab_state *state_of(PyObject *self) { return (lab_state *)PyType_GetModuleState(Py_TYPE(self)); }

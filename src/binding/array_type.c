@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "binding/args.h"
+#include "binding/errors.h"
 #include "binding/runtime_types.h"
-#include "dispatch/cuda_error.h"
 #include "dispatch/device.h"
 #include "dispatch/dtype.h"
 #include "dispatch/stream.h"

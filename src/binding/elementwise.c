@@ -10,6 +10,7 @@
 
 #include "binding/args.h"
 #include "binding/array_reader.h"
+#include "binding/errors.h"
 #include "dispatch/elementwise_kind.h"
 
 /* What each parameter of a signature family means to run_elementwise. */
@@ -133,7 +134,9 @@ static PyObject *run_elementwise(PyObject *module, const lab_op_entry *entry, Py
     lab_op_call call = {.func = func, .description = &description};
     if (lab_parse_stream_arg(state, stream_obj, func, &call.stream) < 0) return NULL;
     for (int i = 0; i < ops->count; i++) lab_op_call_add(&call, ops->names[i], &ops->arrays[i], 1, 0, i == 0);
-    if (lab_run_op(&state->dispatch, &lab_elementwise_kind, &call) < 0) return NULL;
+    if (lab_run_op(&state->dispatch, &lab_elementwise_kind, &call) < 0) {
+        return lab_raise_failure(&state->dispatch);
+    }
     return Py_NewRef(out_obj);
 }
 

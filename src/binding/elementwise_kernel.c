@@ -15,6 +15,7 @@
 
 #include "binding/args.h"
 #include "binding/array_reader.h"
+#include "binding/errors.h"
 #include "binding/kernel_arguments.h"
 #include "binding/xla_ffi.h"
 #include "dispatch/dtype.h"
@@ -170,7 +171,7 @@ static int launch_specialized(lab_state *state, lab_op_call *call, lab_elementwi
     c->vector_elements = s->vector_elements;
     c->vectorized = s->vectorized;
     c->strided = s->strided;
-    PyOS_snprintf(c->step, sizeof c->step, "launching kernel '%s'", call->func);
+    snprintf(c->step, sizeof c->step, "launching kernel '%s'", call->func);
     for (int k = 0; k < n_arrays; k++)
         lab_op_call_add(call, ops->names[k], &ops->arrays[k], 1, 0, k < ops->n_outputs);
     return lab_run_op(&state->dispatch, &lab_elementwise_kernel_kind, call);
@@ -206,7 +207,7 @@ static PyObject *run(elementwise_launcher *self, PyObject *const *args, PyObject
     for (int i = 0; i < c->n_scalars; i++) c->scalar_argv[i] = scalars[i].bytes;
     lab_op_call call = {.func = func, .description = c};
     if (lab_parse_stream_arg(self->state, stream, func, &call.stream) < 0) return NULL;
-    if (launch_specialized(self->state, &call, c, s) < 0) return NULL;
+    if (launch_specialized(self->state, &call, c, s) < 0) return lab_raise_failure(&self->state->dispatch);
     if (n_out == 1) return Py_NewRef(args[n_in]);
     PyObject *outputs = PyTuple_New(n_out);
     for (int k = 0; outputs && k < n_out; k++) PyTuple_SET_ITEM(outputs, k, Py_NewRef(args[n_in + k]));
@@ -354,8 +355,8 @@ static int read_ffi_operand(ffi_elementwise *k, lab_ffi_call *f, int results, in
     lab_array *a = lab_ffi_buffer(f, results, index, k->names[param]);
     if (!a) return -1;
     if ((int)a->dtype != k->key[param] - '0') {
-        PyErr_Format(PyExc_TypeError, "%s: '%s' has dtype %s; the call was registered for %s", k->name,
-                     k->names[param], lab_dtype_names[a->dtype], lab_dtype_names[k->key[param] - '0']);
+        lab_fail(LAB_FAILURE_TYPE, "%s: '%s' has dtype %s; the call was registered for %s", k->name,
+                 k->names[param], lab_dtype_names[a->dtype], lab_dtype_names[k->key[param] - '0']);
         return -1;
     }
     ops->arrays[slot] = *a;
@@ -366,10 +367,10 @@ static int read_ffi_operand(ffi_elementwise *k, lab_ffi_call *f, int results, in
 static int run_ffi_elementwise(lab_ffi_kernel *base, lab_ffi_call *f) {
     ffi_elementwise *k = (ffi_elementwise *)base;
     if (lab_ffi_count(f, 0) != k->n_array_inputs || lab_ffi_count(f, 1) != k->n_outputs) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: XLA gave %lld inputs and %lld outputs; the call was registered with %d and %d",
-                     k->name, (long long)lab_ffi_count(f, 0), (long long)lab_ffi_count(f, 1),
-                     k->n_array_inputs, k->n_outputs);
+        lab_fail(LAB_FAILURE_TYPE,
+                 "%s: XLA gave %lld inputs and %lld outputs; the call was registered with %d and %d", k->name,
+                 (long long)lab_ffi_count(f, 0), (long long)lab_ffi_count(f, 1), k->n_array_inputs,
+                 k->n_outputs);
         return -1;
     }
     lab_elementwise_kernel_call c;
@@ -387,7 +388,7 @@ static int run_ffi_elementwise(lab_ffi_kernel *base, lab_ffi_call *f) {
         k->launcher->calls_in_flight++;
         PyObject *handle = find_handle(k->launcher, k->key, k->n_inputs + k->n_outputs, &k->s);
         k->launcher->calls_in_flight--;
-        if (!handle) return -1;
+        if (!handle) return lab_fail_from_python();
         k->handle = Py_NewRef(handle);
     }
     for (int i = 0; i < k->n_scalars; i++) c.scalar_argv[i] = k->scalars[i].bytes;

@@ -1,7 +1,7 @@
 /* event_type.c - lab.Event: a CUDA event, to order streams (Stream.wait_event) and to time work. */
 #include "binding/args.h"
+#include "binding/errors.h"
 #include "binding/runtime_types.h"
-#include "dispatch/cuda_error.h"
 #include "dispatch/stream.h"
 
 static lab_state *state_of(PyObject *self) { return (lab_state *)PyType_GetModuleState(Py_TYPE(self)); }

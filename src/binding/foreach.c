@@ -11,6 +11,7 @@
 
 #include "binding/args.h"
 #include "binding/array_reader.h"
+#include "binding/errors.h"
 #include "dispatch/list_kind.h"
 
 /* Reads the op's lists (objects[k], called names[k]) into c->lists, one allocation for all of
@@ -70,7 +71,11 @@ static PyObject *run_list_op(lab_state *state, const char *func, lab_list_call *
         lab_op_call_add(&call, names[k], c->lists[k], c->n, 1, (roles->writes >> k) & 1);
     }
     if (c->norms) lab_op_call_add(&call, "out", c->norms, 1, 0, 1);
-    if (lab_run_op(&state->dispatch, &lab_list_kind, &call) == 0) returned = Py_NewRef(result);
+    if (lab_run_op(&state->dispatch, &lab_list_kind, &call) == 0) {
+        returned = Py_NewRef(result);
+    } else {
+        lab_raise_failure(&state->dispatch);
+    }
 done:
     lab_list_call_release(c);
     PyMem_Free(storage);
@@ -179,7 +184,7 @@ static PyObject *py_foreach_norm(PyObject *module, PyObject *const *args, Py_ssi
     if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
     lab_array norms; /* its length is checked by the plan, against the snapshot of xs actually read */
     if (lab_read_array(state, slots[1], func, "out", &norms) < 0) return NULL;
-    if (lab_check_writable(&norms, func, "out") < 0) return NULL;
+    if (lab_check_writable(&norms, func, "out") < 0) return lab_raise_failure(&state->dispatch);
     static const char *const names[] = {"xs"};
     lab_list_call c = make_call(LAB_MT_NORM, 1.0, 1.0);
     c.norms = &norms;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "binding/array_reader.h"
+#include "binding/errors.h"
 #include "binding/loss_options.h"
 #include "binding/matmul.h"
 #include "dispatch/dtype.h"
@@ -111,9 +112,12 @@ static PyObject *py_linear_cross_entropy(PyObject *module, PyObject *const *args
     }
     /* planned here, so a bad argument is a TypeError/ValueError also where cuBLASLt is missing */
     const int work = lab_linear_ce_kind.plan(&call);
-    if (work < 0 || (work > 0 && lab_ensure_cublaslt() < 0)) return NULL;
+    if (work < 0) return lab_raise_failure(&state->dispatch);
+    if (work > 0 && lab_ensure_cublaslt() < 0) return NULL;
     description.planned = 1 + work;
-    if (lab_run_op(&state->dispatch, &lab_linear_ce_kind, &call) < 0) return NULL;
+    if (lab_run_op(&state->dispatch, &lab_linear_ce_kind, &call) < 0) {
+        return lab_raise_failure(&state->dispatch);
+    }
     return Py_NewRef(slots[LOSS]);
 }
 
@@ -155,7 +159,7 @@ static PyObject *py_linear_cross_entropy_plan(PyObject *module, PyObject *const 
     if (lab_plan_linear_ce_chunks(rows, classes, (lab_dtype)dtype, reduction != LAB_LOSS_NONE, bias_grad,
                                   max_scratch_bytes < 0 ? LAB_LINEAR_CE_DEFAULT_SCRATCH : max_scratch_bytes,
                                   func, "max_scratch_bytes", &chunks) < 0) {
-        return NULL;
+        return lab_raise_failure(&state->dispatch);
     }
     return Py_BuildValue("{s:L, s:L, s:L, s:L}", "chunk_rows", (long long)chunks.chunk_rows, "chunks",
                          (long long)chunks.chunks, "logits_ld", (long long)chunks.logits_ld, "scratch_bytes",

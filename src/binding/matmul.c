@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "binding/array_reader.h"
+#include "binding/errors.h"
 #include "dispatch/cublaslt.h"
 #include "dispatch/device.h"
 #include "dispatch/dtype.h"
@@ -49,11 +50,11 @@ static PyObject *allocate_out(PyObject *module, lab_state *state, const lab_arra
                               PyObject *stream_obj, const char *func) {
     int64_t shape[LAB_MAX_DIMS];
     int ndim;
-    if (lab_matmul_result_shape(a, b, func, shape, &ndim) < 0) return NULL;
+    if (lab_matmul_result_shape(a, b, func, shape, &ndim) < 0) return lab_raise_failure(&state->dispatch);
     lab_array located = *a;
     if (located.device < 0 && located.numel > 0 &&
         lab_locate_array(&state->dispatch, &located, "a", -1, func) < 0) {
-        return NULL;
+        return lab_raise_failure(&state->dispatch);
     }
     PyObject *empty = PyObject_GetAttrString(module, "empty");
     PyObject *shape_tuple = lab_shape_tuple(shape, ndim);
@@ -94,7 +95,7 @@ int lab_ensure_cublaslt(void) {
             rc = -1;
         }
     }
-    if (rc == 0) rc = lab_cublaslt_load(texts, (int)n);
+    if (rc == 0 && (rc = lab_cublaslt_load(texts, (int)n)) < 0) lab_raise_failure(NULL);
     PyMem_Free(texts);
     Py_DECREF(tuple);
     if (!texts) PyErr_NoMemory();
@@ -167,7 +168,11 @@ static PyObject *py_matmul(PyObject *module, PyObject *const *args, Py_ssize_t n
         goto done;
     }
     const int work = lab_plan_matmul(&description, func);
-    if (work < 0 || (work > 0 && lab_ensure_cublaslt() < 0)) goto done;
+    if (work < 0) {
+        lab_raise_failure(&state->dispatch);
+        goto done;
+    }
+    if (work > 0 && lab_ensure_cublaslt() < 0) goto done;
     description.planned = 1 + work; /* the kind's plan returns this instead of planning again */
     lab_op_call_add(&call, "out", description.out, 1, 0, 1);
     const lab_matmul_call *d = &description;
@@ -176,7 +181,11 @@ static PyObject *py_matmul(PyObject *module, PyObject *const *args, Py_ssize_t n
     for (int i = 0; i < 7; i++) {
         if (others[i]) lab_op_call_add(&call, names[i], others[i], 1, 0, i < 2);
     }
-    if (lab_run_op(&state->dispatch, &lab_matmul_kind, &call) == 0) result = Py_NewRef(out_obj);
+    if (lab_run_op(&state->dispatch, &lab_matmul_kind, &call) == 0) {
+        result = Py_NewRef(out_obj);
+    } else {
+        lab_raise_failure(&state->dispatch);
+    }
 done:
     Py_DECREF(out_obj);
     return result;

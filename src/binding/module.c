@@ -6,6 +6,7 @@
  * free let the garbage collector see and release what the state holds. */
 #include "binding/elementwise.h"
 #include "binding/elementwise_kernel.h"
+#include "binding/errors.h"
 #include "binding/foreach.h"
 #include "binding/linear_ce.h"
 #include "binding/matmul.h"
@@ -17,7 +18,7 @@
 #include "binding/runtime.h"
 #include "binding/runtime_types.h"
 #include "binding/xla_ffi.h"
-#include "dispatch/cuda_error.h"
+#include "testing/ffi_holding_gil.h"
 #include "testing/introspect.h"
 #include "testing/launch_floor.h"
 #include "testing/matmul_plan_info.h"
@@ -79,6 +80,7 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_launch_floor_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_matmul_plan_info_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_ffi_holding_gil_methods) < 0) return -1;
     if (PyModule_AddStringConstant(module, "__version__", LAB_VERSION) < 0) return -1;
     return 0;
 }

@@ -13,9 +13,9 @@
 #include <structmember.h>
 
 #include "binding/args.h"
+#include "binding/errors.h"
 #include "binding/kernel_arguments.h"
 #include "binding/xla_ffi.h"
-#include "dispatch/cuda_error.h"
 #include "dispatch/dtype.h"
 #include "dispatch/raw_kind.h"
 
@@ -158,7 +158,11 @@ static PyObject *launch_with_handle(lab_state *state, PyObject *handle, PyObject
             if (marshalled.n_arrays > 0) {
                 lab_op_call_add(&call, "args", marshalled.arrays, marshalled.n_arrays, 1, 1);
             }
-            if (lab_run_op(&state->dispatch, &lab_raw_kind, &call) == 0) result = Py_NewRef(Py_None);
+            if (lab_run_op(&state->dispatch, &lab_raw_kind, &call) == 0) {
+                result = Py_NewRef(Py_None);
+            } else {
+                lab_raise_failure(&state->dispatch);
+            }
         }
     }
     lab_kernel_args_release(&marshalled);
@@ -274,8 +278,8 @@ static int run_ffi_launch(lab_ffi_kernel *base, lab_ffi_call *f) {
     ffi_launch *k = (ffi_launch *)base;
     const int64_t n_args = lab_ffi_count(f, 0), n_buffers = n_args + lab_ffi_count(f, 1);
     if (n_buffers != k->n_buffers) {
-        PyErr_Format(PyExc_TypeError, "%s: XLA gave %lld buffers; the launch lab.jax registered takes %d",
-                     k->name, (long long)n_buffers, k->n_buffers);
+        lab_fail(LAB_FAILURE_TYPE, "%s: XLA gave %lld buffers; the launch lab.jax registered takes %d",
+                 k->name, (long long)n_buffers, k->n_buffers);
         return -1;
     }
     lab_array *buffers = NULL; /* read one after another: consecutive */
@@ -285,9 +289,8 @@ static int run_ffi_launch(lab_ffi_kernel *base, lab_ffi_call *f) {
         if (!a) return -1;
         if (!buffers) buffers = a;
         if (a->dtype != k->buffer_dtypes[b]) {
-            PyErr_Format(PyExc_TypeError, "%s: buffer %lld has dtype %s; the launch was registered for %s",
-                         k->name, (long long)b, lab_dtype_names[a->dtype],
-                         lab_dtype_names[k->buffer_dtypes[b]]);
+            lab_fail(LAB_FAILURE_TYPE, "%s: buffer %lld has dtype %s; the launch was registered for %s",
+                     k->name, (long long)b, lab_dtype_names[a->dtype], lab_dtype_names[k->buffer_dtypes[b]]);
             return -1;
         }
     }
@@ -296,15 +299,14 @@ static int run_ffi_launch(lab_ffi_kernel *base, lab_ffi_call *f) {
     const void *kernel = handle ? PyCapsule_GetPointer(PyTuple_GET_ITEM(handle, 0), KERNEL_CAPSULE) : NULL;
     if (!kernel) {
         Py_XDECREF(handle);
-        return -1;
+        return lab_fail_from_python();
     }
     void *argv_inline[LAB_KERNEL_ARGS_INLINE];
     void **argv =
         k->n_params <= LAB_KERNEL_ARGS_INLINE ? argv_inline : PyMem_Malloc(sizeof(void *) * k->n_params);
     if (!argv) {
         Py_DECREF(handle);
-        PyErr_NoMemory();
-        return -1;
+        return lab_fail(LAB_FAILURE_MEMORY, "%s: out of host memory for %d parameters", k->name, k->n_params);
     }
     for (int i = 0; i < k->n_params; i++)
         argv[i] = k->buffer_of[i] >= 0 ? &buffers[k->buffer_of[i]].data : k->args.argv[i];

@@ -10,6 +10,7 @@
 
 #include "binding/args.h"
 #include "binding/array_reader.h"
+#include "binding/errors.h"
 #include "dispatch/reduction_kind.h"
 
 #define AXIS_ACCEPTED "None, an int or a tuple of ints"
@@ -104,7 +105,9 @@ static PyObject *run_reduction_call(lab_state *state, const char *func, lab_redu
     lab_op_call_add(&call, "out", &out, 1, 0, 1);
     lab_op_call_add(&call, description->in_names[0], &in, 1, 0, 0);
     if (in2_obj) lab_op_call_add(&call, description->in_names[1], &in2, 1, 0, 0);
-    if (lab_run_op(&state->dispatch, &lab_reduction_kind, &call) < 0) return NULL;
+    if (lab_run_op(&state->dispatch, &lab_reduction_kind, &call) < 0) {
+        return lab_raise_failure(&state->dispatch);
+    }
     return Py_NewRef(out_obj);
 }
 

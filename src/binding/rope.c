@@ -7,6 +7,7 @@
 
 #include "binding/args.h"
 #include "binding/array_reader.h"
+#include "binding/errors.h"
 #include "dispatch/rope_kind.h"
 
 enum { X0, X1, COS, SIN, OUT0, OUT1, ROTARY_DIM, INTERLEAVED, STREAM, N_PARAMS };
@@ -81,7 +82,7 @@ static PyObject *run_rope(PyObject *module, int backward, PyObject *const *args,
     description.x_names[0] = names[X0], description.x_names[1] = names[X1];
     description.out_names[0] = names[OUT0], description.out_names[1] = names[OUT1];
     lab_rope_add_operands(&call, &description);
-    if (lab_run_op(&state->dispatch, &lab_rope_kind, &call) < 0) return NULL;
+    if (lab_run_op(&state->dispatch, &lab_rope_kind, &call) < 0) return lab_raise_failure(&state->dispatch);
     return PyTuple_Pack(2, slots[OUT0], slots[OUT1]);
 }
 

@@ -10,6 +10,7 @@
 
 #include "binding/args.h"
 #include "binding/array_reader.h"
+#include "binding/errors.h"
 #include "binding/loss_options.h"
 #include "dispatch/rowwise_kind.h"
 
@@ -240,7 +241,9 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
     lab_op_call call = {.func = func, .description = &description};
     if (lab_parse_stream_arg(state, stream_obj, func, &call.stream) < 0) return NULL;
     lab_rowwise_add_operands(&call, &description);
-    if (lab_run_op(&state->dispatch, &lab_rowwise_kind, &call) < 0) return NULL;
+    if (lab_run_op(&state->dispatch, &lab_rowwise_kind, &call) < 0) {
+        return lab_raise_failure(&state->dispatch);
+    }
     if (f->returns == RETURN_LOSS) return Py_NewRef(loss_obj);
     if (f->returns == RETURN_OUT_PAIR) return PyTuple_Pack(2, out_obj, grad_up_obj);
     return Py_NewRef(out_obj);

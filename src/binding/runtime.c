@@ -6,8 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "binding/errors.h"
 #include "binding/module_state.h"
-#include "dispatch/cuda_error.h"
 #include "dispatch/device.h"
 #include "kernels/launch.h"
 

@@ -3,8 +3,8 @@
 #include <limits.h>
 
 #include "binding/args.h"
+#include "binding/errors.h"
 #include "binding/runtime_types.h"
-#include "dispatch/cuda_error.h"
 #include "dispatch/device.h"
 #include "dispatch/stream.h"
 

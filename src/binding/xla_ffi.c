@@ -7,8 +7,10 @@
  * CUDA stream XLA runs on. A handler reads the frame into the same lab_array structs and op
  * descriptions the Python bindings fill, and runs the same op driver - the stream given is XLA's, so
  * the launch is ordered with XLA's own work and nothing synchronizes. The driver reports a bad
- * argument as a Python exception, so a handler holds the GIL while it runs (XLA's thread has released
- * it) and turns an exception into an XLA error carrying its message. lab.jax checks shapes and dtypes
+ * argument in its failure record (dispatch/failure.h), which the handler hands XLA as an error carrying
+ * the message - so the built-in ops run without the GIL: XLA's thread never waits for a Python thread
+ * that holds it (a training loop preparing the next step), and pays nothing to take it. Only the users'
+ * kernels take the GIL, as their compiled modules are Python objects. lab.jax checks shapes and dtypes
  * at trace time; the checks here are the driver's own, kept for whoever calls a target directly. */
 #include "binding/xla_ffi.h"
 
@@ -34,17 +36,16 @@ typedef lab_ffi_call ffi_call;
 /* Buffer i of a list (arguments or results) as a lab_array: row-major, on the device XLA chose. */
 static lab_array *read_buffer(ffi_call *f, const lab_xla_ffi_list *list, int64_t i, const char *name) {
     if (i < 0 || i >= list->size || list->types[i] != 1) {
-        PyErr_Format(PyExc_TypeError, "%s: XLA gave no buffer for '%s'", f->func, name);
+        lab_fail(LAB_FAILURE_TYPE, "%s: XLA gave no buffer for '%s'", f->func, name);
         return NULL;
     }
     if (f->n_arrays == MAX_BUFFERS) {
-        PyErr_Format(PyExc_ValueError, "%s: at most %d arguments and results in one call", f->func,
-                     MAX_BUFFERS);
+        lab_fail(LAB_FAILURE_VALUE, "%s: at most %d arguments and results in one call", f->func, MAX_BUFFERS);
         return NULL;
     }
     const lab_xla_ffi_buffer *b = list->items[i];
     if (b->struct_size < offsetof(lab_xla_ffi_buffer, dims) + sizeof b->dims) {
-        PyErr_Format(PyExc_TypeError, "%s: XLA's buffer struct is smaller than lab reads", f->func);
+        lab_fail(LAB_FAILURE_TYPE, "%s: XLA's buffer struct is smaller than lab reads", f->func);
         return NULL;
     }
     static const struct {
@@ -58,10 +59,10 @@ static lab_array *read_buffer(ffi_call *f, const lab_xla_ffi_list *list, int64_t
         if (types[k].xla == b->dtype) dtype = (int)types[k].lab;
     }
     if (dtype < 0 || b->rank < 0 || b->rank > LAB_MAX_DIMS) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s: argument '%s' has XLA element type %d and rank %lld; lab takes %s "
-                     "and at most %d dimensions",
-                     f->func, name, b->dtype, (long long)b->rank, lab_supported_dtypes_text(1), LAB_MAX_DIMS);
+        lab_fail(LAB_FAILURE_TYPE,
+                 "%s: argument '%s' has XLA element type %d and rank %lld; lab takes %s "
+                 "and at most %d dimensions",
+                 f->func, name, b->dtype, (long long)b->rank, lab_supported_dtypes_text(1), LAB_MAX_DIMS);
         return NULL;
     }
     lab_array *a = &f->arrays[f->n_arrays++];
@@ -72,7 +73,7 @@ static lab_array *read_buffer(ffi_call *f, const lab_xla_ffi_list *list, int64_t
     a->numel = 1;
     for (int d = a->ndim - 1; d >= 0; d--) {
         if (b->dims[d] < 0) {
-            PyErr_Format(PyExc_ValueError, "%s: argument '%s' has a negative dimension", f->func, name);
+            lab_fail(LAB_FAILURE_VALUE, "%s: argument '%s' has a negative dimension", f->func, name);
             return NULL;
         }
         a->shape[d] = b->dims[d];
@@ -119,8 +120,8 @@ int lab_ffi_attr(lab_ffi_call *f, const char *name, double fallback, double *val
             default: break;
             }
         }
-        PyErr_Format(PyExc_TypeError, "%s: attribute '%s' must be a number (float32/64, int32/64)", f->func,
-                     name);
+        lab_fail(LAB_FAILURE_TYPE, "%s: attribute '%s' must be a number (float32/64, int32/64)", f->func,
+                 name);
         return -1;
     }
     return 0;
@@ -161,8 +162,8 @@ static int user_kernel(ffi_call *f) {
     if (lab_ffi_attr(f, "kernel", -1.0, &number) < 0) return -1;
     if (!(number >= 0 && number < (double)n_registered)) {
         /* PyErr_Format has no %f */
-        PyErr_Format(PyExc_ValueError, "%s: attribute 'kernel' (%lld) is no kernel lab.jax registered",
-                     f->func, (long long)(number > -1e18 && number < 1e18 ? number : -1));
+        lab_fail(LAB_FAILURE_VALUE, "%s: attribute 'kernel' (%lld) is no kernel lab.jax registered", f->func,
+                 (long long)(number > -1e18 && number < 1e18 ? number : -1));
         return -1;
     }
     lab_ffi_kernel *kernel = registered[(Py_ssize_t)number];
@@ -191,8 +192,20 @@ static lab_xla_ffi_error *xla_error(lab_xla_ffi_call_frame *frame, int errc, con
     return frame->api->error_create(&args);
 }
 
-lab_xla_ffi_error *lab_ffi_handle(lab_xla_ffi_call_frame *frame, const char *func,
-                                  int (*op)(lab_ffi_call *)) {
+/* Runs `op` on the call; the GIL is taken only where the op says it needs the interpreter. */
+static int run_op(ffi_call *f, int (*op)(lab_ffi_call *), int needs_gil) {
+    if (!ffi_module) {
+        return lab_fail(LAB_FAILURE_RUNTIME, "lab: the lab module is not loaded (import lab.jax first)");
+    }
+    if (!needs_gil) return op(f);
+    const PyGILState_STATE gil = PyGILState_Ensure();
+    const int rc = op(f);
+    PyGILState_Release(gil);
+    return rc;
+}
+
+lab_xla_ffi_error *lab_ffi_handle(lab_xla_ffi_call_frame *frame, const char *func, int (*op)(lab_ffi_call *),
+                                  int needs_gil) {
     if (answered_metadata(frame)) return NULL;
     const lab_xla_ffi_api *api = frame->api;
     if (api->api_version.major_version != LAB_XLA_FFI_API_MAJOR ||
@@ -207,29 +220,15 @@ lab_xla_ffi_error *lab_ffi_handle(lab_xla_ffi_call_frame *frame, const char *fun
     lab_xla_ffi_error *error = api->stream_get(&stream);
     if (error) return error;
     ffi_call f = {.frame = frame, .func = func, .stream = (cudaStream_t)stream.stream};
-    const PyGILState_STATE gil = PyGILState_Ensure();
-    if (!ffi_module) {
-        error = xla_error(frame, 13, "lab: the lab module is not loaded (import lab.jax first)");
-    } else if (op(&f) < 0) {
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        PyObject *text = value ? PyObject_Str(value) : NULL;
-        const char *message = text ? PyUnicode_AsUTF8(text) : NULL;
-        const int invalid = type && (PyErr_GivenExceptionMatches(type, PyExc_TypeError) ||
-                                     PyErr_GivenExceptionMatches(type, PyExc_ValueError));
-        error = xla_error(frame, invalid ? 3 : 13, message ? message : func);
-        PyErr_Clear();
-        Py_XDECREF(text);
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(traceback);
-    }
-    PyGILState_Release(gil);
-    return error;
+    if (run_op(&f, op, needs_gil) == 0) return NULL;
+    const lab_failure *failure = lab_last_failure();
+    const int invalid = failure->kind == LAB_FAILURE_TYPE || failure->kind == LAB_FAILURE_VALUE ||
+                        failure->kind == LAB_FAILURE_OVERFLOW;
+    return xla_error(frame, invalid ? 3 : 13, failure->message); /* INVALID_ARGUMENT, INTERNAL */
 }
 
 lab_xla_ffi_error *lab_ffi_user_kernel_target(lab_xla_ffi_call_frame *frame) {
-    return lab_ffi_handle(frame, "lab_kernel", user_kernel);
+    return lab_ffi_handle(frame, "lab_kernel", user_kernel, 1);
 }
 
 /* lab_kernel on any platform but CUDA: a user's CUDA C++ has no other implementation to fall back on,

@@ -24,11 +24,11 @@ const char *lab_ffi_name(const lab_ffi_call *f);
 int64_t lab_ffi_count(const lab_ffi_call *f, int results);
 
 /* Argument or result i as a lab_array (row-major, on the device XLA chose), named `name` in messages;
- * NULL with TypeError/ValueError when XLA gave no such buffer or lab cannot take it. Buffers read one
- * after another lie one after another in memory (an array of them for lab_op_call_add). */
+ * NULL with a TypeError/ValueError failure when XLA gave no such buffer or lab cannot take it. Buffers read
+ * one after another lie one after another in memory (an array of them for lab_op_call_add). */
 lab_array *lab_ffi_buffer(lab_ffi_call *f, int results, int64_t i, const char *name);
 
-/* A number attribute by name, as a double: `fallback` where it was not given. 0, or -1 with TypeError. */
+/* A number attribute by name, as a double: `fallback` where it was not given. 0, or -1 (TypeError). */
 int lab_ffi_attr(lab_ffi_call *f, const char *name, double fallback, double *value);
 
 /* The op driver's call for `description`, on XLA's stream; the module state the driver runs with. */
@@ -36,7 +36,8 @@ lab_op_call lab_ffi_op_call(lab_ffi_call *f, void *description);
 lab_state *lab_ffi_state(const lab_ffi_call *f);
 
 /* A user's kernel prepared for jit: run() launches it with the call's buffers (the arguments, then the
- * results, as the kernel's parameters or operands), release() frees what it holds. */
+ * results, as the kernel's parameters or operands) with the GIL held, and records its failures as the
+ * built-in ops do (lab_fail_from_python for a Python exception); release() frees what it holds. */
 typedef struct lab_ffi_kernel lab_ffi_kernel;
 struct lab_ffi_kernel {
     int (*run)(lab_ffi_kernel *self, lab_ffi_call *f);
@@ -50,8 +51,10 @@ struct lab_ffi_kernel {
 Py_ssize_t lab_ffi_kernel_register(lab_ffi_kernel *kernel);
 
 /* The handler every target shares: answers XLA's metadata query, checks the API version, and at the
- * execution stage runs `op` on the call with the GIL held, turning a Python exception into XLA's error. */
-lab_xla_ffi_error *lab_ffi_handle(lab_xla_ffi_call_frame *frame, const char *func, int (*op)(lab_ffi_call *));
+ * execution stage runs `op` on the call - with the GIL held only where `needs_gil` says the op calls into
+ * Python - turning the failure it records (dispatch/failure.h) into XLA's error. */
+lab_xla_ffi_error *lab_ffi_handle(lab_xla_ffi_call_frame *frame, const char *func, int (*op)(lab_ffi_call *),
+                                  int needs_gil);
 
 /* lab_kernel's handlers: on CUDA, the registered user kernel the `kernel` attribute names; elsewhere,
  * an error saying a user's CUDA kernel runs only on CUDA devices. */

@@ -180,8 +180,8 @@ static int table_row(lab_ffi_call *f, int rows) {
     double number;
     if (lab_ffi_attr(f, "op", -1.0, &number) < 0) return -1;
     if (!(number >= 0.0 && number < rows)) {
-        PyErr_Format(PyExc_ValueError, "%s: attribute 'op' (%lld) names none of its %d ops", lab_ffi_name(f),
-                     (long long)(number > -1e18 && number < 1e18 ? number : -1), rows);
+        lab_fail(LAB_FAILURE_VALUE, "%s: attribute 'op' (%lld) names none of its %d ops", lab_ffi_name(f),
+                 (long long)(number > -1e18 && number < 1e18 ? number : -1), rows);
         return -1;
     }
     return (int)number;
@@ -190,9 +190,9 @@ static int table_row(lab_ffi_call *f, int rows) {
 /* Refuses a call whose argument and result counts are not the op's; 0 or -1 with ValueError. */
 static int check_counts(lab_ffi_call *f, const char *op, int64_t arguments, int64_t results) {
     if (lab_ffi_count(f, 0) == arguments && lab_ffi_count(f, 1) == results) return 0;
-    PyErr_Format(PyExc_ValueError, "%s: %s takes %lld arguments and %lld results, XLA gave %lld and %lld",
-                 lab_ffi_name(f), op, (long long)arguments, (long long)results,
-                 (long long)lab_ffi_count(f, 0), (long long)lab_ffi_count(f, 1));
+    lab_fail(LAB_FAILURE_VALUE, "%s: %s takes %lld arguments and %lld results, XLA gave %lld and %lld",
+             lab_ffi_name(f), op, (long long)arguments, (long long)results, (long long)lab_ffi_count(f, 0),
+             (long long)lab_ffi_count(f, 1));
     return -1;
 }
 
@@ -242,9 +242,9 @@ static int reduce(lab_ffi_call *f) {
     const int ndim = d.in->ndim;
     const uint64_t trailing = (uint64_t)reduced;
     if (!(reduced >= 0.0 && (double)trailing == reduced && (ndim >= 64 || trailing >> ndim == 0))) {
-        PyErr_Format(PyExc_ValueError, "%s: attribute 'reduced' (%lld) must mark axes of '%s', which has %d",
-                     lab_ffi_name(f), (long long)(reduced > -1e18 && reduced < 1e18 ? reduced : -1),
-                     d.in_names[0], ndim);
+        lab_fail(LAB_FAILURE_VALUE, "%s: attribute 'reduced' (%lld) must mark axes of '%s', which has %d",
+                 lab_ffi_name(f), (long long)(reduced > -1e18 && reduced < 1e18 ? reduced : -1),
+                 d.in_names[0], ndim);
         return -1;
     }
     for (int k = 0; k < ndim; k++) {
@@ -301,7 +301,7 @@ static int rope(lab_ffi_call *f) {
 
 #define LAB_FFI_TARGET(name)                                                                                 \
     static lab_xla_ffi_error *target_##name(lab_xla_ffi_call_frame *frame) {                                 \
-        return lab_ffi_handle(frame, "lab_" #name, name);                                                    \
+        return lab_ffi_handle(frame, "lab_" #name, name, 0);                                                 \
     }
 LAB_FFI_TARGET(rms_norm)
 LAB_FFI_TARGET(rms_norm_backward)

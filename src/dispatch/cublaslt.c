@@ -1,7 +1,7 @@
 /* cublaslt.c - loading cuBLASLt at first use, and its per-device handles and per-stream workspaces
  * (see cublaslt.h). Every table here is guarded by the GIL: lab's C code runs with it held. */
 #include "dispatch/cublaslt.h"
-
+#include "dispatch/failure.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,11 +63,11 @@ int lab_cublaslt_load(const char *const *paths, int n_paths) {
                          missing ? "has no " : "", missing ? missing : (why ? why : "cannot be opened"));
         if (n > 0) used += (size_t)n < sizeof tried - used ? (size_t)n : sizeof tried - used - 1;
     }
-    PyErr_Format(PyExc_ImportError,
-                 "lab.matmul needs NVIDIA's cuBLASLt, and none was found: pip install nvidia-cublas (or "
-                 "nvidia-cublas-cu12; lab[blas] brings it), or set LAB_CUBLASLT to the path of "
-                 "libcublasLt.so. Tried:%s",
-                 n_paths ? tried : " nothing (no candidate paths)");
+    lab_fail(LAB_FAILURE_IMPORT,
+             "lab.matmul needs NVIDIA's cuBLASLt, and none was found: pip install nvidia-cublas (or "
+             "nvidia-cublas-cu12; lab[blas] brings it), or set LAB_CUBLASLT to the path of "
+             "libcublasLt.so. Tried:%s",
+             n_paths ? tried : " nothing (no candidate paths)");
     return -1;
 }
 

@@ -1,7 +1,7 @@
 /* device.c - device checks and selection for launches (see device.h). */
 #include "dispatch/device.h"
 
-#include "dispatch/cuda_error.h"
+#include "dispatch/failure.h"
 
 int lab_check_same_device(const lab_operand_group *groups, int n_groups, const char *func) {
     const lab_array *first = NULL;
@@ -19,10 +19,10 @@ int lab_check_same_device(const lab_operand_group *groups, int n_groups, const c
                 char name[80], other[80];
                 lab_indexed_name(name, sizeof name, groups[g].name, groups[g].is_list ? i : -1);
                 lab_indexed_name(other, sizeof other, first_name, first_index);
-                PyErr_Format(PyExc_ValueError,
-                             "%s(): argument '%s' is on cuda:%d but '%s' is on cuda:%d; all operands "
-                             "must be on one device",
-                             func, name, a->device, other, first->device);
+                lab_fail(LAB_FAILURE_VALUE,
+                         "%s(): argument '%s' is on cuda:%d but '%s' is on cuda:%d; all operands "
+                         "must be on one device",
+                         func, name, a->device, other, first->device);
                 return -1;
             }
         }
@@ -46,12 +46,12 @@ static int refuse_unreachable(lab_dispatch_state *state, const lab_array *array,
     cudaError_t err = cudaGetDevice(&device);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device);
     if (err != cudaSuccess) {
-        lab_raise_cuda_error(state, err, func, "checking whether the GPU can read host memory");
+        lab_fail_cuda(err, func, "checking whether the GPU can read host memory");
         return -1;
     }
     if (pageable) return 0; /* HMM/ATS: the GPU reads pageable host memory itself */
-    PyErr_Format(
-        PyExc_ValueError,
+    lab_fail(
+        LAB_FAILURE_VALUE,
         "%s(): argument '%s' points to memory the GPU cannot access (address %p is not "
         "device, managed or page-locked host memory; its __cuda_array_interface__ 'data' must be a device "
         "pointer)",
@@ -64,7 +64,8 @@ int lab_locate_array(lab_dispatch_state *state, lab_array *array, const char *na
     if (array->device >= 0 || array->numel == 0) return 0; /* the protocol said where; or nothing is read */
     const uintptr_t page = (uintptr_t)array->data >> PAGE_SHIFT;
     uintptr_t *slot = page_slot(state, page);
-    const uintptr_t entry = *slot;
+    /* atomic: XLA's threads run ops without the GIL, beside Python threads (a whole word either way) */
+    const uintptr_t entry = __atomic_load_n(slot, __ATOMIC_RELAXED);
     if (entry != 0 && entry >> 8 == page) {
         array->device = (int)(entry & 0xff) - 1;
         return 0;
@@ -75,8 +76,8 @@ int lab_locate_array(lab_dispatch_state *state, lab_array *array, const char *na
     cudaError_t err = cudaPointerGetAttributes(&attributes, array->data);
     if (err != cudaSuccess) {
         char step[128];
-        PyOS_snprintf(step, sizeof step, "locating the memory of argument '%s'", argname);
-        lab_raise_cuda_error(state, err, func, step);
+        snprintf(step, sizeof step, "locating the memory of argument '%s'", argname);
+        lab_fail_cuda(err, func, step);
         return -1;
     }
     switch (attributes.type) {
@@ -84,7 +85,7 @@ int lab_locate_array(lab_dispatch_state *state, lab_array *array, const char *na
     case cudaMemoryTypeManaged:
         array->device = attributes.device;
         if (attributes.device >= 0 && attributes.device < 255) {
-            *slot = (page << 8) | (uintptr_t)(attributes.device + 1);
+            __atomic_store_n(slot, (page << 8) | (uintptr_t)(attributes.device + 1), __ATOMIC_RELAXED);
         }
         return 0;
     case cudaMemoryTypeHost: /* page-locked host memory: mapped into the device's address space */

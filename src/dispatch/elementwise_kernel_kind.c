@@ -45,8 +45,8 @@ static int plan(lab_op_call *call) {
         blocks = (it.numel + kThreads * kElementsPerThread - 1) / (kThreads * kElementsPerThread);
     }
     if (blocks > 0x7fffffff) {
-        PyErr_Format(PyExc_ValueError, "%s(): %lld elements are more than one launch covers", call->func,
-                     (long long)it.numel);
+        lab_fail(LAB_FAILURE_VALUE, "%s(): %lld elements are more than one launch covers", call->func,
+                 (long long)it.numel);
         return -1;
     }
     c->blocks = blocks < 1 ? 1 : (unsigned int)blocks;

@@ -26,10 +26,10 @@ static int choose_compute_dtype(const lab_operands *ops, int integers_allowed, c
     lab_dtype promoted = ops->arrays[ops->count > 1 ? 1 : 0].dtype;
     for (int i = 2; i < ops->count; i++) promoted = lab_promote(promoted, ops->arrays[i].dtype);
     if (lab_dtype_is_integer(promoted) && !integers_allowed) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s(): the inputs are integers (%s); this op computes on floating-point inputs "
-                     "only (%s) - convert first, e.g. lab.copy into a float array",
-                     func, lab_dtype_names[promoted], lab_supported_dtypes_text(0));
+        lab_fail(LAB_FAILURE_TYPE,
+                 "%s(): the inputs are integers (%s); this op computes on floating-point inputs "
+                 "only (%s) - convert first, e.g. lab.copy into a float array",
+                 func, lab_dtype_names[promoted], lab_supported_dtypes_text(0));
         return -1;
     }
     *compute = lab_compute_dtype(promoted);
@@ -109,8 +109,8 @@ int lab_plan_elementwise(const lab_operands *ops, int integers_allowed, const ch
 static int plan(lab_op_call *call) {
     lab_elementwise_call *c = call->description;
     if (c->operands.count - 1 != lab_op_inputs[c->op]) { /* a table bug, not a user error */
-        PyErr_Format(PyExc_SystemError, "%s(): op table expects %d inputs, got %d", call->func,
-                     lab_op_inputs[c->op], c->operands.count - 1);
+        lab_fail(LAB_FAILURE_RUNTIME, "%s(): op table expects %d inputs, got %d", call->func,
+                 lab_op_inputs[c->op], c->operands.count - 1);
         return -1;
     }
     if (lab_plan_elementwise(&c->operands, lab_op_integers[c->op], call->func, &c->launch) < 0) return -1;

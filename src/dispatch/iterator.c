@@ -12,22 +12,14 @@ static int outputs_of(const lab_operands *ops) { return ops->n_outputs > 0 ? ops
 
 /* "'a' has shape (3, 4), 'b' has shape (5,)" for the broadcast error message. */
 static void raise_broadcast_error(const lab_operands *ops, const char *func) {
-    PyObject *parts = PyList_New(0);
-    for (int i = outputs_of(ops); parts && i < ops->count; i++) {
-        PyObject *shape = lab_shape_tuple(ops->arrays[i].shape, ops->arrays[i].ndim);
-        PyObject *part = shape ? PyUnicode_FromFormat("'%s' has shape %R", ops->names[i], shape) : NULL;
-        Py_XDECREF(shape);
-        if (!part || PyList_Append(parts, part) < 0) Py_CLEAR(parts);
-        Py_XDECREF(part);
+    char parts[768] = "", shape[256];
+    size_t used = 0;
+    for (int i = outputs_of(ops); i < ops->count && used < sizeof parts; i++) {
+        lab_shape_text(shape, sizeof shape, ops->arrays[i].shape, ops->arrays[i].ndim);
+        used += (size_t)snprintf(parts + used, sizeof parts - used, "%s'%s' has shape %s",
+                                 i > outputs_of(ops) ? ", " : "", ops->names[i], shape);
     }
-    PyObject *separator = parts ? PyUnicode_FromString(", ") : NULL;
-    PyObject *joined = separator ? PyUnicode_Join(separator, parts) : NULL;
-    if (joined) {
-        PyErr_Format(PyExc_ValueError, "%s(): the inputs cannot be broadcast together: %U", func, joined);
-    }
-    Py_XDECREF(joined);
-    Py_XDECREF(separator);
-    Py_XDECREF(parts);
+    lab_fail(LAB_FAILURE_VALUE, "%s(): the inputs cannot be broadcast together: %s", func, parts);
 }
 
 /* NumPy broadcasting of the inputs into `shape` (the iteration space). The output is never
@@ -72,18 +64,14 @@ output_mismatch:;
         for (int d = 0; d < a->ndim; d++)
             if (a->shape[d] != 1) inputs_shape[inputs_ndim - a->ndim + d] = a->shape[d];
     }
-    PyObject *out_shape = lab_shape_tuple(out->shape, out->ndim),
-             *bshape = lab_shape_tuple(inputs_shape, inputs_ndim);
-    if (out_shape && bshape) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): argument '%s' has shape %R but the inputs broadcast to %R; the output "
-                     "must have %s (it is never broadcast itself)",
-                     func, ops->names[0], out_shape, bshape,
-                     reduced ? "the inputs' shape with size 1 in the reduced dimensions"
-                             : "the broadcast shape");
-    }
-    Py_XDECREF(out_shape);
-    Py_XDECREF(bshape);
+    char out_shape[256], inputs[256];
+    lab_shape_text(out_shape, sizeof out_shape, out->shape, out->ndim);
+    lab_shape_text(inputs, sizeof inputs, inputs_shape, inputs_ndim);
+    lab_fail(LAB_FAILURE_VALUE,
+             "%s(): argument '%s' has shape %s but the inputs broadcast to %s; the output must have %s (it "
+             "is never broadcast itself)",
+             func, ops->names[0], out_shape, inputs,
+             reduced ? "the inputs' shape with size 1 in the reduced dimensions" : "the broadcast shape");
     return -1;
 }
 
@@ -106,10 +94,10 @@ int lab_check_no_self_overlap(const lab_array *out, const char *name, const char
     for (int d = 0; d < out->ndim; d++) {
         if (out->shape[d] <= 1) continue;
         if (out->strides[d] == 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s(): argument '%s' has stride 0 in dimension %d (a broadcast view); the "
-                         "output must have one element per position",
-                         func, name, d);
+            lab_fail(LAB_FAILURE_VALUE,
+                     "%s(): argument '%s' has stride 0 in dimension %d (a broadcast view); the "
+                     "output must have one element per position",
+                     func, name, d);
             return -1;
         }
         dims[n].size = out->shape[d];
@@ -120,10 +108,10 @@ int lab_check_no_self_overlap(const lab_array *out, const char *name, const char
     int64_t extent = 0; /* elements spanned by the dimensions so far, minus one */
     for (int i = 0; i < n; i++) {
         if (llabs(dims[i].stride) <= extent) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s(): argument '%s' overlaps itself (its strides map several positions to "
-                         "one element); the output must not",
-                         func, name);
+            lab_fail(LAB_FAILURE_VALUE,
+                     "%s(): argument '%s' overlaps itself (its strides map several positions to "
+                     "one element); the output must not",
+                     func, name);
             return -1;
         }
         extent += (dims[i].size - 1) * llabs(dims[i].stride);
@@ -225,9 +213,9 @@ int lab_disjoint_views(const lab_array *a, const lab_array *b) {
     return runs_apart(a, b, 0) || runs_apart(a, b, 1);
 }
 
-int lab_raise_partial_overlap(const char *in_name, const char *out_name, const char *func) {
-    PyErr_Format(
-        PyExc_ValueError,
+int lab_fail_partial_overlap(const char *in_name, const char *out_name, const char *func) {
+    lab_fail(
+        LAB_FAILURE_VALUE,
         "%s(): argument '%s' overlaps '%s' in memory without being the same view of it; "
         "the result would depend on the order elements are written. Use the identical array for in-place, "
         "or copy the input first",
@@ -251,11 +239,11 @@ int lab_check_written_apart(const lab_array *const *arrays, const char *const *n
             if (!written[j] && in_place_group && in_place_group[i] &&
                 in_place_group[i] == in_place_group[j]) {
                 if (!lab_partially_overlap(arrays[j], arrays[i])) continue; /* the same view: in place */
-                return lab_raise_partial_overlap(names[j], names[i], func);
+                return lab_fail_partial_overlap(names[j], names[i], func);
             }
-            PyErr_Format(PyExc_ValueError,
-                         "%s(): arguments '%s' and '%s' share memory; '%s' is written, so they must not",
-                         func, names[i], names[j], names[i]);
+            lab_fail(LAB_FAILURE_VALUE,
+                     "%s(): arguments '%s' and '%s' share memory; '%s' is written, so they must not", func,
+                     names[i], names[j], names[i]);
             return -1;
         }
     }
@@ -294,15 +282,12 @@ static int check_same_shape(const lab_operands *ops, int k, const char *func) {
     int same = first->ndim == other->ndim;
     for (int d = 0; same && d < first->ndim; d++) same = first->shape[d] == other->shape[d];
     if (same) return 0;
-    PyObject *a = lab_shape_tuple(other->shape, other->ndim), *b = lab_shape_tuple(first->shape, first->ndim);
-    if (a && b) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): output '%s' has shape %R but output '%s' has shape %R; the outputs must "
-                     "have one shape",
-                     func, ops->names[k], a, ops->names[0], b);
-    }
-    Py_XDECREF(a);
-    Py_XDECREF(b);
+    char a[256], b[256];
+    lab_shape_text(a, sizeof a, other->shape, other->ndim);
+    lab_shape_text(b, sizeof b, first->shape, first->ndim);
+    lab_fail(LAB_FAILURE_VALUE,
+             "%s(): output '%s' has shape %s but output '%s' has shape %s; the outputs must have one shape",
+             func, ops->names[k], a, ops->names[0], b);
     return -1;
 }
 
@@ -332,15 +317,15 @@ int lab_iterate_with(const lab_operands *ops, uint32_t reduced, unsigned flags, 
         if (lab_check_no_self_overlap(written, ops->names[k], func) < 0) return -1;
         for (int j = 0; j < k; j++) { /* two outputs: one element would be written twice, or raced */
             if (lab_share_memory(&ops->arrays[j], written) && !lab_disjoint_views(&ops->arrays[j], written)) {
-                PyErr_Format(PyExc_ValueError,
-                             "%s(): outputs '%s' and '%s' share memory; each output needs its own", func,
-                             ops->names[j], ops->names[k]);
+                lab_fail(LAB_FAILURE_VALUE,
+                         "%s(): outputs '%s' and '%s' share memory; each output needs its own", func,
+                         ops->names[j], ops->names[k]);
                 return -1;
             }
         }
         for (int i = n_outputs; i < n; i++) {
             if (lab_partially_overlap(&ops->arrays[i], written)) {
-                return lab_raise_partial_overlap(ops->names[i], ops->names[k], func);
+                return lab_fail_partial_overlap(ops->names[i], ops->names[k], func);
             }
         }
     }

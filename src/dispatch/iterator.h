@@ -72,7 +72,7 @@ int lab_disjoint_views(const lab_array *a, const lab_array *b);
 int lab_check_no_self_overlap(const lab_array *out, const char *name, const char *func);
 
 /* The ValueError for a partial overlap, naming both arguments. Returns -1. */
-int lab_raise_partial_overlap(const char *in_name, const char *out_name, const char *func);
+int lab_fail_partial_overlap(const char *in_name, const char *out_name, const char *func);
 
 /* The written arrays among `count` operands: writable, no element written twice, and sharing memory
  * with no other operand - except an operand only read whose very view a written one is, where both

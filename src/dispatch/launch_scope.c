@@ -1,8 +1,8 @@
 /* launch_scope.c - the bracket around every launch (see launch_scope.h). */
 #include "dispatch/launch_scope.h"
 
-#include "dispatch/cuda_error.h"
 #include "dispatch/device.h"
+#include "dispatch/failure.h"
 
 int lab_launch_scope_begin(lab_dispatch_state *state, lab_launch_scope *scope, const lab_array *const *decide,
                            int n_decide, const lab_stream_arg *stream) {
@@ -38,12 +38,11 @@ int lab_launch_scope_end(lab_dispatch_state *state, lab_launch_scope *scope, con
         lab_launch_scope_step(scope, "restoring the current device", cudaSetDevice(scope->current));
     }
     if (library.library && scope->err == cudaSuccess) {
-        lab_raise_library_error(state, func, library.library, library.step, library.status,
-                                library.status_name);
+        lab_fail_library(func, library.library, library.step, library.status, library.status_name);
         return -1;
     }
     if (!lab_launch_scope_ok(scope)) {
-        lab_raise_cuda_error(state, scope->err, func, scope->step);
+        lab_fail_cuda(scope->err, func, scope->step);
         return -1;
     }
     return 0;

@@ -48,7 +48,6 @@ static int product(lab_op_call *call, lab_launch_scope *scope, lab_array a, lab_
                                     .beta = add ? 1.0 : 0.0};
     const int work = lab_plan_matmul(&product_call, call->func);
     if (work < 0) {
-        PyErr_Clear();
         return lab_launch_scope_step(scope, step, cudaErrorInvalidValue);
     }
     product_call.planned = 1 + work;
@@ -71,7 +70,6 @@ static int elementwise(lab_op_call *call, lab_launch_scope *scope, lab_op op, co
     ops.names[1] = ops.names[2] = "bias sums";
     lab_elementwise_launch launch;
     if (lab_plan_elementwise(&ops, 0, call->func, &launch) < 0) {
-        PyErr_Clear();
         return lab_launch_scope_step(scope, step, cudaErrorInvalidValue);
     }
     launch.op = op;
@@ -91,7 +89,6 @@ static int column_sums(lab_op_call *call, lab_launch_scope *scope, lab_array *lo
     lab_op_call sub = {.func = call->func, .description = &r};
     const int work = lab_reduction_kind.plan(&sub);
     if (work < 0) {
-        PyErr_Clear();
         return lab_launch_scope_step(scope, "planning the bias gradient's sums", cudaErrorInvalidValue);
     }
     if (work) lab_reduction_kind.launch(&sub, scope);

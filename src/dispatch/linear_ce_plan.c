@@ -23,11 +23,11 @@ int lab_plan_linear_ce_chunks(int64_t rows, int64_t classes, lab_dtype dtype, in
     const int64_t room = max_scratch_bytes - fixed;
     const int64_t fit = row_bytes > 0 ? room / row_bytes : rows;
     if (rows > 0 && (room <= 0 || fit < 1)) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): argument '%s' gives %lld bytes of scratch memory; one row of logits (%lld "
-                     "bytes) and the call's totals (%lld bytes) need at least %lld",
-                     func, budget_name, (long long)max_scratch_bytes, (long long)row_bytes, (long long)fixed,
-                     (long long)(fixed + lab_align256(row_bytes)));
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): argument '%s' gives %lld bytes of scratch memory; one row of logits (%lld "
+                 "bytes) and the call's totals (%lld bytes) need at least %lld",
+                 func, budget_name, (long long)max_scratch_bytes, (long long)row_bytes, (long long)fixed,
+                 (long long)(fixed + lab_align256(row_bytes)));
         return -1;
     }
     k->chunks = rows > 0 ? (rows + fit - 1) / fit : 1;
@@ -64,11 +64,11 @@ static int flat_stride(const lab_array *a, int ndim, int64_t *stride) {
 }
 
 static int raise_unflattenable(const char *func, const char *name) {
-    PyErr_Format(PyExc_ValueError,
-                 "%s(): argument '%s' has leading dimensions that do not flatten into one run of rows "
-                 "without a copy; pass a view whose leading dimensions are contiguous with one another "
-                 "(a reshape of it, or a copy)",
-                 func, name);
+    lab_fail(LAB_FAILURE_VALUE,
+             "%s(): argument '%s' has leading dimensions that do not flatten into one run of rows "
+             "without a copy; pass a view whose leading dimensions are contiguous with one another "
+             "(a reshape of it, or a copy)",
+             func, name);
     return -1;
 }
 
@@ -76,16 +76,16 @@ static int raise_unflattenable(const char *func, const char *name) {
 static int check_matrix_layout(const char *func, const char *name, int64_t rows, int64_t cols, int64_t rs,
                                int64_t cs) {
     if (rows <= 1 || cols <= 1 || rs == 1 || cs == 1) return 0;
-    PyErr_Format(PyExc_ValueError,
-                 "%s(): argument '%s' has strides (%lld, %lld) as a (%lld, %lld) matrix; the products read "
-                 "matrices whose rows or columns are contiguous (stride 1) - copy it into one first",
-                 func, name, (long long)rs, (long long)cs, (long long)rows, (long long)cols);
+    lab_fail(LAB_FAILURE_VALUE,
+             "%s(): argument '%s' has strides (%lld, %lld) as a (%lld, %lld) matrix; the products read "
+             "matrices whose rows or columns are contiguous (stride 1) - copy it into one first",
+             func, name, (long long)rs, (long long)cs, (long long)rows, (long long)cols);
     return -1;
 }
 
 static int raise_dtype(const char *func, const char *name, lab_dtype got, const char *what) {
-    PyErr_Format(PyExc_TypeError, "%s(): argument '%s' has dtype %s; %s", func, name, lab_dtype_names[got],
-                 what);
+    lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; %s", func, name, lab_dtype_names[got],
+             what);
     return -1;
 }
 
@@ -104,21 +104,21 @@ static int check_operands(lab_linear_ce_call *c, const char *func) {
         return raise_dtype(func, "hidden", dtype, "it must be float16, bfloat16, float32 or float64");
     }
     if (h->ndim < 1) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'hidden' is 0-dimensional; it must be (..., depth)",
-                     func);
+        lab_fail(LAB_FAILURE_VALUE, "%s(): argument 'hidden' is 0-dimensional; it must be (..., depth)",
+                 func);
         return -1;
     }
     const int lead = h->ndim - 1;
     c->depth = h->shape[lead];
     if (w->ndim != 2 || w->shape[1] != c->depth) {
         const int64_t want[2] = {w->ndim == 2 ? w->shape[0] : 1, c->depth};
-        return lab_raise_shape(func, "weight", w, want, 2,
-                               "(classes, depth): one row of hidden's depth per class");
+        return lab_fail_shape(func, "weight", w, want, 2,
+                              "(classes, depth): one row of hidden's depth per class");
     }
     c->classes = w->shape[0];
     if (c->classes == 0) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'weight' has no classes (its first dimension is 0)",
-                     func);
+        lab_fail(LAB_FAILURE_VALUE, "%s(): argument 'weight' has no classes (its first dimension is 0)",
+                 func);
         return -1;
     }
     if (w->dtype != dtype) {
@@ -129,24 +129,24 @@ static int check_operands(lab_linear_ce_call *c, const char *func) {
     c->rows = 1;
     for (int d = 0; d < lead; d++) c->rows *= h->shape[d];
     if (!lab_has_shape(c->target, h->shape, lead)) {
-        return lab_raise_shape(func, "target", c->target, h->shape, lead,
-                               "hidden's shape without its last dimension");
+        return lab_fail_shape(func, "target", c->target, h->shape, lead,
+                              "hidden's shape without its last dimension");
     }
     if (c->target->dtype != LAB_INT64 && c->target->dtype != LAB_INT32) {
         return raise_dtype(func, "target", c->target->dtype, "class indices are int64 or int32");
     }
     const int reduced = c->reduction != LAB_LOSS_NONE;
     if (reduced ? c->loss->ndim != 0 : !lab_has_shape(c->loss, h->shape, lead)) {
-        return lab_raise_shape(func, "loss", c->loss, h->shape, reduced ? 0 : lead,
-                               reduced ? "one number: the loss reduced by 'mean' or 'sum'"
-                                       : "one loss per row");
+        return lab_fail_shape(func, "loss", c->loss, h->shape, reduced ? 0 : lead,
+                              reduced ? "one number: the loss reduced by 'mean' or 'sum'"
+                                      : "one loss per row");
     }
     if (lab_dtype_is_integer(c->loss->dtype)) {
         return raise_dtype(func, "loss", c->loss->dtype, "the loss is float16, bfloat16, float32 or float64");
     }
     if (c->bias) {
         if (!lab_has_shape(c->bias, &c->classes, 1)) {
-            return lab_raise_shape(func, "bias", c->bias, &c->classes, 1, "one per class");
+            return lab_fail_shape(func, "bias", c->bias, &c->classes, 1, "one per class");
         }
         if (c->bias->dtype != dtype) {
             return raise_dtype(func, "bias", c->bias->dtype, "it must be hidden's dtype");
@@ -154,28 +154,28 @@ static int check_operands(lab_linear_ce_call *c, const char *func) {
     }
     if (c->grad_hidden) {
         if (!lab_has_shape(c->grad_hidden, h->shape, h->ndim)) {
-            return lab_raise_shape(func, "grad_hidden", c->grad_hidden, h->shape, h->ndim, "hidden's shape");
+            return lab_fail_shape(func, "grad_hidden", c->grad_hidden, h->shape, h->ndim, "hidden's shape");
         }
         if (check_grad_dtype(func, "grad_hidden", c->grad_hidden, dtype) < 0) return -1;
     }
     if (c->grad_weight) {
         if (!lab_has_shape(c->grad_weight, w->shape, 2)) {
-            return lab_raise_shape(func, "grad_weight", c->grad_weight, w->shape, 2, "weight's shape");
+            return lab_fail_shape(func, "grad_weight", c->grad_weight, w->shape, 2, "weight's shape");
         }
         if (check_grad_dtype(func, "grad_weight", c->grad_weight, dtype) < 0) return -1;
     }
     if (c->grad_bias) {
         if (!lab_has_shape(c->grad_bias, &c->classes, 1)) {
-            return lab_raise_shape(func, "grad_bias", c->grad_bias, &c->classes, 1, "one per class");
+            return lab_fail_shape(func, "grad_bias", c->grad_bias, &c->classes, 1, "one per class");
         }
         if (check_grad_dtype(func, "grad_bias", c->grad_bias, dtype) < 0) return -1;
     }
     if (c->grad_output) {
         const int per_row = c->grad_output->ndim != 0;
         if (per_row && (reduced || !lab_has_shape(c->grad_output, h->shape, lead))) {
-            return lab_raise_shape(func, "grad_output", c->grad_output, h->shape, reduced ? 0 : lead,
-                                   reduced ? "the upstream gradient of a reduced loss is one number"
-                                           : "one upstream gradient per row, or one number");
+            return lab_fail_shape(func, "grad_output", c->grad_output, h->shape, reduced ? 0 : lead,
+                                  reduced ? "the upstream gradient of a reduced loss is one number"
+                                          : "one upstream gradient per row, or one number");
         }
         if (lab_dtype_is_integer(c->grad_output->dtype)) {
             return raise_dtype(func, "grad_output", c->grad_output->dtype, "it must be a float dtype");
@@ -246,7 +246,7 @@ int lab_plan_linear_ce(lab_op_call *call) {
     const int64_t scratch_bytes =
         c->scratch ? c->scratch->numel * (int64_t)lab_dtype_itemsize[c->scratch->dtype] : 0;
     if (c->scratch && !lab_array_is_contiguous(c->scratch)) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'scratch' must be contiguous", func);
+        lab_fail(LAB_FAILURE_VALUE, "%s(): argument 'scratch' must be contiguous", func);
         return -1;
     }
     const int64_t budget = c->max_scratch_bytes >= 0 ? c->max_scratch_bytes
@@ -259,10 +259,10 @@ int lab_plan_linear_ce(lab_op_call *call) {
         return -1;
     }
     if (c->scratch && scratch_bytes < c->chunks.bytes) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): argument 'scratch' holds %lld bytes; this call's chunks need %lld "
-                     "(lab.linear_cross_entropy_plan says how many)",
-                     func, (long long)scratch_bytes, (long long)c->chunks.bytes);
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): argument 'scratch' holds %lld bytes; this call's chunks need %lld "
+                 "(lab.linear_cross_entropy_plan says how many)",
+                 func, (long long)scratch_bytes, (long long)c->chunks.bytes);
         return -1;
     }
     return 1; /* even with no rows: a reduced loss, zeroed gradients */

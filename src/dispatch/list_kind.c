@@ -1,6 +1,7 @@
 /* list_kind.c - the list op kind's plan and launch (see list_kind.h). */
 #include "dispatch/list_kind.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "dispatch/dtype.h"
@@ -39,15 +40,15 @@ struct lab_list_plan {
 void lab_list_call_release(lab_list_call *call) {
     lab_list_plan *p = call->plan;
     if (!p) return;
-    PyMem_Free(p->fast);
-    PyMem_Free(p->fast_dtypes);
-    PyMem_Free(p->slow_plans);
-    PyMem_Free(p->staged);
-    PyMem_Free(p->ptrs);
-    PyMem_Free(p->sizes);
-    PyMem_Free(p->norm_index);
-    for (int k = 0; k < LAB_MAX_OPERANDS; k++) PyMem_Free(p->group_ptrs[k]);
-    PyMem_Free(p);
+    free(p->fast);
+    free(p->fast_dtypes);
+    free(p->slow_plans);
+    free(p->staged);
+    free(p->ptrs);
+    free(p->sizes);
+    free(p->norm_index);
+    for (int k = 0; k < LAB_MAX_OPERANDS; k++) free(p->group_ptrs[k]);
+    free(p);
     call->plan = NULL;
 }
 
@@ -65,9 +66,9 @@ static int check_index(const lab_list_call *c, const lab_list_roles *roles, int 
         for (int d = 0; same_shape && d < a->ndim; d++) same_shape = a->shape[d] == first->shape[d];
         if (!same_shape) {
             lab_indexed_name(name, sizeof name, c->names[k], i);
-            PyErr_Format(PyExc_ValueError,
-                         "%s(): '%s' and '%s[%d]' differ in shape; each index must hold arrays of one shape",
-                         func, name, c->names[0], i);
+            lab_fail(LAB_FAILURE_VALUE,
+                     "%s(): '%s' and '%s[%d]' differ in shape; each index must hold arrays of one shape",
+                     func, name, c->names[0], i);
             return -1;
         }
         if (((roles->writes >> k) & 1) && a->readonly) {
@@ -87,7 +88,7 @@ static int check_index(const lab_list_call *c, const lab_list_roles *roles, int 
             if (k == w || !lab_partially_overlap(&c->lists[k][i], &c->lists[w][i])) continue;
             lab_indexed_name(name, sizeof name, c->names[w], i);
             lab_indexed_name(other, sizeof other, c->names[k], i);
-            return lab_raise_partial_overlap(other, name, func);
+            return lab_fail_partial_overlap(other, name, func);
         }
     }
     return 0;
@@ -130,10 +131,10 @@ static int check_multi_tensor_dtypes(const lab_list_call *c, const lab_list_role
                  (state == LAB_NUM_DTYPES || a->dtype == state);
         }
         if (!ok) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s(): '%s[%d]' has dtype %s; this op needs float16, bfloat16 or float32, one "
-                         "dtype for the arrays at an index, and state either of that dtype or float32",
-                         func, c->names[k], i, lab_dtype_names[a->dtype]);
+            lab_fail(LAB_FAILURE_TYPE,
+                     "%s(): '%s[%d]' has dtype %s; this op needs float16, bfloat16 or float32, one "
+                     "dtype for the arrays at an index, and state either of that dtype or float32",
+                     func, c->names[k], i, lab_dtype_names[a->dtype]);
             return -1;
         }
         if (is_state) state = a->dtype;
@@ -143,20 +144,20 @@ static int check_multi_tensor_dtypes(const lab_list_call *c, const lab_list_role
 
 static int allocate_plan(lab_list_call *c, const lab_list_roles *roles) {
     const int n = c->n, slots = n * roles->n_lists + 1;
-    lab_list_plan *p = c->plan = PyMem_Calloc(1, sizeof *p);
+    lab_list_plan *p = c->plan = calloc(1, sizeof *p);
     if (!p) return -1;
-    p->fast = PyMem_Malloc(sizeof(int) * (n + 1));
-    p->fast_dtypes = PyMem_Malloc(sizeof(lab_dtype) * 2 * (n + 1));
-    p->staged = PyMem_Calloc(slots, sizeof(staged_array));
-    p->ptrs = PyMem_Calloc(slots, sizeof(char *));
-    p->sizes = PyMem_Malloc(sizeof(int64_t) * (n + 1));
-    p->norm_index = PyMem_Malloc(sizeof(int) * (n + 1));
+    p->fast = malloc(sizeof(int) * (n + 1));
+    p->fast_dtypes = malloc(sizeof(lab_dtype) * 2 * (n + 1));
+    p->staged = calloc(slots, sizeof(staged_array));
+    p->ptrs = calloc(slots, sizeof(char *));
+    p->sizes = malloc(sizeof(int64_t) * (n + 1));
+    p->norm_index = malloc(sizeof(int) * (n + 1));
     int ok = p->fast && p->fast_dtypes && p->staged && p->ptrs && p->sizes && p->norm_index;
     for (int k = 0; k < roles->n_lists; k++) {
-        ok = ok && (p->group_ptrs[k] = PyMem_Malloc(sizeof(char *) * (n + 1)));
+        ok = ok && (p->group_ptrs[k] = malloc(sizeof(char *) * (n + 1)));
     }
     if (roles->elementwise_op >= 0) {
-        ok = ok && (p->slow_plans = PyMem_Malloc(sizeof(lab_elementwise_launch) * (n + 1)));
+        ok = ok && (p->slow_plans = malloc(sizeof(lab_elementwise_launch) * (n + 1)));
     }
     return ok ? 0 : -1;
 }
@@ -169,14 +170,14 @@ static int plan(lab_op_call *call) {
      * output must hold exactly that many, or the kernel would write past its end */
     if (c->norms && (c->norms->dtype != LAB_FLOAT32 || c->norms->ndim != 1 || c->norms->numel != n ||
                      !lab_array_is_contiguous(c->norms))) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): 'out' must be a contiguous 1-D float32 array of %d elements (one norm per array "
-                     "of 'xs')",
-                     call->func, n);
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): 'out' must be a contiguous 1-D float32 array of %d elements (one norm per array "
+                 "of 'xs')",
+                 call->func, n);
         return -1;
     }
     if (allocate_plan(c, roles) < 0) {
-        PyErr_NoMemory();
+        lab_fail(LAB_FAILURE_MEMORY, "%s(): out of host memory for %d tensors", call->func, n);
         return -1;
     }
     lab_list_plan *p = c->plan;
@@ -282,7 +283,7 @@ static cudaError_t copy_array(const lab_array *dst, const lab_array *src, cudaSt
     lab_operands ops = {.arrays = {*dst, *src}, .names = {"dst", "src"}, .count = 2, .n_outputs = 1};
     lab_elementwise_launch copy;
     if (lab_plan_elementwise(&ops, 1, "staging copy", &copy) < 0) {
-        PyErr_Clear(); /* two layouts of one shape and dtype, disjoint: validation cannot fail */
+        /* two layouts of one shape and dtype, disjoint: validation cannot fail */
         return cudaErrorInvalidValue;
     }
     copy.op = LAB_OP_COPY;

@@ -245,7 +245,6 @@ static int stage_inputs(lab_matmul_call *c, lab_launch_scope *scope, const char 
         ops.names[1] = i ? "b" : "a";
         lab_elementwise_launch copying;
         if (lab_plan_elementwise(&ops, 1, func, &copying) < 0) {
-            PyErr_Clear();
             lab_launch_scope_step(scope, "planning a staged copy", cudaErrorInvalidValue);
             return 0;
         }

@@ -42,11 +42,11 @@ static int matrix_view(const lab_array *x, const char *name, const char *func, i
     const int d = x->ndim;
     *o = orientation(x->shape[d - 2], x->shape[d - 1], x->strides[d - 2], x->strides[d - 1], ld);
     if (*o) return 0;
-    PyErr_Format(PyExc_ValueError,
-                 "%s(): argument '%s' has strides (%lld, %lld) in its last two dimensions; the matrix "
-                 "product reads a matrix whose rows or columns are contiguous (stride 1), as any "
-                 "C-contiguous array or its transpose is - copy it into one first (lab.copy)",
-                 func, name, (long long)x->strides[d - 2], (long long)x->strides[d - 1]);
+    lab_fail(LAB_FAILURE_VALUE,
+             "%s(): argument '%s' has strides (%lld, %lld) in its last two dimensions; the matrix "
+             "product reads a matrix whose rows or columns are contiguous (stride 1), as any "
+             "C-contiguous array or its transpose is - copy it into one first (lab.copy)",
+             func, name, (long long)x->strides[d - 2], (long long)x->strides[d - 1]);
     return -1;
 }
 
@@ -80,26 +80,24 @@ static int is_float(lab_dtype d) {
 static int check_dtypes(const lab_matmul_call *c, const char *func) {
     const lab_dtype in = c->a->dtype, out = c->out->dtype;
     if (!is_float(in) || c->b->dtype != in) {
-        PyErr_Format(
-            PyExc_TypeError,
-            "%s(): 'a' and 'b' must have one floating dtype (float16, bfloat16, float32 or float64), "
-            "got %s and %s",
-            func, lab_dtype_names[in], lab_dtype_names[c->b->dtype]);
+        lab_fail(LAB_FAILURE_TYPE,
+                 "%s(): 'a' and 'b' must have one floating dtype (float16, bfloat16, float32 or float64), "
+                 "got %s and %s",
+                 func, lab_dtype_names[in], lab_dtype_names[c->b->dtype]);
         return -1;
     }
     const int half = in == LAB_FLOAT16 || in == LAB_BFLOAT16;
     if (out != in && !(half && out == LAB_FLOAT32)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument 'out' has dtype %s; for %s inputs it must be %s%s",
-                     func, lab_dtype_names[out], lab_dtype_names[in], lab_dtype_names[in],
-                     half ? " or float32" : "");
+        lab_fail(LAB_FAILURE_TYPE, "%s(): argument 'out' has dtype %s; for %s inputs it must be %s%s", func,
+                 lab_dtype_names[out], lab_dtype_names[in], lab_dtype_names[in], half ? " or float32" : "");
         return -1;
     }
     const lab_array *others[] = {c->c, c->bias, c->aux_out, c->aux, c->bias_grad_out};
     const char *names[] = {"c", "bias", "aux_out", "aux", "bias_grad_out"};
     for (int i = 0; i < 5; i++) {
         if (others[i] && others[i]->dtype != out) {
-            PyErr_Format(PyExc_TypeError, "%s(): argument '%s' has dtype %s; it must be out's, %s", func,
-                         names[i], lab_dtype_names[others[i]->dtype], lab_dtype_names[out]);
+            lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; it must be out's, %s", func,
+                     names[i], lab_dtype_names[others[i]->dtype], lab_dtype_names[out]);
             return -1;
         }
     }
@@ -108,11 +106,10 @@ static int check_dtypes(const lab_matmul_call *c, const char *func) {
 
 static int check_matrix(const lab_array *x, const char *name, const char *func) {
     if (x->ndim >= 2) return 0;
-    PyErr_Format(
-        PyExc_ValueError,
-        "%s(): argument '%s' has %d dimension(s); the matrix product takes matrices (2-D) or batches "
-        "of them (3-D and more)",
-        func, name, x->ndim);
+    lab_fail(LAB_FAILURE_VALUE,
+             "%s(): argument '%s' has %d dimension(s); the matrix product takes matrices (2-D) or batches "
+             "of them (3-D and more)",
+             func, name, x->ndim);
     return -1;
 }
 
@@ -124,9 +121,9 @@ static int check_chain(const lab_array *a, const lab_array *b, const char *func,
     *k = a->shape[a->ndim - 1];
     *n = b->shape[b->ndim - 1];
     if (b->shape[b->ndim - 2] == *k) return 0;
-    PyErr_Format(PyExc_ValueError,
-                 "%s(): shapes do not chain: 'a' is (..., %lld, %lld) and 'b' is (..., %lld, %lld)", func,
-                 (long long)*m, (long long)*k, (long long)b->shape[b->ndim - 2], (long long)*n);
+    lab_fail(LAB_FAILURE_VALUE,
+             "%s(): shapes do not chain: 'a' is (..., %lld, %lld) and 'b' is (..., %lld, %lld)", func,
+             (long long)*m, (long long)*k, (long long)b->shape[b->ndim - 2], (long long)*n);
     return -1;
 }
 
@@ -144,10 +141,10 @@ int lab_matmul_result_shape(const lab_array *a, const lab_array *b, const char *
     for (int d = 0; d < nb; d++) {
         const int64_t sa = batch_size(a, nb, d), sb = batch_size(b, nb, d);
         if (sa != sb && sa != 1 && sb != 1) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s(): batch dimension %d: 'a' has %lld and 'b' %lld, which do not "
-                         "broadcast (NumPy's rules)",
-                         func, d, (long long)sa, (long long)sb);
+            lab_fail(LAB_FAILURE_VALUE,
+                     "%s(): batch dimension %d: 'a' has %lld and 'b' %lld, which do not "
+                     "broadcast (NumPy's rules)",
+                     func, d, (long long)sa, (long long)sb);
             return -1;
         }
         shape[d] = sa == 1 ? sb : sa;
@@ -165,9 +162,9 @@ static int check_shapes(lab_matmul_call *c, const char *func, int64_t *m, int64_
     if (check_chain(a, b, func, m, n, k) < 0 || check_matrix(out, "out", func) < 0) return -1;
     const int nb = (a->ndim > b->ndim ? a->ndim : b->ndim) - 2;
     if (out->ndim - 2 != nb || out->shape[out->ndim - 2] != *m || out->shape[out->ndim - 1] != *n) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): argument 'out' must have %d dimensions ending in (%lld, %lld): a @ b's shape",
-                     func, nb + 2, (long long)*m, (long long)*n);
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): argument 'out' must have %d dimensions ending in (%lld, %lld): a @ b's shape", func,
+                 nb + 2, (long long)*m, (long long)*n);
         return -1;
     }
     lab_matmul_plan *p = &c->plan;
@@ -176,11 +173,10 @@ static int check_shapes(lab_matmul_call *c, const char *func, int64_t *m, int64_
     for (int d = 0; d < nb; d++) {
         const int64_t sa = batch_size(a, nb, d), sb = batch_size(b, nb, d), size = out->shape[d];
         if ((sa != size && sa != 1) || (sb != size && sb != 1) || (sa == 1 && sb == 1 && size != 1)) {
-            PyErr_Format(
-                PyExc_ValueError,
-                "%s(): batch dimension %d: 'a' has %lld, 'b' %lld and 'out' %lld; they must broadcast "
-                "(NumPy's rules) to out's",
-                func, d, (long long)sa, (long long)sb, (long long)size);
+            lab_fail(LAB_FAILURE_VALUE,
+                     "%s(): batch dimension %d: 'a' has %lld, 'b' %lld and 'out' %lld; they must broadcast "
+                     "(NumPy's rules) to out's",
+                     func, d, (long long)sa, (long long)sb, (long long)size);
             return -1;
         }
         p->batch_shape[d] = size;
@@ -223,16 +219,16 @@ static int like_out(const lab_array *x, const char *name, const lab_matmul_call 
         same = have == want || (allow_batch_broadcast && d > 2 && have == 1);
     }
     if (!same) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' must have out's shape%s", func, name,
-                     allow_batch_broadcast ? " (its leading dimensions may broadcast)" : "");
+        lab_fail(LAB_FAILURE_VALUE, "%s(): argument '%s' must have out's shape%s", func, name,
+                 allow_batch_broadcast ? " (its leading dimensions may broadcast)" : "");
         return -1;
     }
     int o;
     if (matrix_view(x, name, func, &o, ld) < 0) return -1;
     if (o != out_orientation && x->shape[x->ndim - 2] > 1 && x->shape[x->ndim - 1] > 1) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): argument '%s' must be laid out as 'out' is (%s); cuBLASLt reads it in D's order",
-                     func, name, out_orientation == ROW_MAJOR ? "rows contiguous" : "columns contiguous");
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): argument '%s' must be laid out as 'out' is (%s); cuBLASLt reads it in D's order",
+                 func, name, out_orientation == ROW_MAJOR ? "rows contiguous" : "columns contiguous");
         return -1;
     }
     return 0;
@@ -242,9 +238,9 @@ static int like_out(const lab_array *x, const char *name, const lab_matmul_call 
 static int check_vector(const lab_array *v, const char *name, int64_t length, const char *what,
                         const char *func) {
     if (v->ndim != 1 || v->shape[0] != length || (length > 1 && v->strides[0] != 1)) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): argument '%s' must be a contiguous 1-D array of %lld elements (%s)", func, name,
-                     (long long)length, what);
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): argument '%s' must be a contiguous 1-D array of %lld elements (%s)", func, name,
+                 (long long)length, what);
         return -1;
     }
     return 0;
@@ -275,7 +271,7 @@ static int choose_epilogue(lab_matmul_call *c, int out_row_major, const char *fu
         if (rules[i].refused) refused = rules[i].why;
     }
     if (refused) {
-        PyErr_Format(PyExc_ValueError, "%s(): %s", func, refused);
+        lab_fail(LAB_FAILURE_VALUE, "%s(): %s", func, refused);
         return -1;
     }
     int e = LAB_EPILOGUE_DEFAULT;
@@ -316,10 +312,10 @@ static int check_overlaps(const lab_matmul_call *c, const char *func) {
                                   !lab_partially_overlap(read[r], written[w]);
             if (w == 0 && r == 2 && same_view) continue; /* c is out: out = alpha * a @ b + beta * out */
             if (lab_share_memory(read[r], written[w]) && !lab_disjoint_views(read[r], written[w])) {
-                PyErr_Format(PyExc_ValueError, "%s(): '%s' shares memory with '%s'; the product %s", func,
-                             written_names[w], read_names[r],
-                             w == 0 && r == 2 ? "may write into c only when c is out itself, the same view"
-                                              : "must write where it does not read");
+                lab_fail(LAB_FAILURE_VALUE, "%s(): '%s' shares memory with '%s'; the product %s", func,
+                         written_names[w], read_names[r],
+                         w == 0 && r == 2 ? "may write into c only when c is out itself, the same view"
+                                          : "must write where it does not read");
                 return -1;
             }
         }
@@ -385,10 +381,10 @@ int lab_plan_matmul(lab_matmul_call *c, const char *func) {
         if (like_out(c->c, "c", c, oo, func, &ldc, 1) < 0) return -1;
         p->C.ld = ldc;
     } else if (c->beta != 0.0) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): argument 'beta' scales 'c', which was not given (without c, beta "
-                     "must be 0)",
-                     func);
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): argument 'beta' scales 'c', which was not given (without c, beta "
+                 "must be 0)",
+                 func);
         return -1;
     }
     const lab_array *aux = c->aux_out ? c->aux_out : c->aux;
@@ -396,10 +392,10 @@ int lab_plan_matmul(lab_matmul_call *c, const char *func) {
         const char *name = c->aux_out ? "aux_out" : "aux";
         if (like_out(aux, name, c, oo, func, &p->aux.ld, 0) < 0) return -1;
         if (p->aux.ld % 8 != 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s(): argument '%s' has a leading dimension of %lld elements; cuBLASLt needs a "
-                         "multiple of 8",
-                         func, name, (long long)p->aux.ld);
+            lab_fail(LAB_FAILURE_VALUE,
+                     "%s(): argument '%s' has a leading dimension of %lld elements; cuBLASLt needs a "
+                     "multiple of 8",
+                     func, name, (long long)p->aux.ld);
             return -1;
         }
     }
@@ -414,10 +410,10 @@ int lab_plan_matmul(lab_matmul_call *c, const char *func) {
         }
     }
     if ((c->bias_grad_out || c->bias) && p->batch_count > 1) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): 'bias' and 'bias_grad_out' are for 2-D products; this one is "
-                     "batched",
-                     func);
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): 'bias' and 'bias_grad_out' are for 2-D products; this one is "
+                 "batched",
+                 func);
         return -1;
     }
     if (check_overlaps(c, func) < 0) return -1;

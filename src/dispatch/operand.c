@@ -37,9 +37,8 @@ lab_array lab_contiguous_like(const lab_array *a) {
 
 int lab_check_writable(const lab_array *array, const char *func, const char *name) {
     if (!array->readonly) return 0;
-    PyErr_Format(PyExc_ValueError,
-                 "%s(): argument '%s' is read-only (its producer exported it with readonly=True)", func,
-                 name);
+    lab_fail(LAB_FAILURE_VALUE,
+             "%s(): argument '%s' is read-only (its producer exported it with readonly=True)", func, name);
     return -1;
 }
 
@@ -70,29 +69,16 @@ int lab_scalar_for_dtype(const lab_scalar_arg *scalar, lab_dtype compute, const 
     *as_int = scalar->as_int;
     if (!lab_dtype_is_integer(compute)) return 0;
     if (!scalar->is_integer) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be an int for integer dtype %s, got %s", func,
-                     scalar->name, lab_dtype_names[compute], scalar->type_name);
+        lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' must be an int for integer dtype %s, got %s", func,
+                 scalar->name, lab_dtype_names[compute], scalar->type_name);
         return -1;
     }
     if (!scalar->fits_int64) {
-        PyErr_Format(PyExc_OverflowError, "%s(): argument '%s' does not fit in int64", func, scalar->name);
+        lab_fail(LAB_FAILURE_OVERFLOW, "%s(): argument '%s' does not fit in int64", func, scalar->name);
         return -1;
     }
     *as_float = (double)scalar->as_int;
     return 0;
-}
-
-PyObject *lab_shape_tuple(const int64_t *values, int n) {
-    PyObject *tuple = PyTuple_New(n);
-    for (int d = 0; tuple && d < n; d++) {
-        PyObject *item = PyLong_FromLongLong(values[d]);
-        if (!item) {
-            Py_CLEAR(tuple);
-            break;
-        }
-        PyTuple_SET_ITEM(tuple, d, item);
-    }
-    return tuple;
 }
 
 int lab_has_shape(const lab_array *a, const int64_t *shape, int ndim) {
@@ -103,14 +89,12 @@ int lab_has_shape(const lab_array *a, const int64_t *shape, int ndim) {
     return 1;
 }
 
-int lab_raise_shape(const char *func, const char *name, const lab_array *a, const int64_t *want,
-                    int want_ndim, const char *what) {
-    PyObject *got = lab_shape_tuple(a->shape, a->ndim), *expected = lab_shape_tuple(want, want_ndim);
-    if (got && expected) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has shape %R; it must have shape %R (%s)", func,
-                     name, got, expected, what);
-    }
-    Py_XDECREF(got);
-    Py_XDECREF(expected);
+int lab_fail_shape(const char *func, const char *name, const lab_array *a, const int64_t *want, int want_ndim,
+                   const char *what) {
+    char got[256], expected[256];
+    lab_shape_text(got, sizeof got, a->shape, a->ndim);
+    lab_shape_text(expected, sizeof expected, want, want_ndim);
+    lab_fail(LAB_FAILURE_VALUE, "%s(): argument '%s' has shape %s; it must have shape %s (%s)", func, name,
+             got, expected, what);
     return -1;
 }

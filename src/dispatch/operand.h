@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "dispatch/dlpack_exchange.h"
+#include "dispatch/failure.h"
 #include "kernels/launch.h"
 
 /* The most array arguments (single arrays or lists) one op takes. */
@@ -81,15 +82,12 @@ lab_array lab_contiguous_like(const lab_array *a);
 /* ValueError "func(): argument 'name' is read-only ..." when a written array is read-only. 0 or -1. */
 int lab_check_writable(const lab_array *array, const char *func, const char *name);
 
-/* A tuple of Python ints - a shape, strides - for messages and introspection; NULL on failure. */
-PyObject *lab_shape_tuple(const int64_t *values, int n);
-
 /* 1 if a has exactly this shape. */
 int lab_has_shape(const lab_array *a, const int64_t *shape, int ndim);
 
 /* ValueError "func(): argument 'name' has shape (..); it must have shape (..) (what)"; returns -1. */
-int lab_raise_shape(const char *func, const char *name, const lab_array *a, const int64_t *want,
-                    int want_ndim, const char *what);
+int lab_fail_shape(const char *func, const char *name, const lab_array *a, const int64_t *want, int want_ndim,
+                   const char *what);
 
 /* "name[index]" into buf (truncated to fit); index < 0 gives just "name". Hand-rolled rather than
  * snprintf: list ops name arrays of every list up front, hundreds per call. */

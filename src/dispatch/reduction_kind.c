@@ -33,18 +33,13 @@ static int keepdim_view(const lab_reduction_call *c, const char *func, lab_array
     int fits = out->ndim == expected_ndim;
     for (int d = 0; fits && d < expected_ndim; d++) fits = out->shape[d] == expected[d];
     if (!fits) {
-        PyObject *want = lab_shape_tuple(expected, expected_ndim),
-                 *got = lab_shape_tuple(out->shape, out->ndim);
-        PyObject *from = lab_shape_tuple(in->shape, in->ndim);
-        if (want && got && from) {
-            PyErr_Format(
-                PyExc_ValueError,
-                "%s(): argument 'out' has shape %R; reducing the input's shape %R over this axis%s gives %R",
-                func, got, from, c->keepdim ? " with keepdim=True" : "", want);
-        }
-        Py_XDECREF(want);
-        Py_XDECREF(got);
-        Py_XDECREF(from);
+        char want[256], got[256], from[256];
+        lab_shape_text(want, sizeof want, expected, expected_ndim);
+        lab_shape_text(got, sizeof got, out->shape, out->ndim);
+        lab_shape_text(from, sizeof from, in->shape, in->ndim);
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): argument 'out' has shape %s; reducing the input's shape %s over this axis%s gives %s",
+                 func, got, from, c->keepdim ? " with keepdim=True" : "", want);
         return -1;
     }
     *view = *out;
@@ -67,22 +62,21 @@ static int keepdim_view(const lab_reduction_call *c, const char *func, lab_array
 static int check_dtypes(const lab_reduction_call *c, const char *func) {
     const lab_dtype in = c->in->dtype, out = c->out->dtype;
     if (!RULES[c->op].integers && lab_dtype_is_integer(in)) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s(): argument '%s' has integer dtype %s; %s takes floating-point input only (%s) - "
-                     "convert first, e.g. lab.copy into a float array",
-                     func, c->in_names[0], lab_dtype_names[in], func, lab_supported_dtypes_text(0));
+        lab_fail(LAB_FAILURE_TYPE,
+                 "%s(): argument '%s' has integer dtype %s; %s takes floating-point input only (%s) - "
+                 "convert first, e.g. lab.copy into a float array",
+                 func, c->in_names[0], lab_dtype_names[in], func, lab_supported_dtypes_text(0));
         return -1;
     }
     if (c->in2 && c->in2->dtype != in) {
-        PyErr_Format(PyExc_TypeError, "%s(): arguments '%s' and '%s' must have the same dtype, got %s and %s",
-                     func, c->in_names[0], c->in_names[1], lab_dtype_names[in],
-                     lab_dtype_names[c->in2->dtype]);
+        lab_fail(LAB_FAILURE_TYPE, "%s(): arguments '%s' and '%s' must have the same dtype, got %s and %s",
+                 func, c->in_names[0], c->in_names[1], lab_dtype_names[in], lab_dtype_names[c->in2->dtype]);
         return -1;
     }
     if (RULES[c->op].index_output && out != LAB_INT64 && out != LAB_INT32) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s(): argument 'out' has dtype %s; %s writes indices, into int64 or int32", func,
-                     lab_dtype_names[out], func);
+        lab_fail(LAB_FAILURE_TYPE,
+                 "%s(): argument 'out' has dtype %s; %s writes indices, into int64 or int32", func,
+                 lab_dtype_names[out], func);
         return -1;
     }
     return 0;
@@ -93,15 +87,15 @@ static int check_second_input(const lab_reduction_call *c, const char *func) {
     const lab_array *inputs[2] = {c->in, c->in2};
     for (int k = 0; k < 2; k++) {
         if (inputs[k]->ndim != 1) {
-            PyErr_Format(PyExc_ValueError, "%s(): argument '%s' must be 1-dimensional, got %d dimensions",
-                         func, c->in_names[k], inputs[k]->ndim);
+            lab_fail(LAB_FAILURE_VALUE, "%s(): argument '%s' must be 1-dimensional, got %d dimensions", func,
+                     c->in_names[k], inputs[k]->ndim);
             return -1;
         }
     }
     if (c->in->shape[0] != c->in2->shape[0]) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s(): arguments '%s' and '%s' must have the same length, got %lld and %lld", func,
-                     c->in_names[0], c->in_names[1], (long long)c->in->shape[0], (long long)c->in2->shape[0]);
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): arguments '%s' and '%s' must have the same length, got %lld and %lld", func,
+                 c->in_names[0], c->in_names[1], (long long)c->in->shape[0], (long long)c->in2->shape[0]);
         return -1;
     }
     return 0;
@@ -146,11 +140,10 @@ static int plan(lab_op_call *call) {
         *(((c->reduced >> d) & 1) ? &l->n_reduce : &l->n_outputs) *= c->in->shape[d];
     if (l->n_outputs == 0) return 0; /* nothing to write */
     if (l->n_reduce == 0 && !RULES[c->op].empty_value) {
-        PyErr_Format(
-            PyExc_ValueError,
-            "%s(): the reduction is over zero elements, which has no %s (sum, prod and mean of nothing "
-            "are 0, 1 and NaN; this op has no such value)",
-            func, RULES[c->op].index_output ? "index" : "value");
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): the reduction is over zero elements, which has no %s (sum, prod and mean of nothing "
+                 "are 0, 1 and NaN; this op has no such value)",
+                 func, RULES[c->op].index_output ? "index" : "value");
         return -1;
     }
     /* With no elements to reduce the iterator made no space: every output gets the identity. */

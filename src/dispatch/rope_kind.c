@@ -7,8 +7,8 @@
 #include "dispatch/iterator.h"
 
 static int raise_dtype(const char *func, const char *name, lab_dtype got, const char *want) {
-    PyErr_Format(PyExc_TypeError, "%s(): argument '%s' has dtype %s; %s", func, name, lab_dtype_names[got],
-                 want);
+    lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; %s", func, name, lab_dtype_names[got],
+             want);
     return -1;
 }
 
@@ -16,10 +16,9 @@ static int raise_dtype(const char *func, const char *name, lab_dtype got, const 
 static int check_inputs(const lab_rope_call *c, const char *func) {
     const lab_array *q = c->x[0];
     if (q->ndim != 4) {
-        PyErr_Format(
-            PyExc_ValueError,
-            "%s(): argument '%s' has %d dimensions; it must have 4: (batch, heads, positions, head_dim)",
-            func, c->x_names[0], q->ndim);
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): argument '%s' has %d dimensions; it must have 4: (batch, heads, positions, head_dim)",
+                 func, c->x_names[0], q->ndim);
         return -1;
     }
     if (lab_dtype_is_integer(q->dtype)) {
@@ -31,8 +30,8 @@ static int check_inputs(const lab_rope_call *c, const char *func) {
     if (!k) return 0;
     const int64_t want[4] = {q->shape[0], k->ndim == 4 ? k->shape[1] : 1, q->shape[2], q->shape[3]};
     if (!lab_has_shape(k, want, 4)) {
-        return lab_raise_shape(func, c->x_names[1], k, want, 4,
-                               "q's batch, positions and head_dim, any number of heads");
+        return lab_fail_shape(func, c->x_names[1], k, want, 4,
+                              "q's batch, positions and head_dim, any number of heads");
     }
     if (k->dtype != q->dtype) {
         char text[64];
@@ -50,7 +49,7 @@ static int check_outputs_shapes(const lab_rope_call *c, const char *func) {
         if (!lab_has_shape(out, x->shape, x->ndim)) {
             char what[64];
             snprintf(what, sizeof what, "the shape of '%s'", c->x_names[t]);
-            return lab_raise_shape(func, c->out_names[t], out, x->shape, x->ndim, what);
+            return lab_fail_shape(func, c->out_names[t], out, x->shape, x->ndim, what);
         }
         if (out->dtype != x->dtype) {
             char text[64];
@@ -84,30 +83,29 @@ static int check_tables(const lab_rope_call *c, const char *func, int64_t *rotar
         const int64_t *from = want_ndim == 4   ? want
                               : want_ndim == 3 ? (const int64_t[3]){batch, positions, columns}
                                                : want + 2;
-        return lab_raise_shape(func, "cos", cos, from, want_ndim,
-                               "(positions, C), (batch or 1, positions, C) or (batch or 1, 1, positions, C): "
-                               "C the rotary dimension or half of it");
+        return lab_fail_shape(func, "cos", cos, from, want_ndim,
+                              "(positions, C), (batch or 1, positions, C) or (batch or 1, 1, positions, C): "
+                              "C the rotary dimension or half of it");
     }
     *rotary_dim = c->rotary_dim < 0 ? columns : c->rotary_dim;
     *pair_table = c->rotary_dim >= 0 && columns * 2 == c->rotary_dim && columns != c->rotary_dim;
     if (*rotary_dim % 2 != 0 || *rotary_dim < 2 || *rotary_dim > head_dim) {
-        PyErr_Format(
-            PyExc_ValueError,
+        lab_fail(
+            LAB_FAILURE_VALUE,
             "%s(): the rotary dimension is %lld; it must be even, at least 2 and at most head_dim (%lld)",
             func, (long long)*rotary_dim, (long long)head_dim);
         return -1;
     }
     if (columns != *rotary_dim && !*pair_table) {
-        PyErr_Format(
-            PyExc_ValueError,
-            "%s(): 'cos' has %lld columns; for rotary_dim=%lld it must have %lld (one per element) or "
-            "%lld (one per pair)",
-            func, (long long)columns, (long long)*rotary_dim, (long long)*rotary_dim,
-            (long long)(*rotary_dim / 2));
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): 'cos' has %lld columns; for rotary_dim=%lld it must have %lld (one per element) or "
+                 "%lld (one per pair)",
+                 func, (long long)columns, (long long)*rotary_dim, (long long)*rotary_dim,
+                 (long long)(*rotary_dim / 2));
         return -1;
     }
     if (!lab_has_shape(sin, cos->shape, cos->ndim)) {
-        return lab_raise_shape(func, "sin", sin, cos->shape, cos->ndim, "the shape of 'cos'");
+        return lab_fail_shape(func, "sin", sin, cos->shape, cos->ndim, "the shape of 'cos'");
     }
     if (sin->dtype != cos->dtype) {
         char text[64];

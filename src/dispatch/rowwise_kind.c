@@ -61,8 +61,8 @@ static int check_per_row_dtype(const lab_rowwise_call *c, int k, const char *fun
         what = "the statistics are float32 (or float64)";
     }
     if (!what) return 0;
-    PyErr_Format(PyExc_TypeError, "%s(): argument '%s' has dtype %s; %s", func, c->row_names[k],
-                 lab_dtype_names[dtype], what);
+    lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; %s", func, c->row_names[k],
+             lab_dtype_names[dtype], what);
     return -1;
 }
 
@@ -71,8 +71,8 @@ static int check_operands(const lab_rowwise_call *c, const char *func) {
     const lab_array *x = c->rows[LAB_ROW_X];
     const char *x_name = c->row_names[LAB_ROW_X];
     if (lab_dtype_is_integer(x->dtype)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' has dtype %s; %s takes %s", func, x_name,
-                     lab_dtype_names[x->dtype], func, lab_supported_dtypes_text(0));
+        lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; %s takes %s", func, x_name,
+                 lab_dtype_names[x->dtype], func, lab_supported_dtypes_text(0));
         return -1;
     }
     int64_t lead[LAB_MAX_DIMS];
@@ -84,16 +84,16 @@ static int check_operands(const lab_rowwise_call *c, const char *func) {
         if (!a || k == LAB_ROW_X) continue;
         if (is_reduced_loss(c, k)) {
             if (a->ndim != 0) {
-                return lab_raise_shape(func, c->row_names[k], a, lead, 0,
-                                       "one number: the loss reduced by 'mean' or 'sum'");
+                return lab_fail_shape(func, c->row_names[k], a, lead, 0,
+                                      "one number: the loss reduced by 'mean' or 'sum'");
             }
             if (check_per_row_dtype(c, k, func) < 0) return -1;
             continue;
         }
         if (is_per_row(k)) {
             if (!lab_has_shape(a, lead, x->ndim - 1)) {
-                return lab_raise_shape(func, c->row_names[k], a, lead, x->ndim - 1,
-                                       "one value per row: the input's shape without its last dimension");
+                return lab_fail_shape(func, c->row_names[k], a, lead, x->ndim - 1,
+                                      "one value per row: the input's shape without its last dimension");
             }
             if (check_per_row_dtype(c, k, func) < 0) return -1;
             continue;
@@ -101,12 +101,11 @@ static int check_operands(const lab_rowwise_call *c, const char *func) {
         if (!lab_has_shape(a, x->shape, x->ndim)) {
             char what[64];
             snprintf(what, sizeof what, "the shape of '%s'", x_name);
-            return lab_raise_shape(func, c->row_names[k], a, x->shape, x->ndim, what);
+            return lab_fail_shape(func, c->row_names[k], a, x->shape, x->ndim, what);
         }
         if (a->dtype != x->dtype) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s(): argument '%s' has dtype %s; it must have the dtype of '%s', %s", func,
-                         c->row_names[k], lab_dtype_names[a->dtype], x_name, lab_dtype_names[x->dtype]);
+            lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; it must have the dtype of '%s', %s",
+                     func, c->row_names[k], lab_dtype_names[a->dtype], x_name, lab_dtype_names[x->dtype]);
             return -1;
         }
     }
@@ -115,21 +114,20 @@ static int check_operands(const lab_rowwise_call *c, const char *func) {
         const lab_array *a = c->cols[k];
         if (!a) continue;
         if (!lab_has_shape(a, &n, 1)) {
-            return lab_raise_shape(func, c->col_names[k], a, &n, 1,
-                                   "one element per position of the normalized dimension");
+            return lab_fail_shape(func, c->col_names[k], a, &n, 1,
+                                  "one element per position of the normalized dimension");
         }
         if (a->dtype != x->dtype) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s(): argument '%s' has dtype %s; it must have the dtype of '%s', %s", func,
-                         c->col_names[k], lab_dtype_names[a->dtype], x_name, lab_dtype_names[x->dtype]);
+            lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; it must have the dtype of '%s', %s",
+                     func, c->col_names[k], lab_dtype_names[a->dtype], x_name, lab_dtype_names[x->dtype]);
             return -1;
         }
     }
     if (c->rows[LAB_ROW_MEAN] && c->rows[LAB_ROW_RSTD] &&
         c->rows[LAB_ROW_MEAN]->dtype != c->rows[LAB_ROW_RSTD]->dtype) {
-        PyErr_Format(PyExc_TypeError, "%s(): arguments 'mean' and 'rstd' must have one dtype, got %s and %s",
-                     func, lab_dtype_names[c->rows[LAB_ROW_MEAN]->dtype],
-                     lab_dtype_names[c->rows[LAB_ROW_RSTD]->dtype]);
+        lab_fail(LAB_FAILURE_TYPE, "%s(): arguments 'mean' and 'rstd' must have one dtype, got %s and %s",
+                 func, lab_dtype_names[c->rows[LAB_ROW_MEAN]->dtype],
+                 lab_dtype_names[c->rows[LAB_ROW_RSTD]->dtype]);
         return -1;
     }
     return 0;
@@ -210,8 +208,8 @@ static int plan(lab_op_call *call) {
     l->z_loss = c->z_loss;
     l->n = x->shape[c->axis];
     if (c->op == LAB_ROW_CROSS_ENTROPY && l->n == 0) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' has no classes (its last dimension is 0)", func,
-                     c->row_names[LAB_ROW_X]);
+        lab_fail(LAB_FAILURE_VALUE, "%s(): argument '%s' has no classes (its last dimension is 0)", func,
+                 c->row_names[LAB_ROW_X]);
         return -1;
     }
     static const double machine_epsilon[LAB_NUM_DTYPES] = {[LAB_FLOAT16] = 0.0009765625,

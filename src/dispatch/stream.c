@@ -31,11 +31,9 @@ static int declared_stream(const lab_array *a, cudaStream_t *stream) {
     if (a->source == LAB_SOURCE_DLPACK_EXCHANGE) {
         void *current = NULL;
         if (a->exchange_api->current_work_stream(kDLCUDA, a->device, &current) != 0) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_RuntimeError,
-                                "a producer's current_work_stream failed without saying why");
-            }
-            return -1;
+            if (PyErr_Occurred()) return lab_fail(LAB_FAILURE_PYTHON, "the producer raised");
+            return lab_fail(LAB_FAILURE_RUNTIME,
+                            "a producer's current_work_stream failed without saying why");
         }
         *stream = canonical((cudaStream_t)current);
         return 1;
@@ -62,7 +60,7 @@ int lab_plan_streams(lab_dispatch_state *state, const lab_array *const *arrays, 
             a->device == asked_device) {
             continue;
         }
-        cudaStream_t stream;
+        cudaStream_t stream = 0;
         int found = declared_stream(a, &stream);
         if (found < 0) return -1;
         if (!found) continue;
@@ -110,7 +108,8 @@ static cudaError_t ordering_event(lab_dispatch_state *state, int device, cudaEve
 }
 
 /* One event per device is enough: a wait binds to the record before it, so the event can be
- * recorded again as soon as the wait is queued. The GIL serialises the record/wait pairs. */
+ * recorded again as soon as the wait is queued. The GIL serialises the record/wait pairs: only the
+ * Python face orders streams (XLA's calls name one stream and their buffers none). */
 cudaError_t lab_stream_wait_stream(lab_dispatch_state *state, cudaStream_t waiter, cudaStream_t waited,
                                    int device) {
     cudaEvent_t event;

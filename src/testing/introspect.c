@@ -6,7 +6,9 @@
 
 #include <stdarg.h>
 
+#include "binding/args.h"
 #include "binding/array_reader.h"
+#include "binding/errors.h"
 #include "dispatch/dtype.h"
 #include "dispatch/elementwise_kind.h"
 #include "dispatch/iterator.h"
@@ -105,7 +107,8 @@ static PyObject *py_plan(PyObject *module, PyObject *args, PyObject *kwargs) {
     lab_operands ops;
     if (read_operands(module, args, "_plan", &ops) < 0) return NULL;
     lab_elementwise_launch plan;
-    if (lab_plan_elementwise(&ops, integers, "_plan", &plan) < 0) return NULL;
+    /* planning makes no CUDA call: its failures are TypeError/ValueError, no state needed */
+    if (lab_plan_elementwise(&ops, integers, "_plan", &plan) < 0) return lab_raise_failure(NULL);
     PyObject *result = space_dict(plan.ndim, plan.shape, plan.byte_strides, plan.data, ops.count);
     return with_items(result, "{s:s, s:s, s:L}", "path", lab_path_names[plan.path], "compute_dtype",
                       lab_dtype_names[plan.compute], "numel", (long long)plan.numel);
@@ -132,7 +135,7 @@ static PyObject *py_iterate(PyObject *module, PyObject *args, PyObject *kwargs) 
     lab_operands ops;
     if (read_operands(module, args, "_iterate", &ops) < 0) return NULL;
     lab_iteration it;
-    if (lab_iterate(&ops, reduced, "_iterate", &it) < 0) return NULL;
+    if (lab_iterate(&ops, reduced, "_iterate", &it) < 0) return lab_raise_failure(NULL);
     PyObject *flags = PyTuple_New(it.ndim);
     for (int d = 0; flags && d < it.ndim; d++) {
         PyTuple_SET_ITEM(flags, d, PyBool_FromLong((it.reduced >> d) & 1));

@@ -4,8 +4,8 @@
  * kernel launch: what lab.add's per-call cost is measured against. Never use it for real work. */
 #include "testing/launch_floor.h"
 
+#include "binding/errors.h"
 #include "binding/module_state.h"
-#include "dispatch/cuda_error.h"
 #include "kernels/launch.h"
 
 static PyObject *py_bare_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {

@@ -4,6 +4,7 @@
  * call exactly as lab.matmul does and plans it; it never loads cuBLASLt or calls CUDA. */
 #include "testing/matmul_plan_info.h"
 
+#include "binding/errors.h"
 #include "binding/matmul.h"
 
 static PyObject *operand_dict(const lab_matmul_operand *op) {
@@ -25,7 +26,7 @@ static PyObject *py_matmul_plan(PyObject *module, PyObject *const *args, Py_ssiz
     lab_matmul_call call;
     if (lab_matmul_read(state, func, slots, slots[2], &arrays, &call) < 0) return NULL;
     const int work = lab_plan_matmul(&call, func);
-    if (work < 0) return NULL;
+    if (work < 0) return lab_raise_failure(&state->dispatch);
     const lab_matmul_plan *p = &call.plan;
     PyObject *A = operand_dict(&p->A), *B = operand_dict(&p->B), *C = operand_dict(&p->C),
              *D = operand_dict(&p->D);
