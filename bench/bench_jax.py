@@ -121,6 +121,8 @@ def main():
     xla_tiny = median_ms(chained(lambda x: jax.nn.softmax(x, -1), tiny_chain), (tiny,), 50) / tiny_chain
     print(f"\nper op, softmax of 8x64 float32, {tiny_chain} chained in one jitted call: lab {lab_tiny * 1e3:.2f} us, "
           f"XLA {xla_tiny * 1e3:.2f} us")
+    compiled = chained(ljax.softmax, tiny_chain).lower(tiny).compile().as_text()
+    print(f"XLA recorded lab's chain into a command buffer (a CUDA graph): {'command_buffer' in compiled}")
     # the floor of lab's custom call: the same chain on 0 x 64, where the op driver finds no work and
     # makes no CUDA call - what XLA's call and lab's reading of the frame cost
     lab_empty = median_ms(chained(ljax.softmax, tiny_chain), (jnp.ones((0, 64), jnp.float32),), 50) / tiny_chain

@@ -103,3 +103,34 @@ def test_glus_in_jit(name, dtype, rtol):
     np.testing.assert_allclose(np.asarray(grads[1], np.float64), act, rtol=4 * rtol, atol=4 * rtol)
     mapped = jax.jit(jax.vmap(glu))(gate.reshape(257, 10, 100), up.reshape(257, 10, 100))
     np.testing.assert_array_equal(np.asarray(mapped).reshape(257, 1000), np.asarray(out))
+
+
+def test_a_chain_xla_may_record_into_a_command_buffer_is_right_on_every_call():
+    """The traceable targets may be recorded into XLA's CUDA graph and replayed: each call with new
+    inputs (new buffers, new values) must give that call's result, not a replay of an earlier one. A
+    chain long enough for XLA to build a graph of it (more than its minimum of five operations)."""
+    device = gpu_or_skip()
+    import jax.numpy as jnp
+    import lab.jax as ljax
+
+    def chain(x, w):
+        for _ in range(4):
+            x = ljax.softmax(ljax.rms_norm(x, w, eps=1e-6) * 2.0)
+            x = ljax.add(x, x)
+        return x
+
+    def reference(x, w):
+        for _ in range(4):
+            r = x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-6) * w * 2.0
+            e = np.exp(r - r.max(-1, keepdims=True))
+            x = 2 * (e / e.sum(-1, keepdims=True))
+        return x
+
+    run = jax.jit(chain)
+    rng = np.random.default_rng(7)
+    w = jax.device_put(jnp.asarray(rng.standard_normal(96), jnp.float32), device)
+    for call in range(4):
+        x = jax.device_put(jnp.asarray(rng.standard_normal((17, 96)) * (call + 1), jnp.float32), device)
+        out = np.asarray(run(x, w), np.float64)
+        want = reference(np.asarray(x, np.float64), np.asarray(w, np.float64))
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-6, err_msg=f"call {call}")

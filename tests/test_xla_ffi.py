@@ -40,13 +40,19 @@ def test_the_op_tables_list_names_inputs_and_integer_support():
     assert reductions["argmax"] == (1, 1)
 
 
-def test_the_metadata_query_names_the_api_version():
+TRACEABLE = {"lab_rms_norm", "lab_layer_norm", "lab_softmax", "lab_softmax_backward", "lab_rope", "lab_elementwise",
+             "lab_glu_backward"}  # the others take scratch memory (partials) or the GIL (users' kernels)
+
+
+@pytest.mark.parametrize("target", sorted(lab.lab._xla_ffi_targets()) + ["elsewhere"])
+def test_the_metadata_query_names_the_api_version_and_the_traits(target):
     metadata = Metadata(ctypes.sizeof(Metadata), ApiVersion(ctypes.sizeof(ApiVersion), None, -1, -1), 99)
     extension = MetadataExtension(Extension(ctypes.sizeof(MetadataExtension), 1, None), ctypes.pointer(metadata))
-    result, _ = Xla().call("lab_softmax", [], [], extension=ctypes.cast(ctypes.pointer(extension),
-                                                                        ctypes.POINTER(Extension)))
+    result, _ = Xla().call(target, [], [], extension=ctypes.cast(ctypes.pointer(extension),
+                                                                 ctypes.POINTER(Extension)))
     assert result is None
-    assert (metadata.api_version.major_version, metadata.api_version.minor_version, metadata.traits) == (0, 1, 0)
+    traits = 1 if target in TRACEABLE else 0  # 1: XLA may record it into a command buffer
+    assert (metadata.api_version.major_version, metadata.api_version.minor_version, metadata.traits) == (0, 1, traits)
 
 
 def test_another_major_version_is_refused():

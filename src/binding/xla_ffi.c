@@ -173,15 +173,15 @@ static int user_kernel(ffi_call *f) {
 
 /* ---- the handler every target shares ---- */
 
-/* Answers XLA's metadata query (the API version lab was written against; no traits: lab's handlers
- * do not declare themselves safe to record into XLA's command buffers). 1 when it was one. */
-static int answered_metadata(lab_xla_ffi_call_frame *frame) {
+/* Answers XLA's metadata query: the API version lab was written against, and the handler's traits
+ * (LAB_FFI_TRACEABLE: XLA may record its launches into a command buffer). 1 when it was one. */
+static int answered_metadata(lab_xla_ffi_call_frame *frame, unsigned flags) {
     for (lab_xla_ffi_extension *e = frame->extension_start; e; e = e->next) {
         if (e->type != LAB_XLA_FFI_EXTENSION_METADATA) continue;
         lab_xla_ffi_metadata *m = ((lab_xla_ffi_metadata_extension *)e)->metadata;
         m->api_version.major_version = LAB_XLA_FFI_API_MAJOR;
         m->api_version.minor_version = LAB_XLA_FFI_API_MINOR;
-        m->traits = 0;
+        m->traits = flags & LAB_FFI_TRACEABLE ? LAB_XLA_FFI_TRAIT_COMMAND_BUFFER_COMPATIBLE : 0;
         return 1;
     }
     return 0;
@@ -205,8 +205,8 @@ static int run_op(ffi_call *f, int (*op)(lab_ffi_call *), int needs_gil) {
 }
 
 lab_xla_ffi_error *lab_ffi_handle(lab_xla_ffi_call_frame *frame, const char *func, int (*op)(lab_ffi_call *),
-                                  int needs_gil) {
-    if (answered_metadata(frame)) return NULL;
+                                  unsigned flags) {
+    if (answered_metadata(frame, flags)) return NULL;
     const lab_xla_ffi_api *api = frame->api;
     if (api->api_version.major_version != LAB_XLA_FFI_API_MAJOR ||
         api->struct_size < offsetof(lab_xla_ffi_api, stream_get) + sizeof api->stream_get ||
@@ -220,7 +220,7 @@ lab_xla_ffi_error *lab_ffi_handle(lab_xla_ffi_call_frame *frame, const char *fun
     lab_xla_ffi_error *error = api->stream_get(&stream);
     if (error) return error;
     ffi_call f = {.frame = frame, .func = func, .stream = (cudaStream_t)stream.stream};
-    if (run_op(&f, op, needs_gil) == 0) return NULL;
+    if (run_op(&f, op, flags & LAB_FFI_NEEDS_GIL) == 0) return NULL;
     const lab_failure *failure = lab_last_failure();
     const int invalid = failure->kind == LAB_FAILURE_TYPE || failure->kind == LAB_FAILURE_VALUE ||
                         failure->kind == LAB_FAILURE_OVERFLOW;
@@ -228,13 +228,13 @@ lab_xla_ffi_error *lab_ffi_handle(lab_xla_ffi_call_frame *frame, const char *fun
 }
 
 lab_xla_ffi_error *lab_ffi_user_kernel_target(lab_xla_ffi_call_frame *frame) {
-    return lab_ffi_handle(frame, "lab_kernel", user_kernel, 1);
+    return lab_ffi_handle(frame, "lab_kernel", user_kernel, LAB_FFI_NEEDS_GIL);
 }
 
 /* lab_kernel on any platform but CUDA: a user's CUDA C++ has no other implementation to fall back on,
  * so running it there is an error saying so (tracing and compiling for it are not). */
 lab_xla_ffi_error *lab_ffi_user_kernel_elsewhere(lab_xla_ffi_call_frame *frame) {
-    if (answered_metadata(frame) || frame->stage != LAB_XLA_STAGE_EXECUTE) return NULL;
+    if (answered_metadata(frame, 0) || frame->stage != LAB_XLA_STAGE_EXECUTE) return NULL;
     return xla_error(frame, 12, /* UNIMPLEMENTED */
                      "lab.jax: RawKernel and ElementwiseKernel run CUDA C++ and only on CUDA devices; this "
                      "computation was placed on another platform");

@@ -50,11 +50,19 @@ struct lab_ffi_kernel {
  * for the life of the process: XLA may run any executable compiled with one at any time. */
 Py_ssize_t lab_ffi_kernel_register(lab_ffi_kernel *kernel);
 
-/* The handler every target shares: answers XLA's metadata query, checks the API version, and at the
- * execution stage runs `op` on the call - with the GIL held only where `needs_gil` says the op calls into
- * Python - turning the failure it records (dispatch/failure.h) into XLA's error. */
+/* How a target's op runs. LAB_FFI_NEEDS_GIL: it calls into Python (the users' kernels, whose compiled
+ * modules are Python objects), so the handler takes the GIL around it. LAB_FFI_TRACEABLE: it launches
+ * the same kernels for the same shapes, attributes and buffer addresses, with no allocation and no
+ * host sync, so XLA may record it into a command buffer (a CUDA graph) and replay it; the ops that
+ * take scratch memory for partial results do not say so (a graph with memory nodes cannot be a
+ * child graph of XLA's). */
+enum { LAB_FFI_NEEDS_GIL = 1u << 0, LAB_FFI_TRACEABLE = 1u << 1 };
+
+/* The handler every target shares: answers XLA's metadata query (the version, and the traits `flags`
+ * gives), checks the API version, and at the execution stage runs `op` on the call, turning the failure
+ * it records (dispatch/failure.h) into XLA's error. */
 lab_xla_ffi_error *lab_ffi_handle(lab_xla_ffi_call_frame *frame, const char *func, int (*op)(lab_ffi_call *),
-                                  int needs_gil);
+                                  unsigned flags);
 
 /* lab_kernel's handlers: on CUDA, the registered user kernel the `kernel` attribute names; elsewhere,
  * an error saying a user's CUDA kernel runs only on CUDA devices. */

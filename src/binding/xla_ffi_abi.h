@@ -126,6 +126,9 @@ typedef struct {
     uint32_t traits;
 } lab_xla_ffi_metadata;
 
+/* The trait bit saying a handler may be recorded into XLA's command buffers (XLA_FFI_Handler_TraitsBits). */
+#define LAB_XLA_FFI_TRAIT_COMMAND_BUFFER_COMPATIBLE 1u
+
 typedef struct {
     lab_xla_ffi_extension extension_base;
     lab_xla_ffi_metadata *metadata;

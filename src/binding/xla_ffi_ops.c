@@ -299,21 +299,24 @@ static int rope(lab_ffi_call *f) {
 
 /* ---- the targets ---- */
 
-#define LAB_FFI_TARGET(name)                                                                                 \
+#define LAB_FFI_TARGET(name, flags)                                                                          \
     static lab_xla_ffi_error *target_##name(lab_xla_ffi_call_frame *frame) {                                 \
-        return lab_ffi_handle(frame, "lab_" #name, name, 0);                                                 \
+        return lab_ffi_handle(frame, "lab_" #name, name, flags);                                             \
     }
-LAB_FFI_TARGET(rms_norm)
-LAB_FFI_TARGET(rms_norm_backward)
-LAB_FFI_TARGET(layer_norm)
-LAB_FFI_TARGET(layer_norm_backward)
-LAB_FFI_TARGET(softmax)
-LAB_FFI_TARGET(softmax_backward)
-LAB_FFI_TARGET(cross_entropy)
-LAB_FFI_TARGET(rope)
-LAB_FFI_TARGET(elementwise)
-LAB_FFI_TARGET(reduce)
-LAB_FFI_TARGET(glu_backward)
+/* None takes the GIL: nothing on their way calls into Python. The ones with partial results (column
+ * sums of the norms' weight gradients, the loss's per-row values, split reductions) take scratch
+ * memory on the stream and are left out of XLA's command buffers. */
+LAB_FFI_TARGET(rms_norm, LAB_FFI_TRACEABLE)
+LAB_FFI_TARGET(rms_norm_backward, 0)
+LAB_FFI_TARGET(layer_norm, LAB_FFI_TRACEABLE)
+LAB_FFI_TARGET(layer_norm_backward, 0)
+LAB_FFI_TARGET(softmax, LAB_FFI_TRACEABLE)
+LAB_FFI_TARGET(softmax_backward, LAB_FFI_TRACEABLE)
+LAB_FFI_TARGET(cross_entropy, 0)
+LAB_FFI_TARGET(rope, LAB_FFI_TRACEABLE)
+LAB_FFI_TARGET(elementwise, LAB_FFI_TRACEABLE)
+LAB_FFI_TARGET(reduce, 0)
+LAB_FFI_TARGET(glu_backward, LAB_FFI_TRACEABLE)
 #undef LAB_FFI_TARGET
 
 /* _xla_ffi_targets() -> {name: capsule}: what lab.jax hands to jax.ffi.register_ffi_target for CUDA;
