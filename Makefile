@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama gpu-profile-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama gpu-profile-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -215,6 +215,15 @@ profile-rope-glu:
 	  $(PYTHON) bench/profile_rope_glu.py > $(LOGS)/rope-glu-ncu.csv 2> $(LOGS)/rope-glu-ncu-cases.txt; echo "ncu exit code: $$?"
 	cp $(LOGS)/rope-glu-ncu.csv $(LOGS)/rope-glu-ncu-cases.txt $(OUT)/
 	$(PYTHON) bench/ncu_summary.py $(LOGS)/rope-glu-ncu.csv
+
+# lab.jax's rms_norm, softmax and swiglu inside jax.jit against XLA's formulas: every kernel each chain
+# launches (copies XLA adds around the custom calls would show here) and its time.
+profile-jax:
+	mkdir -p $(LOGS)
+	timeout 300 ncu --profile-from-start off --clock-control none --csv --metrics $(ROW_METRICS) \
+	  $(PYTHON) bench/profile_jax_chain.py > $(LOGS)/jax-ncu.csv 2> $(LOGS)/jax-ncu-cases.txt; echo "ncu exit code: $$?"
+	cp $(LOGS)/jax-ncu.csv $(LOGS)/jax-ncu-cases.txt $(OUT)/
+	$(PYTHON) bench/ncu_summary.py $(LOGS)/jax-ncu.csv
 
 # Where the staged forwards' instructions go (softmax, layer_norm, rms_norm on the headline input):
 # Nsight Compute's per-SASS-instruction counters, grouped by how often each instruction ran - per row
