@@ -3,7 +3,8 @@ against XLA's own formulas - for Nsight Compute (`make profile-jax`). bench_jax.
 kernels slower inside jit than on torch tensors; this shows whether XLA adds kernels (copies around
 the custom calls) or lab's kernel itself runs slower there. Each case is bench_jax.py's chain of three
 applications, compiled and run once before the profiler starts (torch.cuda.profiler: ncu runs with
---profile-from-start off); its name goes to stderr before its kernels."""
+--profile-from-start off); its name goes to stderr before its kernels. With --hlo it prints XLA's
+compiled module of each chain instead."""
 import os
 import sys
 
@@ -33,6 +34,10 @@ def main():
              ("XLA swiglu", lambda g, u: (jax.nn.silu(g.astype(jnp.float32)) * u.astype(jnp.float32)).astype(g.dtype),
               (x, up))]
     runs = [(name, chained(op, 3), arrays) for name, op, arrays in cases]
+    if "--hlo" in sys.argv:  # XLA's compiled module of each chain instead: what it runs around lab's calls
+        for name, fn, arrays in runs:
+            print(f"==== {name}\n{fn.lower(*arrays).compile().as_text()}")
+        return
     for _, fn, arrays in runs:
         jax.block_until_ready(fn(*arrays))
     torch.cuda.init()
