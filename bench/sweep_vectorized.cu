@@ -6,10 +6,12 @@
 //
 // Prints one row per (tuning, op, dtype, size): median ms of event-timed repeats after warm-up (per
 // launch, for the small sizes timed as 100 back-to-back launches), TB/s (bytes read + written), and
-// the percentage of the 2^28-element copy's TB/s (small sizes run from L2 and can exceed it). `make sweep` builds and runs it.
+// the percentage of the 2^28-element copy's TB/s (small sizes run from L2 and can exceed it). `make sweep` builds and runs it;
+// `./sweep glu` times only the gated linear units (16384 x 4096 bfloat16, ten launches back to back).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "elementwise_vectorized.cuh"
@@ -63,12 +65,19 @@ template <typename Tuning> void sweep(const Buffers &buffers) {
     time_one<Tuning, __nv_bfloat16, SiluOp, 1>(buffers, "silu");
 }
 
+// The gated linear units (two inputs, a transcendental activation) on a transformer MLP's 16384 x 4096
+// bfloat16, ten launches back to back: `./sweep glu` runs only these rows.
+template <typename Tuning> void sweep_glu(const Buffers &buffers) {
+    time_one<Tuning, __nv_bfloat16, SwigluOp, 2>(buffers, "swiglu", int64_t(1) << 26, 10);
+    time_one<Tuning, __nv_bfloat16, GegluOp, 2>(buffers, "geglu", int64_t(1) << 26, 10);
+}
+
 template <int kThreads, int kPackets> void sweep_conversions(const Buffers &buffers) {
     sweep<VectorizedTuning<kThreads, kPackets, false, false>>(buffers);
     sweep<VectorizedTuning<kThreads, kPackets, true, false>>(buffers);
 }
 
-int main() {
+int main(int argc, char **argv) {
     const size_t bytes = kElements * sizeof(float);
     Buffers buffers;
     CHECK(cudaMalloc(&buffers.a, bytes));
@@ -81,6 +90,14 @@ int main() {
     std::printf("2^28 elements; cudaMemcpy D2D of float32: %.3f ms, %.2f TB/s\n", copy_ms, copy_tbs);
     std::printf("%7s %7s %6s %9s  %-8s %-8s %9s %8s %7s %7s\n", "threads", "packets", "paired", "streaming", "op",
                 "dtype", "elements", "ms", "TB/s", "% copy");
+    if (argc > 1 && std::string(argv[1]) == "glu") {
+        sweep_glu<VectorizedTuning<128, 2, false, false>>(buffers);
+        sweep_glu<VectorizedTuning<128, 4, false, false>>(buffers);
+        sweep_glu<VectorizedTuning<128, 8, false, false>>(buffers);
+        sweep_glu<VectorizedTuning<256, 2, false, false>>(buffers);
+        sweep_glu<VectorizedTuning<256, 4, false, false>>(buffers);
+        return 0;
+    }
     sweep_conversions<128, 2>(buffers);
     sweep_conversions<128, 4>(buffers);
     sweep_conversions<128, 8>(buffers);
