@@ -11,14 +11,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def main():
-    import jax
     import jax.numpy as jnp
     import lab.jax as ljax
-    from bench_jax import chained, median_ms
-    key = jax.random.PRNGKey(0)
-    x = jax.random.normal(key, (16384, 4096), jnp.bfloat16)
-    up = jax.random.normal(jax.random.PRNGKey(2), (16384, 4096), jnp.bfloat16)
-    w = jax.random.normal(key, (4096,), jnp.bfloat16)
+    from bench_jax import chained, headline_arrays, median_ms
+    x, up, w = headline_arrays()
     tiny = jnp.ones((8, 64), jnp.float32)
     cases = [("swiglu 16384x4096 bf16", ljax.swiglu, (x, up), 20), ("rms_norm 16384x4096 bf16",
              lambda x, w: ljax.rms_norm(x, w, 1e-6), (x, w), 20), ("softmax 16384x4096 bf16", ljax.softmax, (x,), 20),
