@@ -161,7 +161,7 @@ static int user_kernel(ffi_call *f) {
     double number;
     if (lab_ffi_attr(f, "kernel", -1.0, &number) < 0) return -1;
     if (!(number >= 0 && number < (double)n_registered)) {
-        /* PyErr_Format has no %f */
+        /* a whole number in the message, as lab.jax gave it; anything else shows as -1 */
         lab_fail(LAB_FAILURE_VALUE, "%s: attribute 'kernel' (%lld) is no kernel lab.jax registered", f->func,
                  (long long)(number > -1e18 && number < 1e18 ? number : -1));
         return -1;

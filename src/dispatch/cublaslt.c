@@ -1,5 +1,6 @@
 /* cublaslt.c - loading cuBLASLt at first use, and its per-device handles and per-stream workspaces
- * (see cublaslt.h). Every table here is guarded by the GIL: lab's C code runs with it held. */
+ * (see cublaslt.h). Every table here is guarded by the GIL: only the Python face reaches them
+ * (lab.matmul, lab.linear_cross_entropy), which runs with it held; XLA's targets make no products. */
 #include "dispatch/cublaslt.h"
 #include "dispatch/failure.h"
 #include <dlfcn.h>
