@@ -11,7 +11,7 @@
 static int outputs_of(const lab_operands *ops) { return ops->n_outputs > 0 ? ops->n_outputs : 1; }
 
 /* "'a' has shape (3, 4), 'b' has shape (5,)" for the broadcast error message. */
-static void raise_broadcast_error(const lab_operands *ops, const char *func) {
+static void fail_broadcast(const lab_operands *ops, const char *func) {
     char parts[768] = "", shape[256];
     size_t used = 0;
     for (int i = outputs_of(ops); i < ops->count && used < sizeof parts; i++) {
@@ -38,7 +38,7 @@ static int check_broadcast(const lab_operands *ops, uint32_t reduced, const char
             int64_t *target = &shape[ndim - a->ndim + d];
             if (a->shape[d] == *target || a->shape[d] == 1) continue;
             if (*target != 1) {
-                raise_broadcast_error(ops, func);
+                fail_broadcast(ops, func);
                 return -1;
             }
             *target = a->shape[d];

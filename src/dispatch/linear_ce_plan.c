@@ -63,7 +63,7 @@ static int flat_stride(const lab_array *a, int ndim, int64_t *stride) {
     return 1;
 }
 
-static int raise_unflattenable(const char *func, const char *name) {
+static int fail_unflattenable(const char *func, const char *name) {
     lab_fail(LAB_FAILURE_VALUE,
              "%s(): argument '%s' has leading dimensions that do not flatten into one run of rows "
              "without a copy; pass a view whose leading dimensions are contiguous with one another "
@@ -83,25 +83,19 @@ static int check_matrix_layout(const char *func, const char *name, int64_t rows,
     return -1;
 }
 
-static int raise_dtype(const char *func, const char *name, lab_dtype got, const char *what) {
-    lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; %s", func, name, lab_dtype_names[got],
-             what);
-    return -1;
-}
-
 /* A gradient output: the dtype of hidden, or float32 (to accumulate in). */
 static int check_grad_dtype(const char *func, const char *name, const lab_array *a, lab_dtype dtype) {
     if (a->dtype == dtype || a->dtype == LAB_FLOAT32) return 0;
     char what[96];
     snprintf(what, sizeof what, "it must be hidden's, %s, or float32", lab_dtype_names[dtype]);
-    return raise_dtype(func, name, a->dtype, what);
+    return lab_fail_dtype(func, name, a->dtype, what);
 }
 
 static int check_operands(lab_linear_ce_call *c, const char *func) {
     const lab_array *h = c->hidden, *w = c->weight;
     const lab_dtype dtype = h->dtype;
     if (lab_dtype_is_integer(dtype)) {
-        return raise_dtype(func, "hidden", dtype, "it must be float16, bfloat16, float32 or float64");
+        return lab_fail_dtype(func, "hidden", dtype, "it must be float16, bfloat16, float32 or float64");
     }
     if (h->ndim < 1) {
         lab_fail(LAB_FAILURE_VALUE, "%s(): argument 'hidden' is 0-dimensional; it must be (..., depth)",
@@ -124,7 +118,7 @@ static int check_operands(lab_linear_ce_call *c, const char *func) {
     if (w->dtype != dtype) {
         char what[64];
         snprintf(what, sizeof what, "it must be hidden's, %s", lab_dtype_names[dtype]);
-        return raise_dtype(func, "weight", w->dtype, what);
+        return lab_fail_dtype(func, "weight", w->dtype, what);
     }
     c->rows = 1;
     for (int d = 0; d < lead; d++) c->rows *= h->shape[d];
@@ -133,7 +127,7 @@ static int check_operands(lab_linear_ce_call *c, const char *func) {
                               "hidden's shape without its last dimension");
     }
     if (c->target->dtype != LAB_INT64 && c->target->dtype != LAB_INT32) {
-        return raise_dtype(func, "target", c->target->dtype, "class indices are int64 or int32");
+        return lab_fail_dtype(func, "target", c->target->dtype, "class indices are int64 or int32");
     }
     const int reduced = c->reduction != LAB_LOSS_NONE;
     if (reduced ? c->loss->ndim != 0 : !lab_has_shape(c->loss, h->shape, lead)) {
@@ -142,14 +136,15 @@ static int check_operands(lab_linear_ce_call *c, const char *func) {
                                       : "one loss per row");
     }
     if (lab_dtype_is_integer(c->loss->dtype)) {
-        return raise_dtype(func, "loss", c->loss->dtype, "the loss is float16, bfloat16, float32 or float64");
+        return lab_fail_dtype(func, "loss", c->loss->dtype,
+                              "the loss is float16, bfloat16, float32 or float64");
     }
     if (c->bias) {
         if (!lab_has_shape(c->bias, &c->classes, 1)) {
             return lab_fail_shape(func, "bias", c->bias, &c->classes, 1, "one per class");
         }
         if (c->bias->dtype != dtype) {
-            return raise_dtype(func, "bias", c->bias->dtype, "it must be hidden's dtype");
+            return lab_fail_dtype(func, "bias", c->bias->dtype, "it must be hidden's dtype");
         }
     }
     if (c->grad_hidden) {
@@ -178,7 +173,7 @@ static int check_operands(lab_linear_ce_call *c, const char *func) {
                                           : "one upstream gradient per row, or one number");
         }
         if (lab_dtype_is_integer(c->grad_output->dtype)) {
-            return raise_dtype(func, "grad_output", c->grad_output->dtype, "it must be a float dtype");
+            return lab_fail_dtype(func, "grad_output", c->grad_output->dtype, "it must be a float dtype");
         }
     }
     return 0;
@@ -187,15 +182,15 @@ static int check_operands(lab_linear_ce_call *c, const char *func) {
 static int check_layouts(lab_linear_ce_call *c, const char *func) {
     const lab_array *h = c->hidden;
     const int lead = h->ndim - 1;
-    if (!flat_stride(h, lead, &c->hidden_stride)) return raise_unflattenable(func, "hidden");
-    if (!flat_stride(c->target, lead, &c->target_stride)) return raise_unflattenable(func, "target");
+    if (!flat_stride(h, lead, &c->hidden_stride)) return fail_unflattenable(func, "hidden");
+    if (!flat_stride(c->target, lead, &c->target_stride)) return fail_unflattenable(func, "target");
     c->loss_stride = 0;
     if (c->reduction == LAB_LOSS_NONE && !flat_stride(c->loss, lead, &c->loss_stride)) {
-        return raise_unflattenable(func, "loss");
+        return fail_unflattenable(func, "loss");
     }
     c->upstream_stride = 0;
     if (c->grad_output && c->grad_output->ndim && !flat_stride(c->grad_output, lead, &c->upstream_stride)) {
-        return raise_unflattenable(func, "grad_output");
+        return fail_unflattenable(func, "grad_output");
     }
     const int64_t col = h->strides[lead];
     if (check_matrix_layout(func, "hidden", c->rows, c->depth, c->hidden_stride, col) < 0) return -1;
@@ -205,7 +200,7 @@ static int check_layouts(lab_linear_ce_call *c, const char *func) {
     }
     if (c->grad_hidden) {
         if (!flat_stride(c->grad_hidden, lead, &c->grad_hidden_stride)) {
-            return raise_unflattenable(func, "grad_hidden");
+            return fail_unflattenable(func, "grad_hidden");
         }
         if (check_matrix_layout(func, "grad_hidden", c->rows, c->depth, c->grad_hidden_stride,
                                 c->grad_hidden->strides[lead]) < 0) {

@@ -98,3 +98,8 @@ int lab_fail_shape(const char *func, const char *name, const lab_array *a, const
              got, expected, what);
     return -1;
 }
+
+int lab_fail_dtype(const char *func, const char *name, lab_dtype got, const char *what) {
+    return lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; %s", func, name,
+                    lab_dtype_names[got], what);
+}

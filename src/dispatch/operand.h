@@ -89,6 +89,9 @@ int lab_has_shape(const lab_array *a, const int64_t *shape, int ndim);
 int lab_fail_shape(const char *func, const char *name, const lab_array *a, const int64_t *want, int want_ndim,
                    const char *what);
 
+/* TypeError "func(): argument 'name' has dtype <got>; <what>"; returns -1. */
+int lab_fail_dtype(const char *func, const char *name, lab_dtype got, const char *what);
+
 /* "name[index]" into buf (truncated to fit); index < 0 gives just "name". Hand-rolled rather than
  * snprintf: list ops name arrays of every list up front, hundreds per call. */
 void lab_indexed_name(char *buf, size_t size, const char *name, int index);

@@ -6,12 +6,6 @@
 #include "dispatch/dtype.h"
 #include "dispatch/iterator.h"
 
-static int raise_dtype(const char *func, const char *name, lab_dtype got, const char *want) {
-    lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; %s", func, name, lab_dtype_names[got],
-             want);
-    return -1;
-}
-
 /* q: (batch, heads, positions, head_dim), float; k: the same but for its number of heads. */
 static int check_inputs(const lab_rope_call *c, const char *func) {
     const lab_array *q = c->x[0];
@@ -24,7 +18,7 @@ static int check_inputs(const lab_rope_call *c, const char *func) {
     if (lab_dtype_is_integer(q->dtype)) {
         char want[96];
         snprintf(want, sizeof want, "%s takes %s", func, lab_supported_dtypes_text(0));
-        return raise_dtype(func, c->x_names[0], q->dtype, want);
+        return lab_fail_dtype(func, c->x_names[0], q->dtype, want);
     }
     const lab_array *k = c->x[1];
     if (!k) return 0;
@@ -37,7 +31,7 @@ static int check_inputs(const lab_rope_call *c, const char *func) {
         char text[64];
         snprintf(text, sizeof text, "it must have the dtype of '%s', %s", c->x_names[0],
                  lab_dtype_names[q->dtype]);
-        return raise_dtype(func, c->x_names[1], k->dtype, text);
+        return lab_fail_dtype(func, c->x_names[1], k->dtype, text);
     }
     return 0;
 }
@@ -55,7 +49,7 @@ static int check_outputs_shapes(const lab_rope_call *c, const char *func) {
             char text[64];
             snprintf(text, sizeof text, "it must have the dtype of '%s', %s", c->x_names[t],
                      lab_dtype_names[x->dtype]);
-            return raise_dtype(func, c->out_names[t], out->dtype, text);
+            return lab_fail_dtype(func, c->out_names[t], out->dtype, text);
         }
     }
     return 0;
@@ -70,7 +64,7 @@ static int check_tables(const lab_rope_call *c, const char *func, int64_t *rotar
         char text[96];
         snprintf(text, sizeof text, "the tables have the dtype of '%s' (%s) or float32", c->x_names[0],
                  lab_dtype_names[q->dtype]);
-        return raise_dtype(func, "cos", cos->dtype, text);
+        return lab_fail_dtype(func, "cos", cos->dtype, text);
     }
     const int nd = cos->ndim;
     const int64_t columns = nd >= 2 ? cos->shape[nd - 1] : 0;
@@ -110,7 +104,7 @@ static int check_tables(const lab_rope_call *c, const char *func, int64_t *rotar
     if (sin->dtype != cos->dtype) {
         char text[64];
         snprintf(text, sizeof text, "it must have the dtype of 'cos', %s", lab_dtype_names[cos->dtype]);
-        return raise_dtype(func, "sin", sin->dtype, text);
+        return lab_fail_dtype(func, "sin", sin->dtype, text);
     }
     return 0;
 }

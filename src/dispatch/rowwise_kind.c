@@ -61,9 +61,7 @@ static int check_per_row_dtype(const lab_rowwise_call *c, int k, const char *fun
         what = "the statistics are float32 (or float64)";
     }
     if (!what) return 0;
-    lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; %s", func, c->row_names[k],
-             lab_dtype_names[dtype], what);
-    return -1;
+    return lab_fail_dtype(func, c->row_names[k], dtype, what);
 }
 
 /* Dtypes and shapes of every operand against x's. */
