@@ -11,7 +11,9 @@
 //   two_pass<T>: the sum of squares from global memory, then the row read again (from L1/L2) to
 //                normalize, as torch's kernel does.
 //   staged_weight_held<T>: staged, the weight held in registers, loaded while the row's copies fly;
-//   pipelined<Op,T,S>: persistent blocks, S rows staged at a time (the next ones' copies in flight).
+//   pipelined<Op,T,S>: persistent blocks, S rows staged at a time (the next ones' copies in flight);
+//   held<C,LxP,T,B>: rows in registers as XLA's fusion holds them, L lanes of P vectors a row, blocks
+//                of T threads, launch bounds asking B blocks an SM (C: layer_norm).
 // layer_norm's variance is an exact second pass over shared memory; softmax reads the copy three times
 // (maximum, sum of exponentials, output). Each variant is checked against a float64 CPU reference on
 // sampled rows, then timed (median of event-timed repeats); TB/s counts each row read once and
@@ -246,6 +248,64 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// Rows held in registers, as XLA's fused rms_norm is launched (jax 0.11 on the H200: blocks of 256
+// threads, 80 registers, no shared-memory copy): kLanes lanes a row, kPer vectors each (kLanes * kPer
+// = the row's vectors), kThreads / kLanes rows a block, no register cap beyond kMinBlocks. The weight
+// (and bias) vectors are loaded right after the row's, so their latency hides behind the reduction.
+// kCentered: layer_norm, the mean first and the variance about it, both from the registers.
+template <bool kCentered, int kLanes, int kPer, int kThreads, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    held(const Vec8 *x, const Vec8 *w, const Vec8 *b, Vec8 *y, int vectors) {
+    static_assert(kThreads % kLanes == 0 && (kLanes <= 32 || kLanes % 32 == 0), "lanes tile the block");
+    constexpr int kWarpsPerRow = kLanes > 32 ? kLanes / 32 : 1;
+    __shared__ float scratch[2][kThreads / 32];
+    const int lane = threadIdx.x % kLanes;
+    const int64_t row = int64_t(blockIdx.x) * (kThreads / kLanes) + threadIdx.x / kLanes;
+    const Vec8 *in = x + row * vectors;
+    Vec8 v[kPer], g[kPer], c[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) v[k] = in[lane + k * kLanes];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+        const int4 bits = __ldg(reinterpret_cast<const int4 *>(&w[lane + k * kLanes]));
+        g[k] = *reinterpret_cast<const Vec8 *>(&bits);
+        if (kCentered) {
+            const int4 more = __ldg(reinterpret_cast<const int4 *>(&b[lane + k * kLanes]));
+            c[k] = *reinterpret_cast<const Vec8 *>(&more);
+        }
+    }
+    // the sum over a row's lanes: shuffles within the warp, then the row's warps through shared memory
+    auto row_sum = [&](float s, float *partials) {
+#pragma unroll
+        for (int o = (kLanes < 32 ? kLanes : 32) / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if constexpr (kWarpsPerRow > 1) {
+            if (threadIdx.x % 32 == 0) partials[threadIdx.x / 32] = s;
+            __syncthreads();
+            const int first = (threadIdx.x / kLanes) * kWarpsPerRow;
+            s = 0.f;
+#pragma unroll
+            for (int i = 0; i < kWarpsPerRow; ++i) s += partials[first + i];
+        }
+        return s;
+    };
+    const float n = float(vectors * kVec);
+    float mean = 0.f;
+    if constexpr (kCentered) {
+        float s = 0.f;
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) s += sum_of(v[k]);
+        mean = row_sum(s, scratch[0]) / n;
+    }
+    float q = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) q += kCentered ? squares_about(v[k], mean) : squares(v[k]);
+    const float rstd = rsqrtf(row_sum(q, scratch[1]) / n + kEps);
+    Vec8 *out = y + row * vectors;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+        out[lane + k * kLanes] = kCentered ? layer_normalized(v[k], g[k], c[k], mean, rstd) : normalized(v[k], g[k], rstd);
+}
+
 // SWEEP_ONCE=1 (under ncu): each variant launched once, untimed.
 static const bool kOnce = std::getenv("SWEEP_ONCE") != nullptr;
 
@@ -365,10 +425,27 @@ int main() {
     TWO_PASS(256);
     TWO_PASS(512);
 
+#define HELD(C, L, P, T, B, traffic, checker)                                                               \
+    report("held<" #C "," #L "x" #P "," #T "," #B ">",                                                         \
+           [&] { held<C, L, P, T, B><<<kRows / (T / L), T>>>(x, w, bias, y, vectors); }, traffic, checker)
+    HELD(false, 512, 1, 512, 1, bytes, check);
+    HELD(false, 256, 2, 256, 1, bytes, check);
+    HELD(false, 256, 2, 256, 3, bytes, check);
+    HELD(false, 128, 4, 256, 1, bytes, check);
+    HELD(false, 128, 4, 128, 1, bytes, check);
+    HELD(false, 64, 8, 256, 1, bytes, check);
+    HELD(false, 64, 8, 256, 2, bytes, check);
+    HELD(false, 32, 16, 256, 1, bytes, check);
     std::printf("layer_norm forward, bfloat16 %d x %d (weight and bias)\n", kRows, kCols);
     STAGED(LayerNormRow, 128, ln_bytes, check_layer_norm);
     STAGED(LayerNormRow, 256, ln_bytes, check_layer_norm);
     STAGED(LayerNormRow, 512, ln_bytes, check_layer_norm);
+
+    HELD(true, 512, 1, 512, 1, ln_bytes, check_layer_norm);
+    HELD(true, 256, 2, 256, 1, ln_bytes, check_layer_norm);
+    HELD(true, 128, 4, 256, 1, ln_bytes, check_layer_norm);
+    HELD(true, 64, 8, 256, 1, ln_bytes, check_layer_norm);
+    HELD(true, 32, 16, 256, 1, ln_bytes, check_layer_norm);
 
     std::printf("softmax forward, bfloat16 %d x %d\n", kRows, kCols);
     STAGED(SoftmaxRow, 128, softmax_bytes, check_softmax);

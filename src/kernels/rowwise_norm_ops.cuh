@@ -1,0 +1,340 @@
+// rowwise_norm_ops.cuh - layer_norm and rms_norm and their backwards, each written twice over one
+// row, as the softmax in rowwise_ops.cuh: with the row in registers and streamed (or staged) for
+// rows longer than the registers hold. rowwise_kernels.cuh runs them over the rows.
+#pragma once
+
+#include "rowwise.cuh"
+
+namespace lab {
+
+// layer_norm: y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps) (the population
+// variance); rms_norm: y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps). With a residual
+// (rms_norm), h = x + residual rounded to T is written to RESIDUAL_OUT and normalized.
+//
+// The statistics come from one group reduction of two sums - of d = x - shift and of d^2 - with the
+// row's first element as the shift (layer_norm; 0 for rms_norm): var = mean(d^2) - mean(d)^2 loses
+// nothing to cancellation when the shift is near the mean, as one of the row's own values is.
+//
+// kCentered: layer_norm (the shift, the mean, a bias); else rms_norm (and its residual). Each is its
+// own kernel: with both behind a runtime flag the staged bf16 kernels spilled 48 bytes a thread at
+// their 32 registers; split, layer_norm's spills nothing and rms_norm's 36 bytes (ptxas). Splitting
+// off the residual too moved those spills about (32-44 bytes each), so it stays a runtime flag.
+template <bool kCentered> struct NormForward {
+    // Four chunks a lane held as packets (row() below), one row a block of 128 lanes for a bf16 row of
+    // 4096: bench/sweep_norms.cu's held<false,128x4,128,1> at 72 registers ran 0.073 ms against 0.090
+    // for the staged layout (H200, 2026-12-02). Launch bounds of 512 threads let ptxas use 128
+    // registers at four chunks; one and two keep the default 1024 (64).
+    static constexpr int kMaxChunks = 4;
+    struct RegisterShape { // (rowwise_kernels.cuh)
+        static constexpr int most_lanes(int chunks) { return chunks >= 4 ? 512 : 1024; }
+        static constexpr int min_blocks(int) { return 1; }
+        static constexpr int fewest_threads = 128;
+    };
+    // rms_norm's rows up to 1024 vectors (8192 bf16) run faster in registers than staged:
+    // bench/sweep_rowwise.py, bf16 16384 x 4096 3.46 TB/s against 3.22, with a residual 3.84 against
+    // 3.38, 8192 x 8192 3.33 against 3.21; 4096 x 16384 (512 lanes) 2.52 against 3.12 (H200, 2026-12-02).
+    static constexpr int64_t kStagedMinVectors = kCentered ? 256 : 1025;
+    static constexpr bool kColumnSums = false;
+    static constexpr int kStagedInput = LAB_ROW_RESIDUAL; // where there is one
+
+    // x (+ residual, rounded to T) at column 0 of the row: the shift.
+    template <typename T> __device__ static compute_t<T> shift_of(const RowArgs &a, int64_t row, bool valid) {
+        using A = compute_t<T>;
+        if (!kCentered || !valid || a.n == 0) return A(0);
+        return load_as_compute(*reinterpret_cast<const T *>(row_at(a, row, LAB_ROW_X)));
+    }
+
+    template <typename A>
+    __device__ static void statistics(const RowArgs &a, Pair<A> sums, A shift, A &mean, A &rstd) {
+        const A n = A(a.n), mean_shifted = sums.first / n;
+        A var = sums.second / n - (kCentered ? mean_shifted * mean_shifted : A(0));
+        var = var > A(0) || var != var ? var : A(0); // rounding may dip below 0; NaN (no elements) stays
+        mean = kCentered ? shift + mean_shifted : A(0);
+        rstd = row_rsqrt(var + A(a.eps));
+    }
+
+    // The row (x, or h = x + residual), the weight and the bias stay packets (RowPacket) as stored,
+    // converted where a pass uses them: a bf16 row of 4096 in 128 lanes of four chunks is 16
+    // registers of x and 16 of weight, where converted on load it was 64 and spilled. The weight's and
+    // bias's loads issue before the reduction, so they are in flight while it runs.
+    template <typename T, int kChunks>
+    __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
+                               ColumnSums<T, kChunks> &) {
+        using A = compute_t<T>;
+        constexpr int kVec = kRowVec<T>;
+        const T zero = store_from_compute<T>(A(0));
+        RowPacket x[kChunks], w[kChunks];
+        load_packets<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
+                                 zero);
+        if (!kCentered && a.row[LAB_ROW_RESIDUAL]) { // rms_norm only: the shift stays 0
+            RowPacket r[kChunks];
+            load_packets<T, kChunks>(r, row_at(a, row, LAB_ROW_RESIDUAL), a.col_stride[LAB_ROW_RESIDUAL], a,
+                                     lane, 0, valid, zero);
+#pragma unroll
+            for (int c = 0; c < kChunks; ++c) { // h = x + residual, rounded to T as torch's add would
+                A h[kVec];
+#pragma unroll
+                for (int i = 0; i < kVec; ++i) h[i] = packet_compute<T>(x[c], i) + packet_compute<T>(r[c], i);
+                x[c] = to_packet<T>(h);
+                store_row<T, 1>(h, row_at(a, row, LAB_ROW_RESIDUAL_OUT), a.col_stride[LAB_ROW_RESIDUAL_OUT],
+                                a, lane, c, valid);
+            }
+        }
+        load_packets<T, kChunks>(w, a.col[LAB_COL_WEIGHT], a.col_data_stride[LAB_COL_WEIGHT], a, lane, 0,
+                                 a.col[LAB_COL_WEIGHT] != nullptr, store_from_compute<T>(A(1)));
+        RowPacket
+            b[kCentered ? kChunks : 1]; // layer_norm's bias (0 where there is none), loaded as the weight
+        if constexpr (kCentered) {
+            load_packets<T, kChunks>(b, a.col[LAB_COL_BIAS], a.col_data_stride[LAB_COL_BIAS], a, lane, 0,
+                                     a.col[LAB_COL_BIAS] != nullptr, zero);
+        }
+        const A shift = shift_of<T>(a, row, valid);
+        A s1 = 0, s2 = 0;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+            if constexpr (kCentered) { // past the row's end x is 0, not the shift: mask those out
+                const bool inside = tile_column<T>(c, kVec - 1, lane, a.group) < int(a.n); // the whole chunk
+#pragma unroll
+                for (int i = 0; i < kVec; ++i) {
+                    const A v = packet_compute<T>(x[c], i);
+                    const A d = inside || tile_column<T>(c, i, lane, a.group) < int(a.n) ? v - shift : A(0);
+                    s1 += d;
+                    s2 += d * d;
+                }
+            } else { // rms_norm: the fill (0) adds nothing to the sum of squares
+#pragma unroll
+                for (int i = 0; i < kVec; ++i) {
+                    const A v = packet_compute<T>(x[c], i);
+                    s2 += v * v;
+                }
+            }
+        }
+        A mean, rstd;
+        statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
+        char *out = row_at(a, row, LAB_ROW_OUT);
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) { // chunk by chunk: one chunk's results live at a time
+            A y[kVec];
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) {
+                y[i] = (packet_compute<T>(x[c], i) - mean) * rstd * packet_compute<T>(w[c], i);
+                if constexpr (kCentered) y[i] += packet_compute<T>(b[c], i);
+            }
+            store_row<T, 1>(y, out, a.col_stride[LAB_ROW_OUT], a, lane, c, valid);
+        }
+        if (valid && lane == 0) {
+            if (kCentered && a.row[LAB_ROW_MEAN]) {
+                store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
+            }
+            if (a.row[LAB_ROW_RSTD]) store_statistic(a, row_at(a, row, LAB_ROW_RSTD), double(rstd));
+        }
+    }
+
+    // Pass one: the sums (and h, where there is a residual); pass two: the output, reading the
+    // normalized value back from where pass one left it (x, or h in RESIDUAL_OUT).
+    template <typename T, class Rows>
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, typename Rows::Index steps,
+                                        Rows rows) {
+        using Index = typename Rows::Index; // int where the row is staged: cheaper index math
+        using A = compute_t<T>;
+        constexpr int kSize = kRowVec<T>;
+        const int lane = threadIdx.x;
+        const bool residual = !kCentered && a.row[LAB_ROW_RESIDUAL] != nullptr;
+        const A shift = shift_of<T>(a, row, true);
+        // each row pointer found once (several leading dimensions cost divisions), outside the loops
+        const char *x_row = rows.at(a, row, LAB_ROW_X);
+        const char *residual_row = residual ? rows.at(a, row, LAB_ROW_RESIDUAL) : nullptr;
+        char *h_row = residual ? row_at(a, row, LAB_ROW_RESIDUAL_OUT) : nullptr;
+        A s1 = 0, s2 = 0;
+        for (Index step = 0; step < steps; ++step) {
+            A x[kSize];
+            load_row<T, 1, Index>(x, x_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+            if (residual) {
+                A r[kSize];
+                load_row<T, 1, Index>(r, residual_row, a.col_stride[LAB_ROW_RESIDUAL], a, lane, step, true,
+                                      A(0));
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) x[i] = round_to<T>(x[i] + r[i]);
+                store_row<T, 1, Index>(x, h_row, a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, step, true);
+            }
+            if constexpr (kCentered) { // past the row's end x is 0, not the shift: mask those positions out
+                if (tile_column<T, Index>(step, kSize - 1, lane, a.group) < a.n) { // the whole chunk inside
+#pragma unroll
+                    for (int i = 0; i < kSize; ++i) {
+                        const A d = x[i] - shift;
+                        s1 += d;
+                        s2 += d * d;
+                    }
+                } else {
+#pragma unroll
+                    for (int i = 0; i < kSize; ++i) {
+                        const A d = tile_column<T, Index>(step, i, lane, a.group) < a.n ? x[i] - shift : A(0);
+                        s1 += d;
+                        s2 += d * d;
+                    }
+                }
+            } else { // rms_norm: the fill (0) adds nothing to the sum of squares
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) s2 += x[i] * x[i];
+            }
+        }
+        A mean, rstd;
+        statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
+        const char *normalized_row = residual ? h_row : x_row;
+        const int64_t normalized_stride = a.col_stride[residual ? LAB_ROW_RESIDUAL_OUT : LAB_ROW_X];
+        char *out = row_at(a, row, LAB_ROW_OUT);
+        for (Index step = 0; step < steps; ++step) {
+            A x[kSize], w[kSize];
+            load_row<T, 1, Index>(x, normalized_row, normalized_stride, a, lane, step, true, A(0));
+            load_columns<T, 1, Index>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) x[i] = (x[i] - mean) * rstd * w[i];
+            if (kCentered && a.col[LAB_COL_BIAS]) {
+                load_columns<T, 1, Index>(w, a, LAB_COL_BIAS, lane, step, A(0));
+#pragma unroll
+                for (int i = 0; i < kSize; ++i) x[i] += w[i];
+            }
+            store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+        }
+        if (lane == 0) {
+            if (kCentered && a.row[LAB_ROW_MEAN]) {
+                store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
+            }
+            if (a.row[LAB_ROW_RSTD]) store_statistic(a, row_at(a, row, LAB_ROW_RSTD), double(rstd));
+        }
+    }
+};
+
+// grad_x = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = grad_out * weight, xhat = (x - mean)
+// * rstd (layer_norm; rms_norm: mean 0 and no mean(g) term), the two means from one group
+// reduction. grad_weight = sum over rows of grad_out * xhat, grad_bias = sum of grad_out: per-column
+// sums each group carries across its rows.
+// kCentered: layer_norm (x has a mean, and g one); rms_norm's backward, without, reads no mean and
+// subtracts none: 8% fewer instructions (ncu, bf16 16384 x 4096). Its pair reduction stays: with one
+// sum ptxas spilled the float32 lanes. kBiasSums: the bias gradient is wanted (layer_norm with a bias).
+// Otherwise its column sums are never made: at four chunks of a half type they are 32 registers a
+// lane, the difference between three blocks an SM and spilling.
+template <bool kCentered, bool kBiasSums> struct NormBackward {
+    static_assert(kCentered || !kBiasSums, "rms_norm has no bias");
+    static constexpr bool kBias = kBiasSums;
+    // Four chunks a lane, held as packets (load_packets): x, grad_out and the weight of a 4096-long
+    // bf16 row in 48 registers of 128 lanes, the column sums beside them - one row a block of 128,
+    // four blocks an SM (three with the bias sums' 32 more registers), their loads in flight. The
+    // 64-register layout (one chunk, 512 lanes) ran at 39% of DRAM (bench/sweep_norm_backward.cu).
+    static constexpr int kMaxChunks = 4;
+    struct RegisterShape { // (rowwise_kernels.cuh) 128 lanes at four chunks, 512 at one or two (128
+                           // registers)
+        static constexpr int most_lanes(int chunks) { return chunks >= 4 ? 128 : 512; }
+        static constexpr int min_blocks(int chunks) { return chunks >= 4 ? (kBiasSums ? 3 : 4) : 1; }
+        static constexpr int fewest_threads =
+            128; // four or three blocks of 128 fit where two or one of 256 would
+    };
+    static constexpr bool kColumnSums = true;
+
+    // The row's mean (0 for rms_norm) and rstd, from the forward's statistics.
+    template <typename A>
+    __device__ static void statistics(const RowArgs &a, int64_t row, bool valid, A &mean, A &rstd) {
+        mean = kCentered && valid ? A(load_statistic(a, row_at(a, row, LAB_ROW_MEAN))) : A(0);
+        rstd = valid ? A(load_statistic(a, row_at(a, row, LAB_ROW_RSTD))) : A(0);
+    }
+
+    template <typename A> __device__ static void means(const RowArgs &a, A s1, A s2, A &mean_g, A &mean_gx) {
+        const Pair<A> sums = group_sums(s1, s2, a.group);
+        mean_g = kCentered ? sums.first / A(a.n) : A(0);
+        mean_gx = sums.second / A(a.n);
+    }
+
+    // x, grad_out and the weight stay packets (RowPacket) in storage type; each pass converts what it uses.
+    template <typename T, int kChunks>
+    __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
+                               ColumnSums<T, kChunks> &sums) {
+        using A = compute_t<T>;
+        constexpr int kVec = kRowVec<T>;
+        A mean, rstd;
+        statistics(a, row, valid, mean, rstd);
+        RowPacket x[kChunks], g[kChunks], w[kChunks];
+        const T zero = store_from_compute<T>(A(0));
+        load_packets<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
+                                 zero);
+        load_packets<T, kChunks>(g, row_at(a, row, LAB_ROW_GRAD), a.col_stride[LAB_ROW_GRAD], a, lane, 0,
+                                 valid, zero);
+        load_packets<T, kChunks>(w, a.col[LAB_COL_WEIGHT], a.col_data_stride[LAB_COL_WEIGHT], a, lane, 0,
+                                 a.col[LAB_COL_WEIGHT] != nullptr, store_from_compute<T>(A(1)));
+        // No mask past the row's end, where x is 0 and xhat is not: grad_out is 0 there, and each
+        // term with xhat has it as a factor (a branch per element had doubled the instructions).
+        auto xhat_at = [&](int c, int i) { return (packet_compute<T>(x[c], i) - mean) * rstd; };
+        A s1 = 0, s2 = 0;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) {
+                const A xhat = xhat_at(c, i), grad = packet_compute<T>(g[c], i);
+                sums.weight[c * kVec + i] += grad * xhat;
+                if constexpr (kBiasSums) sums.bias[c * kVec + i] += grad;
+                const A gw = grad * packet_compute<T>(w[c], i);
+                s1 += gw;
+                s2 += gw * xhat;
+            }
+        }
+        A mean_g, mean_gx;
+        means(a, s1, s2, mean_g, mean_gx);
+        char *out = row_at(a, row, LAB_ROW_OUT);
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) { // chunk by chunk: one chunk's results live at a time
+            A grad_x[kVec];
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) {
+                const A gw = packet_compute<T>(g[c], i) * packet_compute<T>(w[c], i);
+                grad_x[i] = rstd * (gw - mean_g - xhat_at(c, i) * mean_gx);
+            }
+            store_row<T, 1>(grad_x, out, a.col_stride[LAB_ROW_OUT], a, lane, c, valid);
+        }
+    }
+
+    // Streamed rows add their column sums into the block's own (a Global- or SharedColumnSink).
+    template <typename T, class Rows, class Sink>
+    __device__ static void streamed_row(const RowArgs &a, int64_t row, typename Rows::Index steps, Rows rows,
+                                        const Sink &sums) {
+        using Index = typename Rows::Index; // int where the row is staged: cheaper index math
+        using A = compute_t<T>;
+        constexpr int kSize = kRowVec<T>;
+        const int lane = threadIdx.x;
+        const char *x_row = rows.at(a, row, LAB_ROW_X), *g_row = rows.at(a, row, LAB_ROW_GRAD);
+        A mean, rstd;
+        statistics(a, row, true, mean, rstd);
+        // x, grad_out and weight at one step along the row: both passes read the same three
+        auto load_step = [&](Index step, A(&x)[kSize], A(&g)[kSize], A(&w)[kSize]) {
+            load_row<T, 1, Index>(x, x_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+            load_row<T, 1, Index>(g, g_row, a.col_stride[LAB_ROW_GRAD], a, lane, step, true, A(0));
+            load_columns<T, 1, Index>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
+        };
+        A s1 = 0, s2 = 0;
+        for (Index step = 0; step < steps; ++step) {
+            A x[kSize], g[kSize], w[kSize];
+            load_step(step, x, g, w);
+            // No mask past the row's end, as in row(): grad_out is 0 there, a factor of every term.
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) {
+                const A gw = g[i] * w[i];
+                s1 += gw;
+                s2 += gw * ((x[i] - mean) * rstd);
+            }
+        }
+        A mean_g, mean_gx;
+        means(a, s1, s2, mean_g, mean_gx);
+        char *out = row_at(a, row, LAB_ROW_OUT);
+        for (Index step = 0; step < steps; ++step) {
+            A x[kSize], g[kSize], w[kSize];
+            load_step(step, x, g, w);
+#pragma unroll
+            for (int i = 0; i < kSize; ++i) {
+                const A xhat = (x[i] - mean) * rstd;
+                sums.add(step, i, lane, a, g[i] * xhat, g[i]);
+                x[i] = rstd * (g[i] * w[i] - mean_g - xhat * mean_gx);
+            }
+            store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+        }
+    }
+};
+
+} // namespace lab
