@@ -1,7 +1,7 @@
 // sweep_norm_backward.cu - layouts for rms_norm's backward, the limiter of the norms' forward +
 // backward goal. The library's layout before this study - one chunk, 512 lanes, 64 registers - ran
 // at 214 us on bfloat16 16384 x 4096, 39% of DRAM, two rows an SM in flight. The library now uses
-// held<128>'s layout (rowwise_ops.cuh NormBackward: four chunks of 128 lanes, inputs held as packets).
+// held<128>'s layout (rowwise_norm_ops.cuh NormBackward: four chunks of 128 lanes, inputs held as packets).
 // Standalone kernels, each checked against float64 and timed:
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90 -Xptxas -v bench/sweep_norm_backward.cu -o sweep_nb && ./sweep_nb

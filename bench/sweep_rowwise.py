@@ -2,7 +2,7 @@
 staged in shared memory where the op and row allow), then with staging off and the cap on 16-byte
 chunks a lane holds at 4, 2 and 1 (lab.lab._rowwise_max_chunks), TB/s moved. Where lab.nn's host
 time goes is bench/host_cost.py's.
-    python3 bench/sweep_rowwise.py
+    python3 bench/sweep_rowwise.py [name ...]   (only the ops whose names contain one of these)
 """
 import os
 import sys
@@ -39,7 +39,10 @@ def main():
                "rms_norm+residual": (lambda: lab.rms_norm(x, w, out, rstd=stats, residual=dy, residual_out=gx), 4),
                "rms_norm_backward": (lambda: lab.rms_norm_backward(dy, x, w, stats, gx, gw), 3),
                "layer_norm_backward+bias": (lambda: lab.layer_norm_backward(dy, x, w, means, stats, gx, gw, gb), 3)}
+        wanted = sys.argv[1:]
         for name, (fn, passes) in ops.items():
+            if wanted and not any(part in name for part in wanted):
+                continue
             speeds = []
             for _, min_vectors, cap in settings:
                 lab.lab._rowwise_staged_min_vectors(min_vectors)

@@ -7,7 +7,7 @@
 // ... so neighbouring lanes read neighbouring 16 bytes (coalesced). Short rows: several groups per
 // block, the group's reductions are warp shuffles. Long rows: one group per block, the reductions go
 // through shared memory. Rows too long for registers are streamed: read once for the statistics and
-// again for the output (rowwise_ops.cuh).
+// again for the output (rowwise_ops.cuh, rowwise_norm_ops.cuh).
 #pragma once
 
 #include <stdint.h>
@@ -141,6 +141,16 @@ template <typename T> __device__ __forceinline__ T packet_element(const RowPacke
 // Element i of a packet of T, in the compute type.
 template <typename T> __device__ __forceinline__ compute_t<T> packet_compute(const RowPacket &p, int i) {
     return load_as_compute(packet_element<T>(p, i));
+}
+
+// A chunk's values rounded to T, as a packet.
+template <typename T> __device__ __forceinline__ RowPacket to_packet(const compute_t<T> (&v)[kRowVec<T>]) {
+    T elements[kRowVec<T>];
+#pragma unroll
+    for (int i = 0; i < kRowVec<T>; ++i) elements[i] = store_from_compute<T>(v[i]);
+    RowPacket p;
+    memcpy(&p.bits, elements, 16);
+    return p;
 }
 
 // Loads this lane's kChunks chunks of a row (chunk indices chunk0, chunk0 + 1, ... in units of the

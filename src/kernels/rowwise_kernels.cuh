@@ -1,11 +1,12 @@
-// rowwise_kernels.cuh - the kernels that run rowwise_ops.cuh's ops over every row: rows in
-// registers (several groups per block, grid-stride) and streamed rows (a block per row), both on a
-// fixed grid so that the weight gradients' partial sums (one set per block) are the same on every
-// run, and the kernel that adds those partials up in order.
+// rowwise_kernels.cuh - the kernels that run the ops of rowwise_ops.cuh and rowwise_norm_ops.cuh
+// over every row: rows in registers (several groups per block, grid-stride) and streamed rows (a
+// block per row), both on a fixed grid so that the weight gradients' partial sums (one set per block) are the
+// same on every run, and the kernel that adds those partials up in order.
 #pragma once
 
 #include <type_traits>
 
+#include "rowwise_norm_ops.cuh"
 #include "rowwise_ops.cuh"
 
 namespace lab {
@@ -161,13 +162,23 @@ __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<O
 // forward: its rows are longer than shared memory. Not the GLU backwards and cross-entropy's backward:
 // they read each element once, so a copy in shared memory would save nothing (their streamed walks
 // take a Rows they do not use).
+// `min_vectors`: the fewest 16-byte vectors a row needs to be staged - 256 (shorter rows ran faster
+// in registers), or Op::kStagedMinVectors where the op sets it.
+template <class Op, typename = void> struct StagedMinVectors {
+    static constexpr int64_t value = 256;
+};
+template <class Op> struct StagedMinVectors<Op, std::void_t<decltype(Op::kStagedMinVectors)>> {
+    static constexpr int64_t value = Op::kStagedMinVectors;
+};
 template <class Op, typename = void> struct Staging {
     static constexpr bool allowed = false;
     static constexpr int second = LAB_ROW_X;
+    static constexpr int64_t min_vectors = 0;
 };
 template <class Op> struct Staging<Op, std::void_t<decltype(Op::kStagedInput)>> {
     static constexpr bool allowed = true;
     static constexpr int second = Op::kStagedInput;
+    static constexpr int64_t min_vectors = StagedMinVectors<Op>::value;
 };
 
 // Staged rows: a block per row (grid-stride past the grid), the row's inputs copied into shared

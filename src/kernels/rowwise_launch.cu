@@ -3,7 +3,7 @@
 
 namespace lab {
 int rowwise_max_chunks = 4;
-int64_t rowwise_staged_min_vectors = 256;
+int64_t rowwise_staged_min_vectors = 0; // each op its own (Staging<Op>::min_vectors)
 } // namespace lab
 
 extern "C" int lab_rowwise_set_max_chunks(int chunks) {

@@ -15,8 +15,9 @@ namespace lab {
 
 // The cap lab_rowwise_set_max_chunks sets (rowwise_launch.cu); 4 unless a tuning sweep lowers it.
 extern int rowwise_max_chunks;
-// The fewest 16-byte vectors a row needs to be staged (lab_rowwise_set_staged_min_vectors): 256
-// unless a tuning sweep moves it.
+// The fewest 16-byte vectors a row needs to be staged, for every op (lab_rowwise_set_staged_min_vectors,
+// for the tuning sweep and the tests that force a layout); 0, the default, leaves each op its own
+// (Staging<Op>::min_vectors in rowwise_kernels.cuh).
 extern int64_t rowwise_staged_min_vectors;
 
 // A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in, less 1 KB
@@ -168,7 +169,8 @@ struct RowPlan {
 };
 
 // Staged (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async copies
-// 16 bytes), a row of at least rowwise_staged_min_vectors, its copies within kStagedBytes. A block
+// 16 bytes), a row of at least the op's staged minimum (or rowwise_staged_min_vectors where a sweep
+// set it), its copies within kStagedBytes. A block
 // per row, of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax and layer_norm and
 // tied for rms_norm), more for longer rows, so that a thread walks at most 4 vectors.
 template <class Op, typename T>
@@ -182,7 +184,9 @@ void plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectori
         int threads = 128;
         while (threads < 1024 && int64_t(threads) * 4 < vectors) threads *= 2;
         const int64_t bytes = padded * inputs;
-        if (!vectorized || vectors < rowwise_staged_min_vectors || bytes > kStagedBytes) return;
+        const int64_t min_vectors =
+            rowwise_staged_min_vectors > 0 ? rowwise_staged_min_vectors : Staging<Op>::min_vectors;
+        if (!vectorized || vectors < min_vectors || bytes > kStagedBytes) return;
         *plan = RowPlan{RowLayout::staged, threads, threads, 0, std::min<int64_t>(l.rows, int64_t(1) << 30),
                         size_t(bytes),     padded,  false};
         *staged = true;

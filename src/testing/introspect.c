@@ -160,13 +160,14 @@ static PyObject *py_rowwise_max_chunks(PyObject *module, PyObject *arg) {
 }
 
 /* _rowwise_staged_min_vectors(n): the fewest 16-byte vectors a row needs for the staged row-wise
- * kernel (256 by default; larger than any row turns staging off), for bench/sweep_rowwise.py and the
- * tests that cover both layouts. Returns the previous setting. */
+ * kernel, for every op (larger than any row turns staging off; 0, the default, leaves each op its own
+ * minimum), for bench/sweep_rowwise.py and the tests that cover both layouts. Returns the previous
+ * setting. */
 static PyObject *py_rowwise_staged_min_vectors(PyObject *module, PyObject *arg) {
     const long long n = PyLong_AsLongLong(arg);
     if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 1) {
-        PyErr_SetString(PyExc_ValueError, "_rowwise_staged_min_vectors(): a positive count");
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "_rowwise_staged_min_vectors(): a count >= 0");
         return NULL;
     }
     return PyLong_FromLongLong(lab_rowwise_set_staged_min_vectors((int64_t)n));
@@ -175,10 +176,8 @@ static PyObject *py_rowwise_staged_min_vectors(PyObject *module, PyObject *arg) 
 PyMethodDef lab_introspect_methods[] = {
     {"_rowwise_staged_min_vectors", py_rowwise_staged_min_vectors, METH_O,
      "_rowwise_staged_min_vectors(n, /)\n--\n\nPrivate: the fewest 16-byte vectors a row needs for the "
-     "staged "
-     "row-wise kernel (256, the default); a count larger than any row turns staging off. Returns the "
-     "previous "
-     "value. For tuning sweeps and tests."},
+     "staged row-wise kernel, for every op; a count larger than any row turns staging off, 0 (the "
+     "default) leaves each op its own. Returns the previous value. For tuning sweeps and tests."},
     {"_rowwise_max_chunks", py_rowwise_max_chunks, METH_O,
      "_rowwise_max_chunks(n, /)\n--\n\nPrivate: caps the 16-byte chunks a lane of the row-wise kernels holds "
      "(1, 2 or 4, the default); rows that then do not fit are streamed. Returns the previous cap. For tuning "
