@@ -433,6 +433,8 @@ int main() {
     HELD(false, 256, 2, 256, 3, bytes, check);
     HELD(false, 128, 4, 256, 1, bytes, check);
     HELD(false, 128, 4, 128, 1, bytes, check);
+    HELD(false, 128, 4, 128, 6, bytes, check);
+    HELD(false, 128, 4, 128, 8, bytes, check);
     HELD(false, 64, 8, 256, 1, bytes, check);
     HELD(false, 64, 8, 256, 2, bytes, check);
     HELD(false, 32, 16, 256, 1, bytes, check);

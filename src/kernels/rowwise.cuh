@@ -259,6 +259,20 @@ __device__ __forceinline__ void store_row(const compute_t<T> (&v)[kChunks * kRow
     }
 }
 
+// Stores this lane's kChunks chunks of a row chunk by chunk, element i of chunk c being value(c, i):
+// one chunk's results live in registers at a time.
+template <typename T, int kChunks, typename Value>
+__device__ __forceinline__ void store_chunks(char *row, int64_t stride, const RowArgs &a, int lane,
+                                             bool valid, Value value) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+        compute_t<T> v[kRowVec<T>];
+#pragma unroll
+        for (int i = 0; i < kRowVec<T>; ++i) v[i] = value(c, i);
+        store_row<T, 1>(v, row, stride, a, lane, c, valid);
+    }
+}
+
 // A value rounded through the storage type, as the framework computing x + residual in T would.
 template <typename T> __device__ __forceinline__ compute_t<T> round_to(compute_t<T> v) {
     return load_as_compute(store_from_compute<T>(v));

@@ -111,17 +111,11 @@ template <bool kCentered> struct NormForward {
         }
         A mean, rstd;
         statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
-        char *out = row_at(a, row, LAB_ROW_OUT);
-#pragma unroll
-        for (int c = 0; c < kChunks; ++c) { // chunk by chunk: one chunk's results live at a time
-            A y[kVec];
-#pragma unroll
-            for (int i = 0; i < kVec; ++i) {
-                y[i] = (packet_compute<T>(x[c], i) - mean) * rstd * packet_compute<T>(w[c], i);
-                if constexpr (kCentered) y[i] += packet_compute<T>(b[c], i);
-            }
-            store_row<T, 1>(y, out, a.col_stride[LAB_ROW_OUT], a, lane, c, valid);
-        }
+        store_chunks<T, kChunks>(
+            row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, valid, [&](int c, int i) {
+                const A y = (packet_compute<T>(x[c], i) - mean) * rstd * packet_compute<T>(w[c], i);
+                return kCentered ? y + packet_compute<T>(b[c], i) : y;
+            });
         if (valid && lane == 0) {
             if (kCentered && a.row[LAB_ROW_MEAN]) {
                 store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
@@ -278,17 +272,11 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
         }
         A mean_g, mean_gx;
         means(a, s1, s2, mean_g, mean_gx);
-        char *out = row_at(a, row, LAB_ROW_OUT);
-#pragma unroll
-        for (int c = 0; c < kChunks; ++c) { // chunk by chunk: one chunk's results live at a time
-            A grad_x[kVec];
-#pragma unroll
-            for (int i = 0; i < kVec; ++i) {
-                const A gw = packet_compute<T>(g[c], i) * packet_compute<T>(w[c], i);
-                grad_x[i] = rstd * (gw - mean_g - xhat_at(c, i) * mean_gx);
-            }
-            store_row<T, 1>(grad_x, out, a.col_stride[LAB_ROW_OUT], a, lane, c, valid);
-        }
+        store_chunks<T, kChunks>(row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, valid,
+                                 [&](int c, int i) {
+                                     const A gw = packet_compute<T>(g[c], i) * packet_compute<T>(w[c], i);
+                                     return rstd * (gw - mean_g - xhat_at(c, i) * mean_gx);
+                                 });
     }
 
     // Streamed rows add their column sums into the block's own (a Global- or SharedColumnSink).
