@@ -62,12 +62,26 @@ def _for_float_kernel(arrays, integers, dtype):
 # ---- the elementwise ops ----
 
 _ELEMENTWISE_REFERENCES = {
-    "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "div": jnp.true_divide,
+    "add": lambda a, b, alpha=None: jnp.add(a, b) if alpha is None else a + alpha * b, "sub": jnp.subtract, "mul": jnp.multiply, "div": jnp.true_divide,
     "maximum": jnp.maximum, "minimum": jnp.minimum, "add_relu": lambda a, b: jax.nn.relu(a + b),
     "fused_add_mul": lambda a, b, s: (a + b) * s, "neg": jnp.negative, "abs": jnp.abs, "sqrt": jnp.sqrt,
     "exp": jnp.exp, "relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid, "silu": jax.nn.silu,
     "gelu": partial(jax.nn.gelu, approximate=False), "gelu_tanh": partial(jax.nn.gelu, approximate=True),
+    "axpby": lambda x, y, alpha, beta: alpha * x + beta * y, "fused_add_mul_scalar": lambda a, b, s: (a + b) * s,
 }
+
+
+def _number(func, name, value):
+    """A Python (or NumPy) real number as the attribute the kernel reads: an int stays exact (int64), a
+    float is float64; anything else - a bool, an array, a tracer - is a TypeError naming the argument."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{func}(): argument '{name}' must be a Python number (int or float), got "
+                        f"{type(value).__name__}")
+    if isinstance(value, (int, np.integer)):
+        if not -2**63 <= int(value) < 2**63:
+            raise OverflowError(f"{func}(): argument '{name}' ({int(value)}) does not fit in int64")
+        return int(value)
+    return float(value)
 
 
 def elementwise_number(name):
@@ -75,10 +89,14 @@ def elementwise_number(name):
     return _ELEMENTWISE[name][0]
 
 
-def _elementwise(name, names, *inputs, func=None):
+def _elementwise(name, names, *inputs, func=None, numbers=None):
+    """One lab_elementwise call of the op `name` on `inputs` (named `names` in messages), with its row's
+    number attributes from `numbers` (name -> int or float, read by _number)."""
     func = func or name
-    number, _, integers = _ELEMENTWISE[name]
-    reference = _ELEMENTWISE_REFERENCES[name]
+    number, _, integers, attributes = _ELEMENTWISE[name]
+    numbers = numbers or {}
+    assert set(numbers) <= set(attributes), (name, numbers)  # a row of the C table names them
+    reference = partial(_ELEMENTWISE_REFERENCES[name], **numbers)
     arrays = _checked(func, names, inputs)
     result = jax.eval_shape(reference, *arrays)  # jax.numpy's broadcasting errors, its dtype
     if jnp.dtype(result.dtype) not in _DTYPES:
@@ -86,17 +104,31 @@ def _elementwise(name, names, *inputs, func=None):
     if not integers and jnp.issubdtype(result.dtype, jnp.integer):
         raise TypeError(f"{func}(): the result would be {result.dtype}; lab's {func} kernel computes on floats "
                         f"(give it float inputs)")
-    arrays = _for_float_kernel(arrays, integers, result.dtype)
+    # A float result from numbers (int32 + 2.5 * int32): the kernel must compute in floats, so the
+    # integer inputs are converted as for a float-only kernel; it plans its compute type from the arrays.
+    float_result = not jnp.issubdtype(result.dtype, jnp.integer)
+    arrays = _for_float_kernel(arrays, integers and not (numbers and float_result), result.dtype)
     # Every input with the result's rank (a reshape, no copy): a leading axis vmap adds lines up.
     arrays = tuple(a.reshape((1,) * (result.ndim - a.ndim) + a.shape) for a in arrays)
     target = jax.ffi.ffi_call("lab_elementwise", jax.ShapeDtypeStruct(result.shape, result.dtype),
                               vmap_method="broadcast_all")
-    return _with_reference_gradient(lambda *a: target(*a, op=np.int32(number)), reference, arrays)
+    attrs = {key: np.int64(v) if isinstance(v, int) else np.float64(v) for key, v in numbers.items()}
+    return _with_reference_gradient(lambda *a: target(*a, op=np.int32(number), **attrs), reference, arrays)
 
 
-def add(a, b):
-    """a + b by NumPy's broadcasting and jax.numpy's promotion, in lab's kernel."""
-    return _elementwise("add", ("a", "b"), a, b)
+def add(a, b, *, alpha=1):
+    """a + alpha * b by NumPy's broadcasting and jax.numpy's promotion, in lab's kernel; alpha is a
+    Python number (as torch.add's); the int 1 is a plain a + b."""
+    if type(alpha) is int and alpha == 1:
+        return _elementwise("add", ("a", "b"), a, b)
+    return _elementwise("add", ("a", "b"), a, b, numbers={"alpha": _number("add", "alpha", alpha)})
+
+
+def axpby(alpha, x, beta, y):
+    """alpha * x + beta * y in one pass (lab.axpby's order of arguments); alpha and beta are Python
+    numbers."""
+    numbers = {"alpha": _number("axpby", "alpha", alpha), "beta": _number("axpby", "beta", beta)}
+    return _elementwise("axpby", ("x", "y"), x, y, numbers=numbers)
 
 
 def sub(a, b):
@@ -130,7 +162,11 @@ def add_relu(a, b):
 
 
 def fused_add_mul(a, b, s):
-    """(a + b) * s in one pass; s an array or a number."""
+    """(a + b) * s in one pass; s an array, or a Python number (read by the kernel as a parameter, no
+    array made for it)."""
+    if isinstance(s, (int, float, np.integer, np.floating)) and not isinstance(s, (bool, np.bool_)):
+        return _elementwise("fused_add_mul_scalar", ("a", "b"), a, b, func="fused_add_mul",
+                            numbers={"s": _number("fused_add_mul", "s", s)})
     return _elementwise("fused_add_mul", ("a", "b", "s"), a, b, s)
 
 

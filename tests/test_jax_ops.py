@@ -74,6 +74,74 @@ def test_result_dtypes_are_jax_numpys(ours, theirs, dtype):
     assert dtype is None or ours().dtype == dtype
 
 
+def halves(dtype):
+    return (jnp.arange(-3, 4) * 0.5).astype(dtype)
+
+
+NUMBERED = [  # call with Python numbers, its NumPy float64 formula, inputs
+    ("add alpha=2.5", lambda a, b: ljax.add(a, b, alpha=2.5), lambda a, b: a + 2.5 * b, 2),
+    ("add alpha=-3", lambda a, b: ljax.add(a, b, alpha=-3), lambda a, b: a - 3 * b, 2),
+    ("axpby", lambda x, y: ljax.axpby(0.5, x, -2, y), lambda x, y: 0.5 * x - 2 * y, 2),
+    ("fused_add_mul by 3.0", lambda a, b: ljax.fused_add_mul(a, b, 3.0), lambda a, b: (a + b) * 3.0, 2),
+    ("fused_add_mul by np.float32(0.25)", lambda a, b: ljax.fused_add_mul(a, b, np.float32(0.25)),
+     lambda a, b: (a + b) * 0.25, 2),
+]
+
+
+@pytest.mark.parametrize("call, formula, inputs", [row[1:] for row in NUMBERED], ids=[row[0] for row in NUMBERED])
+@pytest.mark.parametrize("shapes", [((5, 7),), ((0, 3),), ((4, 1, 3), (1, 6, 1))], ids=["same", "empty", "broadcast"])
+def test_ops_taking_python_numbers(call, formula, inputs, shapes):
+    """add's alpha, axpby's alpha and beta, fused_add_mul's scale as numbers: values, gradients, vmap."""
+    args = [rand(*shapes[i % len(shapes)]) for i in range(inputs)]
+    out = jax.jit(call)(*args)
+    want = formula(*[np.asarray(a) for a in args])
+    assert out.shape == want.shape and out.dtype == jnp.float64
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-12, atol=1e-12)
+    grads = jax.grad(lambda *a: call(*a).sum(), tuple(range(inputs)))(*args)
+    plain = jax.grad(lambda *a: formula(*a).sum(), tuple(range(inputs)))(*args)
+    for g, p in zip(grads, plain):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(p), rtol=1e-12, atol=1e-12)
+    batched = [rand(3, *a.shape) for a in args]
+    np.testing.assert_allclose(np.asarray(jax.vmap(call)(*batched)), formula(*[np.asarray(b) for b in batched]),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("ours, theirs", [
+    (lambda: ljax.add(jnp.arange(4, dtype=jnp.int32), jnp.arange(4, dtype=jnp.int32), alpha=3),
+     lambda: jnp.arange(4, dtype=jnp.int32) + 3 * jnp.arange(4, dtype=jnp.int32)),  # integers stay integers
+    (lambda: ljax.add(jnp.arange(4, dtype=jnp.int32), jnp.arange(4, dtype=jnp.int32), alpha=0.5),
+     lambda: jnp.arange(4, dtype=jnp.int32) + 0.5 * jnp.arange(4, dtype=jnp.int32)),  # a float makes floats
+    (lambda: ljax.axpby(2, halves(jnp.bfloat16), 1.5, halves(jnp.bfloat16)),
+     lambda: 2 * halves(jnp.bfloat16) + 1.5 * halves(jnp.bfloat16)),  # numbers are weak
+    (lambda: ljax.fused_add_mul(halves(jnp.float16), halves(jnp.float16), 2),
+     lambda: (halves(jnp.float16) + halves(jnp.float16)) * 2),
+])
+def test_numbers_keep_jax_numpys_result_dtype_and_values(ours, theirs):
+    got, want = ours(), theirs()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64))
+
+
+def test_numbers_lower_to_attributes_of_one_call():
+    x = rand(4, 8, dtype=jnp.float32)
+    text = cuda_text(lambda a, b: ljax.add(a, b, alpha=2.5), x, x)
+    assert f"op = {op_number('elementwise', 'add')} : i32" in text and "alpha = 2.500000e+00 : f64" in text
+    text = cuda_text(lambda a, b: ljax.add(a, b, alpha=-3), jnp.arange(4), jnp.arange(4))
+    assert "alpha = -3 : i64" in text and "stablehlo.convert" not in text  # integers computed as integers
+    text = cuda_text(lambda a, b: ljax.add(a, b, alpha=0.5), jnp.arange(4), jnp.arange(4))
+    assert "stablehlo.convert" in text  # a float result: the kernel computes in floats, the inputs converted
+    text = cuda_text(ljax.add, x, x)  # no alpha given: a plain add, no attribute
+    assert "alpha" not in text
+    text = cuda_text(lambda a, b: ljax.axpby(0.5, a, 2, b), x, x)
+    assert text.count("@lab_elementwise(") == 1 and f"op = {op_number('elementwise', 'axpby')} : i32" in text
+    assert "alpha = 5.000000e-01 : f64" in text and "beta = 2 : i64" in text
+    text = cuda_text(lambda a, b: ljax.fused_add_mul(a, b, 4.0), x, x)
+    assert f"op = {op_number('elementwise', 'fused_add_mul_scalar')} : i32" in text and "s = 4.000000e+00 : f64" in text
+    assert "tensor<f32>" not in text  # the scale is no array
+    text = cuda_text(lambda a, b, s: ljax.fused_add_mul(a, b, s), x, x, jnp.float32(4.0))
+    assert f"op = {op_number('elementwise', 'fused_add_mul')} : i32" in text  # an array scale: the array op
+
+
 def test_integer_inputs_reach_a_float_kernel_as_the_results_dtype():
     x = jnp.arange(5, dtype=jnp.int32)
     text = cuda_text(ljax.sqrt, x)
@@ -181,6 +249,19 @@ def test_lowered_for_cuda_each_op_is_one_call_with_its_number():
     (lambda: ljax.amax(jnp.zeros((0, 4)), axis=0), ValueError, r"zero-size|identity"),
     (lambda: ljax.dot(jnp.zeros(3), jnp.zeros(4)), ValueError, r"dot\(\): arguments 'a' and 'b' have shapes"),
     (lambda: ljax.dot(jnp.zeros(3, jnp.int32), jnp.zeros(3, jnp.int32)), TypeError, r"lab's dot takes floats"),
+    (lambda: ljax.add(jnp.zeros(3), jnp.zeros(3), alpha=True), TypeError,
+     r"add\(\): argument 'alpha' must be a Python number \(int or float\), got bool"),
+    (lambda: ljax.add(jnp.zeros(3), jnp.zeros(3), alpha=jnp.float32(2)), TypeError,
+     r"add\(\): argument 'alpha' must be a Python number"),
+    (lambda: ljax.add(jnp.zeros(3), jnp.zeros(3), alpha=2**64), OverflowError,
+     r"add\(\): argument 'alpha' \(18446744073709551616\) does not fit in int64"),
+    (lambda: ljax.axpby(1, jnp.zeros(3), None, jnp.zeros(3)), TypeError,
+     r"axpby\(\): argument 'beta' must be a Python number \(int or float\), got NoneType"),
+    (lambda: ljax.axpby(2, jnp.arange(3), 3, jnp.arange(3)), TypeError,
+     r"axpby\(\): the result would be int64; lab's axpby kernel computes on floats"),
+    (lambda: ljax.axpby(2.0, jnp.zeros(3), 3.0, jnp.zeros(4)), TypeError, r"incompatible shapes for broadcasting"),
+    (lambda: ljax.fused_add_mul(jnp.zeros(3), jnp.zeros(3), True), TypeError,
+     r"fused_add_mul\(\): argument 's' has dtype bool"),
 ])
 def test_bad_arguments_fail_at_trace_time(call, error, match):
     with pytest.raises(error, match=match):

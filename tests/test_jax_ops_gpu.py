@@ -61,6 +61,39 @@ def test_elementwise_in_jit(name, dtype, shapes):
     np.testing.assert_allclose(np.asarray(out, np.float64), want, rtol=tolerance, atol=tolerance)
 
 
+def lab_jax():
+    import lab.jax
+    return lab.jax
+
+
+NUMBERED = {  # lab.jax call with Python numbers, NumPy float64 formula
+    "add alpha=2.5": (lambda a, b: lab_jax().add(a, b, alpha=2.5), lambda a, b: a + 2.5 * b),
+    "add alpha=-3": (lambda a, b: lab_jax().add(a, b, alpha=-3), lambda a, b: a - 3 * b),
+    "axpby": (lambda x, y: lab_jax().axpby(0.5, x, -2, y), lambda x, y: 0.5 * x - 2 * y),
+    "fused_add_mul by 3.0": (lambda a, b: lab_jax().fused_add_mul(a, b, 3.0), lambda a, b: (a + b) * 3.0),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int32"])
+@pytest.mark.parametrize("shapes", SHAPES, ids=["empty", "one", "odd", "prime-broadcast", "3d-broadcast"])
+@pytest.mark.parametrize("name", sorted(NUMBERED))
+def test_ops_taking_numbers_in_jit(name, dtype, shapes):
+    """add's alpha, axpby's alpha and beta, fused_add_mul's number: lab's kernel with the numbers as the
+    call's attributes, the result in jax.numpy's dtype (int32 only for add with an int alpha; a float
+    number makes floats of int32 inputs, converted before the float kernels)."""
+    call, formula = NUMBERED[name]
+    rng = np.random.default_rng(3)
+    a = rng.integers(-50, 50, shapes[0]) if dtype == "int32" else rng.standard_normal(shapes[0])
+    b = rng.integers(-50, 50, shapes[1]) if dtype == "int32" else rng.standard_normal(shapes[1])
+    x, y = on_gpu(a, dtype), on_gpu(b, dtype)
+    expected = jax.eval_shape(call, x, y)
+    out = jax.jit(call)(x, y)
+    want = formula(*[np.asarray(t, np.float64) for t in (x, y)])
+    assert out.shape == want.shape and out.dtype == expected.dtype
+    tolerance = TOLERANCE.get(str(out.dtype), TOLERANCE["float32"]) * 10  # alpha * b rounds once more
+    np.testing.assert_allclose(np.asarray(out, np.float64), want, rtol=tolerance, atol=tolerance)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("shape, axis", [((0, 5), 1), ((1,), None), ((33, 1000), 1), ((33, 1000), 0),
                                          ((7, 11, 13), (0, 2)), ((257, 4099), None)])

@@ -30,12 +30,14 @@ def op_attr(table, name, **numbers):
     return attributes
 
 
-def test_the_op_tables_list_names_inputs_and_integer_support():
+def test_the_op_tables_list_names_inputs_integer_support_and_numbers():
     tables = lab.lab._xla_ffi_ops()
     elementwise, reductions = dict((r[0], r[1:]) for r in tables["elementwise"]), dict((r[0], r[1:])
                                                                                        for r in tables["reduction"])
-    assert elementwise["add"] == (2, 1) and elementwise["div"] == (2, 0) and elementwise["fused_add_mul"] == (3, 0)
-    assert elementwise["neg"] == (1, 1) and elementwise["swiglu"] == (2, 0) and "scale" not in elementwise
+    assert elementwise["add"] == (2, 1, ("alpha",)) and elementwise["div"] == (2, 0, ())
+    assert elementwise["fused_add_mul"] == (3, 0, ()) and elementwise["fused_add_mul_scalar"] == (2, 0, ("s",))
+    assert elementwise["axpby"] == (2, 0, ("alpha", "beta"))
+    assert elementwise["neg"] == (1, 1, ()) and elementwise["swiglu"] == (2, 0, ()) and "scale" not in elementwise
     assert reductions["sum"] == (1, 1) and reductions["mean"] == (1, 0) and reductions["dot"] == (2, 0)
     assert reductions["argmax"] == (1, 1)
 
@@ -85,6 +87,11 @@ def test_stages_before_execution_do_nothing():
     ("lab_elementwise", [(S32, (6, 11))], [(S32, (6, 11))], op_attr("elementwise", "neg")),
     ("lab_elementwise", [(F16, (6, 11)), (F16, (6, 11)), (F32, ())], [(F16, (6, 11))],
      op_attr("elementwise", "fused_add_mul")),
+    ("lab_elementwise", [(BF16, (6, 11)), (F32, (6, 11))], [(F32, (6, 11))],
+     {**op_attr("elementwise", "axpby", beta=-3), "alpha": f64_attr(0.5)}),
+    ("lab_elementwise", [(S32, (6, 11)), (S32, (6, 11))], [(S32, (6, 11))], op_attr("elementwise", "add", alpha=2**40)),
+    ("lab_elementwise", [(F32, (6, 11)), (F32, (1, 11))], [(F32, (6, 11))],
+     {**op_attr("elementwise", "fused_add_mul_scalar"), "s": f64_attr(-2.0)}),
     ("lab_reduce", [(BF16, (6, 11, 4))], [(F32, (6,))], op_attr("reduction", "sum", reduced=0b11)),
     ("lab_reduce", [(F32, (6, 11))], [(S32, (11,))], op_attr("reduction", "argmax", reduced=0b10)),
     ("lab_reduce", [(F64, (6, 11))], [(F64, ())], op_attr("reduction", "var", reduced=0b11)),
@@ -118,6 +125,11 @@ def test_frames_that_pass_every_check_reach_cuda(target, args, rets, attributes)
     ("lab_elementwise", [(S32, (6, 11)), (S32, (6, 11))], [(S32, (6, 11))], op_attr("elementwise", "swiglu"),
      r"lab_elementwise\(\): the inputs are integers"),
     ("lab_elementwise", [(F32, (6, 11))], [(F32, (6, 11))], {}, r"attribute 'op' \(-1\) names none of its \d+ ops"),
+    ("lab_elementwise", [(S32, (6, 11)), (S32, (6, 11))], [(S32, (6, 11))],
+     {**op_attr("elementwise", "add"), "alpha": f64_attr(0.5)},
+     r"lab_elementwise\(\): argument 'alpha' must be an int for integer dtype int32, got float"),
+    ("lab_elementwise", [(F32, (6, 11)), (F32, (6, 11))], [(F32, (6, 11))],
+     {**op_attr("elementwise", "axpby"), "beta": (F64, ctypes.c_double, 0.0, 4)}, r"attribute 'beta' must be a number"),
     ("lab_elementwise", [(F32, (6, 11))], [(F32, (6, 11))], {"op": (S32, ctypes.c_int32, 1000, 3)},
      r"attribute 'op' \(1000\) names none"),
     ("lab_reduce", [(F32, (6, 11))], [(F32, (6,))], op_attr("reduction", "sum", reduced=0b100),

@@ -103,27 +103,52 @@ lab_state *lab_ffi_state(const lab_ffi_call *f) {
     return lab_get_state(ffi_module);
 }
 
-/* A number attribute by name, as a double; `fallback` where it was not given. */
-int lab_ffi_attr(lab_ffi_call *f, const char *name, double fallback, double *value) {
+/* The number attribute `name` as a scalar argument (an int32/int64 is_integer, exact in as_int);
+ * 0 with *given = 0 where the call has no such attribute, -1 (TypeError) where it is no number. */
+static int attr_number(lab_ffi_call *f, const char *name, lab_scalar_arg *number, int *given) {
     const lab_xla_ffi_attrs *attrs = &f->frame->attrs;
-    *value = fallback;
+    *given = 0;
     for (int64_t i = 0; i < attrs->size; i++) {
         const lab_xla_ffi_bytes *key = attrs->names[i];
         if (key->len != strlen(name) || memcmp(key->ptr, name, key->len) != 0) continue;
         const lab_xla_ffi_scalar *s = attrs->attrs[i];
-        if (attrs->types[i] == LAB_XLA_ATTR_SCALAR) {
-            switch (s->dtype) {
-            case LAB_XLA_F32: *value = *(const float *)s->value; return 0;
-            case LAB_XLA_F64: *value = *(const double *)s->value; return 0;
-            case LAB_XLA_S32: *value = *(const int32_t *)s->value; return 0;
-            case LAB_XLA_S64: *value = (double)*(const int64_t *)s->value; return 0;
-            default: break;
-            }
+        const int scalar = attrs->types[i] == LAB_XLA_ATTR_SCALAR;
+        const int integer = scalar && (s->dtype == LAB_XLA_S32 || s->dtype == LAB_XLA_S64);
+        if (!integer && !(scalar && (s->dtype == LAB_XLA_F32 || s->dtype == LAB_XLA_F64))) {
+            lab_fail(LAB_FAILURE_TYPE, "%s: attribute '%s' must be a number (float32/64, int32/64)", f->func,
+                     name);
+            return -1;
         }
-        lab_fail(LAB_FAILURE_TYPE, "%s: attribute '%s' must be a number (float32/64, int32/64)", f->func,
-                 name);
-        return -1;
+        memset(number, 0, sizeof *number);
+        number->name = name;
+        number->type_name = integer ? "int" : "float";
+        number->is_integer = number->fits_int64 = integer;
+        if (integer) {
+            number->as_int =
+                s->dtype == LAB_XLA_S32 ? *(const int32_t *)s->value : *(const int64_t *)s->value;
+            number->as_float = (double)number->as_int;
+        } else {
+            number->as_float = s->dtype == LAB_XLA_F32 ? *(const float *)s->value : *(const double *)s->value;
+        }
+        *given = 1;
+        return 0;
     }
+    return 0;
+}
+
+/* A number attribute by name, as a double; `fallback` where it was not given. */
+int lab_ffi_attr(lab_ffi_call *f, const char *name, double fallback, double *value) {
+    lab_scalar_arg number;
+    int given;
+    if (attr_number(f, name, &number, &given) < 0) return -1;
+    *value = given ? number.as_float : fallback;
+    return 0;
+}
+
+int lab_ffi_scalar(lab_ffi_call *f, const char *name, lab_scalar_arg *scalar) {
+    int given;
+    if (attr_number(f, name, scalar, &given) < 0) return -1;
+    if (!given) scalar->name = NULL;
     return 0;
 }
 

@@ -31,6 +31,10 @@ lab_array *lab_ffi_buffer(lab_ffi_call *f, int results, int64_t i, const char *n
 /* A number attribute by name, as a double: `fallback` where it was not given. 0, or -1 (TypeError). */
 int lab_ffi_attr(lab_ffi_call *f, const char *name, double fallback, double *value);
 
+/* A number attribute by name as an op's scalar argument (an int kept exact, a float), scalar->name NULL
+ * where it was not given - what the binding reads from a Python number. 0, or -1 (TypeError). */
+int lab_ffi_scalar(lab_ffi_call *f, const char *name, lab_scalar_arg *scalar);
+
 /* The op driver's call for `description`, on XLA's stream; the module state the driver runs with. */
 lab_op_call lab_ffi_op_call(lab_ffi_call *f, void *description);
 lab_state *lab_ffi_state(const lab_ffi_call *f);

@@ -129,38 +129,44 @@ static int cross_entropy(lab_ffi_call *f) {
     return run_rowwise(f, &d, operands, COUNT(operands));
 }
 
-/* The elementwise ops lab.jax offers inside jit: the rows of kernels/ops.def that take arrays alone,
- * with the names their inputs have in messages. lab_elementwise's attribute op is a row's number here;
- * lab.jax reads the rows from _xla_ffi_ops() (what a row means lives in this one table). */
+/* The elementwise ops lab.jax offers inside jit: rows of kernels/ops.def, with the names their inputs
+ * have in messages and the number attributes they take (alpha and beta of the kernel's parameters, as
+ * the Python functions name them). lab_elementwise's attribute op is a row's number here; lab.jax
+ * reads the rows from _xla_ffi_ops() (what a row means lives in this one table), new rows at the end. */
 #define UNARY {"x"}
 #define BINARY {"a", "b"}
+#define NO_NUMBERS {NULL, NULL}
 static const struct {
     const char *name;
     lab_op op;
     const char *inputs[3];
+    const char *scalars[2];
 } ELEMENTWISE_OPS[] = {
-    {"add", LAB_OP_ADD, BINARY},
-    {"sub", LAB_OP_SUB, BINARY},
-    {"mul", LAB_OP_MUL, BINARY},
-    {"div", LAB_OP_DIV, BINARY},
-    {"maximum", LAB_OP_MAXIMUM, BINARY},
-    {"minimum", LAB_OP_MINIMUM, BINARY},
-    {"add_relu", LAB_OP_ADD_RELU, BINARY},
-    {"fused_add_mul", LAB_OP_FUSED_ADD_MUL, {"a", "b", "s"}},
-    {"neg", LAB_OP_NEG, UNARY},
-    {"abs", LAB_OP_ABS, UNARY},
-    {"sqrt", LAB_OP_SQRT, UNARY},
-    {"exp", LAB_OP_EXP, UNARY},
-    {"relu", LAB_OP_RELU, UNARY},
-    {"sigmoid", LAB_OP_SIGMOID, UNARY},
-    {"silu", LAB_OP_SILU, UNARY},
-    {"gelu", LAB_OP_GELU, UNARY},
-    {"gelu_tanh", LAB_OP_GELU_TANH, UNARY},
-    {"swiglu", LAB_OP_SWIGLU, {"gate", "up"}},
-    {"geglu", LAB_OP_GEGLU, {"gate", "up"}},
+    {"add", LAB_OP_ADD, BINARY, {"alpha", NULL}},
+    {"sub", LAB_OP_SUB, BINARY, NO_NUMBERS},
+    {"mul", LAB_OP_MUL, BINARY, NO_NUMBERS},
+    {"div", LAB_OP_DIV, BINARY, NO_NUMBERS},
+    {"maximum", LAB_OP_MAXIMUM, BINARY, NO_NUMBERS},
+    {"minimum", LAB_OP_MINIMUM, BINARY, NO_NUMBERS},
+    {"add_relu", LAB_OP_ADD_RELU, BINARY, NO_NUMBERS},
+    {"fused_add_mul", LAB_OP_FUSED_ADD_MUL, {"a", "b", "s"}, NO_NUMBERS},
+    {"neg", LAB_OP_NEG, UNARY, NO_NUMBERS},
+    {"abs", LAB_OP_ABS, UNARY, NO_NUMBERS},
+    {"sqrt", LAB_OP_SQRT, UNARY, NO_NUMBERS},
+    {"exp", LAB_OP_EXP, UNARY, NO_NUMBERS},
+    {"relu", LAB_OP_RELU, UNARY, NO_NUMBERS},
+    {"sigmoid", LAB_OP_SIGMOID, UNARY, NO_NUMBERS},
+    {"silu", LAB_OP_SILU, UNARY, NO_NUMBERS},
+    {"gelu", LAB_OP_GELU, UNARY, NO_NUMBERS},
+    {"gelu_tanh", LAB_OP_GELU_TANH, UNARY, NO_NUMBERS},
+    {"swiglu", LAB_OP_SWIGLU, {"gate", "up"}, NO_NUMBERS},
+    {"geglu", LAB_OP_GEGLU, {"gate", "up"}, NO_NUMBERS},
+    {"axpby", LAB_OP_AXPBY, {"x", "y"}, {"alpha", "beta"}},
+    {"fused_add_mul_scalar", LAB_OP_FUSED_ADD_MUL_SCALAR, BINARY, {"s", NULL}},
 };
 #undef UNARY
 #undef BINARY
+#undef NO_NUMBERS
 
 /* The reductions lab.jax offers inside jit (lab_reduce's attribute op), rows of kernels/reduce_ops.def. */
 static const struct {
@@ -196,8 +202,9 @@ static int check_counts(lab_ffi_call *f, const char *op, int64_t arguments, int6
     return -1;
 }
 
-/* lab_elementwise: (inputs...) -> (out); attribute op (a row of ELEMENTWISE_OPS). The inputs broadcast
- * against out by NumPy's rules and may have other dtypes than out's, as in a call from Python. */
+/* lab_elementwise: (inputs...) -> (out); attribute op (a row of ELEMENTWISE_OPS) and the row's number
+ * attributes, each optional (alpha and beta default to 1). The inputs broadcast against out by NumPy's
+ * rules and may have other dtypes than out's, as in a call from Python. */
 static int elementwise(lab_ffi_call *f) {
     const int row = table_row(f, (int)(sizeof ELEMENTWISE_OPS / sizeof ELEMENTWISE_OPS[0]));
     if (row < 0) return -1;
@@ -207,6 +214,10 @@ static int elementwise(lab_ffi_call *f) {
     lab_elementwise_call d;
     memset(&d, 0, sizeof d);
     d.op = op;
+    for (int k = 0; k < 2; k++) {
+        const char *scalar = ELEMENTWISE_OPS[row].scalars[k];
+        if (scalar && lab_ffi_scalar(f, scalar, &d.scalars[k]) < 0) return -1;
+    }
     lab_operands *ops = &d.operands;
     ops->count = inputs + 1, ops->n_outputs = 1;
     for (int i = 0; i < ops->count; i++) {
@@ -348,16 +359,22 @@ static PyObject *py_xla_ffi_targets(PyObject *module, PyObject *unused) {
     return found;
 }
 
-/* _xla_ffi_ops() -> {"elementwise": ((name, inputs, integers allowed), ...), "reduction": ((name,
- * inputs, integers allowed), ...)}: the rows lab.jax numbers its calls by, in the tables' order. */
+/* _xla_ffi_ops() -> {"elementwise": ((name, inputs, integers allowed, number attributes), ...),
+ * "reduction": ((name, inputs, integers allowed), ...)}: the rows lab.jax numbers its calls by, in the
+ * tables' order. */
 static PyObject *py_xla_ffi_ops(PyObject *module, PyObject *unused) {
     const Py_ssize_t n_elementwise = sizeof ELEMENTWISE_OPS / sizeof ELEMENTWISE_OPS[0];
     const Py_ssize_t n_reductions = sizeof REDUCTIONS / sizeof REDUCTIONS[0];
     PyObject *elementwise = PyTuple_New(n_elementwise), *reductions = PyTuple_New(n_reductions);
     for (Py_ssize_t i = 0; elementwise && i < n_elementwise; i++) {
         const lab_op op = ELEMENTWISE_OPS[i].op;
-        PyObject *row =
-            Py_BuildValue("(sii)", ELEMENTWISE_OPS[i].name, lab_op_inputs[op], lab_op_integers[op]);
+        const char *const *scalars = ELEMENTWISE_OPS[i].scalars;
+        PyObject *names = !scalars[0]   ? PyTuple_New(0)
+                          : !scalars[1] ? Py_BuildValue("(s)", scalars[0])
+                                        : Py_BuildValue("(ss)", scalars[0], scalars[1]);
+        PyObject *row = names ? Py_BuildValue("(siiN)", ELEMENTWISE_OPS[i].name, lab_op_inputs[op],
+                                              lab_op_integers[op], names)
+                              : NULL;
         if (!row) {
             Py_CLEAR(elementwise);
         } else {
@@ -392,7 +409,8 @@ PyMethodDef lab_xla_ffi_methods[] = {
      "saying a user's CUDA kernel runs only there), as a capsule."},
     {"_xla_ffi_ops", py_xla_ffi_ops, METH_NOARGS,
      "_xla_ffi_ops()\n--\n\nThe elementwise ops and reductions lab_elementwise and lab_reduce run, as "
-     "(name, inputs, integers allowed) rows whose positions are the numbers the calls' attribute op takes."},
+     "(name, inputs, integers allowed[, number attributes]) rows whose positions are the numbers the calls' "
+     "attribute op takes."},
     {"_xla_ffi_targets", py_xla_ffi_targets, METH_NOARGS,
      "_xla_ffi_targets()\n--\n\nlab's XLA FFI handlers by target name, as capsules for "
      "jax.ffi.register_ffi_target (lab.jax registers them)."},
