@@ -62,7 +62,8 @@ def _for_float_kernel(arrays, integers, dtype):
 # ---- the elementwise ops ----
 
 _ELEMENTWISE_REFERENCES = {
-    "add": lambda a, b, alpha=None: jnp.add(a, b) if alpha is None else a + alpha * b, "sub": jnp.subtract, "mul": jnp.multiply, "div": jnp.true_divide,
+    "add": lambda a, b, alpha=None: jnp.add(a, b) if alpha is None else a + alpha * b,
+    "sub": jnp.subtract, "mul": jnp.multiply, "div": jnp.true_divide,
     "maximum": jnp.maximum, "minimum": jnp.minimum, "add_relu": lambda a, b: jax.nn.relu(a + b),
     "fused_add_mul": lambda a, b, s: (a + b) * s, "neg": jnp.negative, "abs": jnp.abs, "sqrt": jnp.sqrt,
     "exp": jnp.exp, "relu": jax.nn.relu, "sigmoid": jax.nn.sigmoid, "silu": jax.nn.silu,
@@ -299,6 +300,23 @@ def std(x, axis=None, ddof=0, keepdims=False):
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) over axis, computed stably (the max taken out)."""
     return _reduce("logsumexp", x, axis, keepdims, lambda x: jax.nn.logsumexp(x, axis))
+
+
+_NORMS = {1: "norm1", 2: "norm2", np.inf: "norm_inf"}  # ord -> the row of lab_reduce's table
+
+
+def norm(x, ord=2, axis=None, keepdims=False):  # noqa: A002 (jax.numpy's and lab.norm's name)
+    """The vector norm over axis (None: every element), as jnp.linalg.vector_norm and lab.norm: ord=2
+    sqrt(sum(x**2)), ord=1 sum(|x|), ord=inf max(|x|); NaN propagates. An empty inf-norm is 0, as
+    jax.numpy's (lab.norm on torch's terms refuses it): made here, there being nothing to read."""
+    name = None if isinstance(ord, (bool, np.bool_)) else _NORMS.get(ord)
+    if name is None:
+        raise ValueError(f"norm(): ord must be 1, 2 or inf (the vector norms lab computes), got {ord!r}")
+    x = jnp.asarray(x)
+    reference = partial(jnp.linalg.vector_norm, ord=ord, axis=axis)
+    if name == "norm_inf" and 0 in [x.shape[a] for a in _reduced_axes("norm", x.ndim, axis)]:
+        return jnp.linalg.vector_norm(x, ord=ord, axis=axis, keepdims=keepdims)
+    return _reduce(name, x, axis, keepdims, reference)
 
 
 def dot(a, b):

@@ -21,9 +21,9 @@ axis (vmap_method="broadcast_all", one launch); the norms with a weight, cross_e
 embedding run once per mapped element (vmap_method="sequential").
 
 The elementwise ops (add, mul, ..., gelu, and those taking Python numbers: add's alpha, axpby,
-fused_add_mul's scale) and the reductions (sum, mean, amax, argmax, var, std, logsumexp, dot, ...) are
-here too, with jax.numpy's rules for shapes and dtypes (lab/_jax_ops.py): one FFI call each, the
-numbers as its attributes, differentiable through their jax.numpy formulas.
+fused_add_mul's scale) and the reductions (sum, mean, amax, argmax, var, std, logsumexp, the vector
+norms, dot, ...) are here too, with jax.numpy's rules for shapes and dtypes (lab/_jax_ops.py): one FFI
+call each, the numbers as its attributes, differentiable through their jax.numpy formulas.
 
 Your own CUDA kernels go inside jit too: lab.jax.RawKernel and lab.jax.ElementwiseKernel
 (lab/_jax_kernels.py) - on CUDA devices only, there being no formula to fall back on."""
@@ -44,8 +44,8 @@ jax.ffi.register_ffi_target("lab_kernel", _core._xla_ffi_elsewhere(), platform="
 
 from ._jax_kernels import ElementwiseKernel, RawKernel  # noqa: E402 (after the targets they call)
 from ._jax_ops import (abs, add, add_relu, amax, amin, argmax, argmin, axpby, div, dot, exp,  # noqa: E402,F401,A004
-                       fused_add_mul, gelu, logsumexp, maximum, mean, minimum, mul, neg, prod, relu, sigmoid, silu,
-                       sqrt, std, sub, sum, var)
+                       fused_add_mul, gelu, logsumexp, maximum, mean, minimum, mul, neg, norm, prod, relu, sigmoid,
+                       silu, sqrt, std, sub, sum, var)
 from ._jax_ops import elementwise_number as _elementwise_number  # noqa: E402
 
 

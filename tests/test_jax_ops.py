@@ -195,6 +195,38 @@ def test_index_reductions(name, axis, keepdims):
     np.testing.assert_array_equal(grad, np.ones((4, 9)))  # the index contributes nothing
 
 
+def two_norm(x, a, k):
+    return np.sqrt((x * x).sum(a, keepdims=k))
+
+
+def inf_norm(x, a, k):
+    return np.abs(x).max(a, keepdims=k, initial=0)  # jax.numpy's empty inf-norm: 0
+
+
+NORMS = [(2, two_norm), (1, lambda x, a, k: np.abs(x).sum(a, keepdims=k)), (np.inf, inf_norm), (2.0, two_norm),
+         (float("inf"), inf_norm)]
+
+
+@pytest.mark.parametrize("ord, formula", NORMS, ids=["2", "1", "inf", "2.0", "float-inf"])
+@pytest.mark.parametrize("shape, axis, keepdims", [((5, 7), None, False), ((5, 7), -1, True), ((3, 4, 5), (0, 2), False),
+                                                   ((0, 3), 0, False)])
+def test_vector_norms(ord, formula, shape, axis, keepdims):
+    """ord 1, 2, inf over axes; an empty inf-norm is jax.numpy's 0 (no kernel call: nothing to read)."""
+    x = rand(*shape)
+    out = jax.jit(lambda x: ljax.norm(x, ord, axis, keepdims))(x)
+    want = formula(np.asarray(x), axis, keepdims)
+    assert out.shape == want.shape and out.dtype == jnp.float64
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-12, atol=1e-12)
+    if 0 not in shape:
+        got = jax.grad(lambda x: ljax.norm(x, ord, axis).sum())(x)
+        plain = jax.grad(lambda x: jnp.linalg.vector_norm(x, ord=ord, axis=axis).sum())(x)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(plain), rtol=1e-12, atol=1e-12)
+    text = cuda_text(lambda x: ljax.norm(x, ord, axis), x.astype(jnp.float32))
+    name = {1: "norm1", 2: "norm2"}.get(ord, "norm_inf")
+    calls = 0 if 0 in shape and name == "norm_inf" else 1
+    assert text.count("@lab_reduce(") == calls and (not calls or f"op = {op_number('reduction', name)} : i32" in text)
+
+
 def test_dot():
     a, b = rand(11), rand(11, dtype=jnp.float32)
     out = jax.jit(ljax.dot)(a, b)
@@ -262,6 +294,10 @@ def test_lowered_for_cuda_each_op_is_one_call_with_its_number():
     (lambda: ljax.axpby(2.0, jnp.zeros(3), 3.0, jnp.zeros(4)), TypeError, r"incompatible shapes for broadcasting"),
     (lambda: ljax.fused_add_mul(jnp.zeros(3), jnp.zeros(3), True), TypeError,
      r"fused_add_mul\(\): argument 's' has dtype bool"),
+    (lambda: ljax.norm(jnp.zeros(3), 3), ValueError, r"norm\(\): ord must be 1, 2 or inf \(the vector norms lab "
+     r"computes\), got 3"),
+    (lambda: ljax.norm(jnp.zeros(3), True), ValueError, r"norm\(\): ord must be 1, 2 or inf"),
+    (lambda: ljax.norm(jnp.zeros((3, 4)), 2, axis=2), ValueError, r"norm2\(\): axis 2 is out of range"),
 ])
 def test_bad_arguments_fail_at_trace_time(call, error, match):
     with pytest.raises(error, match=match):

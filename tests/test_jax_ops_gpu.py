@@ -94,6 +94,23 @@ def test_ops_taking_numbers_in_jit(name, dtype, shapes):
     np.testing.assert_allclose(np.asarray(out, np.float64), want, rtol=tolerance, atol=tolerance)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("shape, axis", [((1,), None), ((33, 1000), 1), ((33, 1000), 0), ((7, 11, 13), (0, 2)),
+                                         ((257, 4099), None), ((0, 5), 0)])
+@pytest.mark.parametrize("ord", [1, 2, float("inf")])
+def test_vector_norms_in_jit(ord, dtype, shape, axis):
+    """ljax.norm: lab's NORM1 / NORM2 / NORMINF reductions against NumPy in float64 (an empty inf-norm
+    is jax.numpy's 0, made without a call)."""
+    scale = 0.01 if dtype == "float16" else 1.0  # the 1-norm of a million values stays below float16's 65504
+    x = on_gpu(np.random.default_rng(4).standard_normal(shape) * scale, dtype)
+    out = jax.jit(lambda x: lab_jax().norm(x, ord, axis))(x)
+    xf = np.abs(np.asarray(x, np.float64))
+    want = {1: lambda: xf.sum(axis), 2: lambda: np.sqrt((xf * xf).sum(axis))}.get(ord, lambda: xf.max(axis, initial=0))()
+    assert out.shape == np.shape(want) and out.dtype == x.dtype
+    tolerance = {"float32": 1e-4, "bfloat16": 2e-2, "float16": 2e-3}[dtype]
+    np.testing.assert_allclose(np.asarray(out, np.float64), want, rtol=tolerance, atol=tolerance)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("shape, axis", [((0, 5), 1), ((1,), None), ((33, 1000), 1), ((33, 1000), 0),
                                          ((7, 11, 13), (0, 2)), ((257, 4099), None)])

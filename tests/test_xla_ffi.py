@@ -39,7 +39,7 @@ def test_the_op_tables_list_names_inputs_integer_support_and_numbers():
     assert elementwise["axpby"] == (2, 0, ("alpha", "beta"))
     assert elementwise["neg"] == (1, 1, ()) and elementwise["swiglu"] == (2, 0, ()) and "scale" not in elementwise
     assert reductions["sum"] == (1, 1) and reductions["mean"] == (1, 0) and reductions["dot"] == (2, 0)
-    assert reductions["argmax"] == (1, 1)
+    assert reductions["argmax"] == (1, 1) and reductions["norm1"] == reductions["norm2"] == reductions["norm_inf"] == (1, 0)
 
 
 TRACEABLE = {"lab_rms_norm", "lab_layer_norm", "lab_softmax", "lab_softmax_backward", "lab_rope", "lab_elementwise",
@@ -89,12 +89,14 @@ def test_stages_before_execution_do_nothing():
      op_attr("elementwise", "fused_add_mul")),
     ("lab_elementwise", [(BF16, (6, 11)), (F32, (6, 11))], [(F32, (6, 11))],
      {**op_attr("elementwise", "axpby", beta=-3), "alpha": f64_attr(0.5)}),
-    ("lab_elementwise", [(S32, (6, 11)), (S32, (6, 11))], [(S32, (6, 11))], op_attr("elementwise", "add", alpha=2**40)),
+    ("lab_elementwise", [(S32, (6, 11)), (S32, (6, 11))], [(S32, (6, 11))],
+     op_attr("elementwise", "add", alpha=2**40)),
     ("lab_elementwise", [(F32, (6, 11)), (F32, (1, 11))], [(F32, (6, 11))],
      {**op_attr("elementwise", "fused_add_mul_scalar"), "s": f64_attr(-2.0)}),
     ("lab_reduce", [(BF16, (6, 11, 4))], [(F32, (6,))], op_attr("reduction", "sum", reduced=0b11)),
     ("lab_reduce", [(F32, (6, 11))], [(S32, (11,))], op_attr("reduction", "argmax", reduced=0b10)),
     ("lab_reduce", [(F64, (6, 11))], [(F64, ())], op_attr("reduction", "var", reduced=0b11)),
+    ("lab_reduce", [(BF16, (6, 11))], [(BF16, (6,))], op_attr("reduction", "norm_inf", reduced=0b1)),
     ("lab_reduce", [(F32, (7,)), (F32, (7,))], [(F32, ())], op_attr("reduction", "dot", reduced=1)),
     ("lab_glu_backward", [(F32, (6, 11)), (F32, (6, 11)), (F32, (6, 11))], [(F32, (6, 11)), (F32, (6, 11))], {}),
 ])

@@ -178,7 +178,8 @@ static const struct {
     {"amin", LAB_REDUCE_AMIN},     {"argmax", LAB_REDUCE_ARGMAX},
     {"argmin", LAB_REDUCE_ARGMIN}, {"var", LAB_REDUCE_VAR},
     {"std", LAB_REDUCE_STD},       {"logsumexp", LAB_REDUCE_LOGSUMEXP},
-    {"dot", LAB_REDUCE_DOT},
+    {"dot", LAB_REDUCE_DOT},       {"norm1", LAB_REDUCE_NORM1},
+    {"norm2", LAB_REDUCE_NORM2},   {"norm_inf", LAB_REDUCE_NORMINF},
 };
 
 /* The row the attribute op names in a table of `rows`; -1 with ValueError where it names none. */
