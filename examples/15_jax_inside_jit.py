@@ -2,7 +2,8 @@
 
 lab.jax gives jax code lab's ops as XLA FFI calls (the handlers are C: src/binding/xla_ffi.c): a
 jitted loss of an RMSNorm and a cross-entropy, its gradient through lab's backward kernels, checked
-against the same function in jax.numpy. Then your own CUDA C++ inside jit: an ElementwiseKernel and
+against the same function in jax.numpy, and an SGD step with lab's norm and axpby (their numbers the
+calls' attributes). Then your own CUDA C++ inside jit: an ElementwiseKernel and
 a RawKernel, compiled by NVRTC, launched on XLA's stream. On a jax without a GPU the built-in ops run
 their jax.numpy formulas (so the first half still checks out); your own kernels need CUDA.
 Run: python3 examples/15_jax_inside_jit.py
@@ -41,6 +42,15 @@ for name in params:
     np.testing.assert_allclose(grads[name], want_grads[name], rtol=1e-3, atol=1e-5)
 where = "lab's kernels through XLA's FFI" if on_gpu else "their jax.numpy formulas (no GPU here)"
 print(f"rms_norm + cross_entropy inside jit, with jax.grad: {where}, loss {float(value):.4f} as jax.numpy's")
+
+# The update with lab's elementwise ops and reductions: the gradient's norm and w - lr * g in one pass
+# each. lr is a Python number, so it travels as the call's attribute (a traced value would be refused).
+lr = 0.1
+step = jax.jit(lambda w, g: (ljax.norm(g), ljax.axpby(1.0, w, -lr, g)))
+grad_norm, new_head = step(params["head"], grads["head"])
+np.testing.assert_allclose(grad_norm, jnp.linalg.vector_norm(grads["head"]), rtol=1e-5)
+np.testing.assert_allclose(new_head, params["head"] - lr * grads["head"], rtol=1e-6, atol=1e-7)
+print(f"an SGD step inside jit: gradient norm {float(grad_norm):.4f} (ljax.norm), w - lr * g (ljax.axpby)")
 
 if not on_gpu:
     print("skipped: your own kernels inside jit (lab.jax.ElementwiseKernel, RawKernel) need a CUDA GPU")
