@@ -72,10 +72,15 @@ _ELEMENTWISE_REFERENCES = {
 }
 
 
+def _is_number(value):
+    """A Python or NumPy real number, not a bool (nor an array or a traced value)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
 def _number(func, name, value):
     """A Python (or NumPy) real number as the attribute the kernel reads: an int stays exact (int64), a
     float is float64; anything else - a bool, an array, a tracer - is a TypeError naming the argument."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if not _is_number(value):
         raise TypeError(f"{func}(): argument '{name}' must be a Python number (int or float), got "
                         f"{type(value).__name__}")
     if isinstance(value, (int, np.integer)):
@@ -165,7 +170,7 @@ def add_relu(a, b):
 def fused_add_mul(a, b, s):
     """(a + b) * s in one pass; s an array, or a Python number (read by the kernel as a parameter, no
     array made for it)."""
-    if isinstance(s, (int, float, np.integer, np.floating)) and not isinstance(s, (bool, np.bool_)):
+    if _is_number(s):
         return _elementwise("fused_add_mul_scalar", ("a", "b"), a, b, func="fused_add_mul",
                             numbers={"s": _number("fused_add_mul", "s", s)})
     return _elementwise("fused_add_mul", ("a", "b", "s"), a, b, s)
@@ -228,10 +233,11 @@ def _reduced_axes(func, ndim, axis):
     return tuple(sorted(normalized))
 
 
-def _reduce(name, x, axis, keepdims, reference, correction=0.0, vmap_method="broadcast_all"):
+def _reduce(name, x, axis, keepdims, reference, correction=0.0, vmap_method="broadcast_all", func=None):
+    """One lab_reduce call of the row `name`; `func` names the function in messages (name by default)."""
     number, _, integers = _REDUCTIONS[name]
-    (x,) = _checked(name, ("x",), (x,))
-    axes = _reduced_axes(name, x.ndim, axis)
+    (x,) = _checked(func or name, ("x",), (x,))
+    axes = _reduced_axes(func or name, x.ndim, axis)
     result = jax.eval_shape(reference, x)  # keepdims=False: the shape lab writes
     (x,) = _for_float_kernel((x,), integers, result.dtype)
     reduced = np.int64(np.sum([1 << (x.ndim - 1 - a) for a in axes], dtype=np.int64))
@@ -312,11 +318,10 @@ def norm(x, ord=2, axis=None, keepdims=False):  # noqa: A002 (jax.numpy's and la
     name = None if isinstance(ord, (bool, np.bool_)) else _NORMS.get(ord)
     if name is None:
         raise ValueError(f"norm(): ord must be 1, 2 or inf (the vector norms lab computes), got {ord!r}")
-    x = jnp.asarray(x)
-    reference = partial(jnp.linalg.vector_norm, ord=ord, axis=axis)
+    (x,) = _checked("norm", ("x",), (x,))
     if name == "norm_inf" and 0 in [x.shape[a] for a in _reduced_axes("norm", x.ndim, axis)]:
         return jnp.linalg.vector_norm(x, ord=ord, axis=axis, keepdims=keepdims)
-    return _reduce(name, x, axis, keepdims, reference)
+    return _reduce(name, x, axis, keepdims, partial(jnp.linalg.vector_norm, ord=ord, axis=axis), func="norm")
 
 
 def dot(a, b):

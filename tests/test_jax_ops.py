@@ -297,7 +297,9 @@ def test_lowered_for_cuda_each_op_is_one_call_with_its_number():
     (lambda: ljax.norm(jnp.zeros(3), 3), ValueError, r"norm\(\): ord must be 1, 2 or inf \(the vector norms lab "
      r"computes\), got 3"),
     (lambda: ljax.norm(jnp.zeros(3), True), ValueError, r"norm\(\): ord must be 1, 2 or inf"),
-    (lambda: ljax.norm(jnp.zeros((3, 4)), 2, axis=2), ValueError, r"norm2\(\): axis 2 is out of range"),
+    (lambda: ljax.norm(jnp.zeros((3, 4)), 2, axis=2), ValueError, r"^norm\(\): axis 2 is out of range"),
+    (lambda: ljax.norm(jnp.zeros((0, 4)), np.inf, axis=2), ValueError, r"^norm\(\): axis 2 is out of range"),
+    (lambda: ljax.norm(jnp.zeros(3, bool)), TypeError, r"^norm\(\): argument 'x' has dtype bool"),
 ])
 def test_bad_arguments_fail_at_trace_time(call, error, match):
     with pytest.raises(error, match=match):
