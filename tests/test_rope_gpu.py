@@ -67,8 +67,13 @@ CASES = [  # (B, HQ, HK, S, D), table columns, rotary_dim option, table batch, t
     ((2, 3, 2, 9, 6), 6, None, 1, 3),         # head_dim 6: no packet fits
     ((1, 1, 1, 1, 2), 2, None, 1, 3),         # one pair
     ((2, 5, 3, 13, 80), 40, 80, 2, 3),        # per pair, head_dim 80 (the packets of halves fit, floats not)
+    # more items than the packet path's grid has threads (a wave of four 256-thread blocks on each
+    # of an H200's 132 multiprocessors): each thread's shared-memory ring goes round several times
+    ((2, 32, 8, 523, 128), 128, None, 2, 3),
+    ((1, 16, 4, 1031, 128), 64, None, 1, 3),  # and partial: tail packets in the ring too
 ]
-CASE_IDS = ["llama", "2d_tables", "pair_table", "partial", "d6", "one_pair", "d80_pairs"]
+CASE_IDS = ["llama", "2d_tables", "pair_table", "partial", "d6", "one_pair", "d80_pairs", "many_strides",
+            "many_strides_partial"]
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)

@@ -1,15 +1,14 @@
 // rope.cu - the rotary position embedding (lab_launch_rope, kernels/launch.h): q and k in one launch.
 // Each thread writes both elements of every pair it reads, so an output may be its input's very
-// view. Where every operand allows it a thread takes the same 16-byte packets of x (and the table
-// columns that go with them) in several neighbouring rows; otherwise a single pair, at any strides.
+// view. Where every operand allows it a thread takes 16-byte packets of x (and the table columns
+// that go with them), staged through shared memory; otherwise a single pair, at any strides.
 #include "dispatch.cuh"
-#include "launch.h"
 #include "indexing.cuh"
+#include "launch.h"
 #include "resident_blocks.cuh"
 
 #include <algorithm>
 #include <atomic>
-#include <stdlib.h>
 
 namespace lab {
 namespace {
@@ -44,17 +43,6 @@ __device__ __forceinline__ RowBases row_bases(const lab_rope_launch &l, const la
     return row_bases(l, t, rest / t.shape[1], rest % t.shape[1], i2);
 }
 
-// Row k's bases from row 0's, k rows further along tensor t's innermost planned dimension. The
-// tensor is selected, not indexed by t: an indexed kernel parameter is copied to local memory first.
-__device__ __forceinline__ RowBases next_rows(const RowBases &r, const lab_rope_launch &l, int t, int k) {
-    const lab_rope_tensor &first = l.tensors[0], &second = l.tensors[1];
-    auto step = [&](int operand) {
-        return k * (t ? second.strides[operand][2] : first.strides[operand][2]);
-    };
-    return {r.x + step(LAB_ROPE_X), r.out + step(LAB_ROPE_OUT), r.cos + step(LAB_ROPE_COS),
-            r.sin + step(LAB_ROPE_SIN)};
-}
-
 // One pair (a, b) - a the first element, b its partner - and the table values at each one's column.
 // Forward rotates by the angle; backward applies the transpose (launch.h gives both formulas).
 template <typename F>
@@ -69,58 +57,40 @@ __device__ __forceinline__ void rotate(F a, F b, F cos_a, F sin_a, F cos_b, F si
     }
 }
 
-// Work items: tensor 0's, then tensor 1's; per_row of them for each group of neighbouring rows along
-// the innermost planned dimension (a group is one row on the general path).
+// Work items: tensor 0's, then tensor 1's; per_row of them for each row.
 struct Items {
     int64_t per_row[2];
-    int64_t groups[2];       // the packet path's groups along the innermost dimension
     int64_t first_of_second; // tensor 0's item count
     int64_t total;
-    // The packet path's divisors (its items are counted in 32 bits): per_row, groups and the
-    // tensor's shape[1], each tensor's, by multiply-high and shift (indexing.cuh): the six hardware
-    // divisions an item took were a fifth of its instructions.
-    lab_fast_divmod by_per_row[2], by_groups[2], by_shape1[2];
+    // The packet path counts its items in 32 bits and divides by multiply-high and shift
+    // (indexing.cuh): by per_row, and by the tensor's shape[2] and shape[1] for the row's place.
+    lab_fast_divmod by_per_row[2], by_shape2[2], by_shape1[2];
 };
 
-// A packet-path item rotates one run of the same columns in K neighbouring rows. For a transposed
-// (B, S, H, D) projection the rows are heads, which share their table columns: those are read once
-// (kSharedTable). Rows with their own columns (positions, for a contiguous (B, H, S, D) q) read them
-// row by row.
 constexpr int kThreads = 256;
 
-// Where a packet-path item works: its tensor, its first row's bases, how many of its K rows exist,
-// and its run (a run below rot_runs rotates V pairs; from rot_runs on, the tail is copied packet by
-// packet).
+// Where a packet-path item works: its tensor, its row's bases, and its run - a run below rot_runs
+// rotates V pairs; from rot_runs on, the unrotated tail is copied a packet at a time.
 struct ItemPlace {
     RowBases r;
-    int t, rows;
     uint32_t run;
 };
 
-// Items are counted in 32 bits (a 64-bit division is a long software routine): the launch takes
-// the general path beyond that.
-template <int K> __device__ __forceinline__ ItemPlace place_of(const lab_rope_launch &l, const Items &items,
-                                                               uint32_t item) {
+// The tensor is selected, not indexed by t: an indexed kernel parameter is copied to local memory.
+__device__ __forceinline__ ItemPlace place_of(const lab_rope_launch &l, const Items &items, uint32_t item) {
     const uint32_t first_of_second = uint32_t(items.first_of_second);
     const int t = item >= first_of_second;
     const lab_rope_tensor &tensor = t ? l.tensors[1] : l.tensors[0];
     const uint32_t local = t ? item - first_of_second : item;
-    uint32_t group, run, plane, group_in_plane, i0, i1;
-    divmod(t ? items.by_per_row[1] : items.by_per_row[0], local, group, run);
-    divmod(t ? items.by_groups[1] : items.by_groups[0], group, plane, group_in_plane);
+    uint32_t row, run, plane, i0, i1, i2;
+    divmod(t ? items.by_per_row[1] : items.by_per_row[0], local, row, run);
+    divmod(t ? items.by_shape2[1] : items.by_shape2[0], row, plane, i2);
     divmod(t ? items.by_shape1[1] : items.by_shape1[0], plane, i0, i1);
-    const int64_t first_row = int64_t(group_in_plane) * K;
-    const int rows = tensor.shape[2] - first_row < K ? int(tensor.shape[2] - first_row) : K;
-    return {row_bases(l, tensor, i0, i1, first_row), t, rows, run};
+    return {row_bases(l, tensor, i0, i1, i2), run};
 }
 
-// An item's x packets, as loaded: a[k] the run's packet in row k (the first elements of its pairs,
-// or the interleaved pairs, or the tail), b[k] the partners' packet in rotate-half.
-template <typename T, int K> struct ItemPackets {
-    Pack<T, Packed16<T>::kCount> a[K], b[K];
-};
-
-// The byte offset of an item's packet a in its row, and of b (rotate-half rotated runs only).
+// The byte offset in its row of an item's packet a: the first elements of its pairs (rotate-half),
+// its interleaved pairs, or its piece of the tail. Packet b, the partners, is rotary_dim / 2 further.
 template <typename T>
 __device__ __forceinline__ int64_t offset_a(const lab_rope_launch &l, uint32_t run, int64_t rot_runs) {
     constexpr int V = Packed16<T>::kCount;
@@ -128,153 +98,97 @@ __device__ __forceinline__ int64_t offset_a(const lab_rope_launch &l, uint32_t r
     return int64_t(run) * V * int64_t(sizeof(T));
 }
 
-template <typename T, int K>
-__device__ __forceinline__ void load_packets(const lab_rope_launch &l, const ItemPlace &p, int64_t rot_runs,
-                                             ItemPackets<T, K> &x) {
-    using XPack = Pack<T, Packed16<T>::kCount>;
-    const int64_t a = offset_a<T>(l, p.run, rot_runs);
-    const bool pairs_apart = !l.interleaved && p.run < rot_runs;
-    const int64_t b = a + l.rotary_dim / 2 * int64_t(sizeof(T));
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        if (k < p.rows) {
-            const char *row = next_rows(p.r, l, p.t, k).x;
-            x.a[k] = *reinterpret_cast<const XPack *>(row + a);
-            if (pairs_apart) x.b[k] = *reinterpret_cast<const XPack *>(row + b);
-        }
-    }
-}
-
-// Rotates an item's loaded packets with their table columns and stores them.
-template <typename T, typename C, int K, bool kSharedTable>
-__device__ __forceinline__ void rotate_and_store(const lab_rope_launch &l, const ItemPlace &p, int64_t rot_runs,
-                                                 const ItemPackets<T, K> &x) {
+// Rotates an item's packets a (and b, in rotate-half) with their table columns and stores them.
+template <typename T, typename C>
+__device__ __forceinline__ void rotate_and_store(const lab_rope_launch &l, const ItemPlace &p,
+                                                 int64_t rot_runs, const Pack<T, Packed16<T>::kCount> &xa,
+                                                 const Pack<T, Packed16<T>::kCount> &xb) {
     using F = compute_t<T>;
     constexpr int V = Packed16<T>::kCount;
     using XPack = Pack<T, V>;
     using CPack = Pack<C, V>;
     const int64_t a = offset_a<T>(l, p.run, rot_runs);
     if (p.run >= rot_runs) { // the unrotated tail, copied
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            if (k < p.rows) *reinterpret_cast<XPack *>(next_rows(p.r, l, p.t, k).out + a) = x.a[k];
-        }
+        *reinterpret_cast<XPack *>(p.r.out + a) = xa;
         return;
     }
-    const int64_t half = l.rotary_dim / 2;
     if (!l.interleaved) { // pairs (j, j + half) for j in [run * V, run * V + V)
-        const int64_t j = int64_t(p.run) * V, col_b = l.pair_table ? j : j + half;
-        CPack ca, sa, cb, sb; // cos and sin at the columns of a and of b
-        auto columns = [&](const RowBases &at) {
-            ca = *reinterpret_cast<const CPack *>(at.cos + j * sizeof(C));
-            sa = *reinterpret_cast<const CPack *>(at.sin + j * sizeof(C));
-            cb = *reinterpret_cast<const CPack *>(at.cos + col_b * sizeof(C));
-            sb = *reinterpret_cast<const CPack *>(at.sin + col_b * sizeof(C));
-        };
-        if (kSharedTable) columns(p.r);
+        const int64_t half = l.rotary_dim / 2, j = int64_t(p.run) * V, col_b = l.pair_table ? j : j + half;
+        const CPack ca = *reinterpret_cast<const CPack *>(p.r.cos + j * sizeof(C));
+        const CPack sa = *reinterpret_cast<const CPack *>(p.r.sin + j * sizeof(C));
+        const CPack cb = *reinterpret_cast<const CPack *>(p.r.cos + col_b * sizeof(C));
+        const CPack sb = *reinterpret_cast<const CPack *>(p.r.sin + col_b * sizeof(C));
+        XPack oa, ob;
 #pragma unroll
-        for (int k = 0; k < K; k++) {
-            if (k >= p.rows) break;
-            const RowBases rk = next_rows(p.r, l, p.t, k);
-            if (!kSharedTable) columns(rk);
-            XPack oa, ob;
-#pragma unroll
-            for (int v = 0; v < V; v++) {
-                F out_a, out_b;
-                rotate<F>(load_as_compute(x.a[k].v[v]), load_as_compute(x.b[k].v[v]), F(load_as_compute(ca.v[v])),
-                          F(load_as_compute(sa.v[v])), F(load_as_compute(cb.v[v])), F(load_as_compute(sb.v[v])),
-                          l.backward, out_a, out_b);
-                oa.v[v] = store_from_compute<T>(out_a);
-                ob.v[v] = store_from_compute<T>(out_b);
-            }
-            *reinterpret_cast<XPack *>(rk.out + j * sizeof(T)) = oa;
-            *reinterpret_cast<XPack *>(rk.out + (j + half) * sizeof(T)) = ob;
+        for (int v = 0; v < V; v++) {
+            F out_a, out_b;
+            rotate<F>(load_as_compute(xa.v[v]), load_as_compute(xb.v[v]), F(load_as_compute(ca.v[v])),
+                      F(load_as_compute(sa.v[v])), F(load_as_compute(cb.v[v])), F(load_as_compute(sb.v[v])),
+                      l.backward, out_a, out_b);
+            oa.v[v] = store_from_compute<T>(out_a);
+            ob.v[v] = store_from_compute<T>(out_b);
         }
+        *reinterpret_cast<XPack *>(p.r.out + j * sizeof(T)) = oa;
+        *reinterpret_cast<XPack *>(p.r.out + (j + half) * sizeof(T)) = ob;
         return;
     }
     // interleaved: pairs (2i, 2i + 1) inside one packet of V elements
     const int64_t e = int64_t(p.run) * V;
     C cs[V], sn[V]; // the table's value at each element's column
-    auto columns = [&](const char *cos, const char *sin) {
-        if (l.pair_table) {
-            const Pack<C, V / 2> c = *reinterpret_cast<const Pack<C, V / 2> *>(cos + e / 2 * sizeof(C));
-            const Pack<C, V / 2> s = *reinterpret_cast<const Pack<C, V / 2> *>(sin + e / 2 * sizeof(C));
+    if (l.pair_table) {
+        const Pack<C, V / 2> c = *reinterpret_cast<const Pack<C, V / 2> *>(p.r.cos + e / 2 * sizeof(C));
+        const Pack<C, V / 2> s = *reinterpret_cast<const Pack<C, V / 2> *>(p.r.sin + e / 2 * sizeof(C));
 #pragma unroll
-            for (int v = 0; v < V; v++) cs[v] = c.v[v / 2], sn[v] = s.v[v / 2];
-        } else {
-            const CPack c = *reinterpret_cast<const CPack *>(cos + e * sizeof(C));
-            const CPack s = *reinterpret_cast<const CPack *>(sin + e * sizeof(C));
+        for (int v = 0; v < V; v++) cs[v] = c.v[v / 2], sn[v] = s.v[v / 2];
+    } else {
+        const CPack c = *reinterpret_cast<const CPack *>(p.r.cos + e * sizeof(C));
+        const CPack s = *reinterpret_cast<const CPack *>(p.r.sin + e * sizeof(C));
 #pragma unroll
-            for (int v = 0; v < V; v++) cs[v] = c.v[v], sn[v] = s.v[v];
-        }
-    };
-    if (kSharedTable) columns(p.r.cos, p.r.sin);
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        if (k >= p.rows) break;
-        const RowBases rk = next_rows(p.r, l, p.t, k);
-        if (!kSharedTable) columns(rk.cos, rk.sin);
-        XPack o;
-#pragma unroll
-        for (int v = 0; v < V; v += 2) {
-            F out_a, out_b;
-            rotate<F>(load_as_compute(x.a[k].v[v]), load_as_compute(x.a[k].v[v + 1]), F(load_as_compute(cs[v])),
-                      F(load_as_compute(sn[v])), F(load_as_compute(cs[v + 1])), F(load_as_compute(sn[v + 1])),
-                      l.backward, out_a, out_b);
-            o.v[v] = store_from_compute<T>(out_a);
-            o.v[v + 1] = store_from_compute<T>(out_b);
-        }
-        *reinterpret_cast<XPack *>(rk.out + e * sizeof(T)) = o;
+        for (int v = 0; v < V; v++) cs[v] = c.v[v], sn[v] = s.v[v];
     }
+    XPack o;
+#pragma unroll
+    for (int v = 0; v < V; v += 2) {
+        F out_a, out_b;
+        rotate<F>(load_as_compute(xa.v[v]), load_as_compute(xa.v[v + 1]), F(load_as_compute(cs[v])),
+                  F(load_as_compute(sn[v])), F(load_as_compute(cs[v + 1])), F(load_as_compute(sn[v + 1])),
+                  l.backward, out_a, out_b);
+        o.v[v] = store_from_compute<T>(out_a);
+        o.v[v + 1] = store_from_compute<T>(out_b);
+    }
+    *reinterpret_cast<XPack *>(p.r.out + e * sizeof(T)) = o;
 }
 
 // The packet path: every operand's head dimension contiguous, every row start and table column
-// aligned to its packet. A row is rot_runs runs of V pairs, then the tail's V-element packets.
-// A grid of resident blocks strides over the items, and each thread loads its next item's packets
-// before it rotates and stores the current one's, so its loads stay in flight while it works (one
-// item a thread, loads then stores, left each thread idle for a whole memory round trip: Nsight
-// Compute measured 48-60% of DRAM's bandwidth). An output may be its input's view: the next item's
-// packets are other elements than the current one's.
-template <typename T, typename C, int K, bool kSharedTable, int kMinBlocks>
+// aligned to its packet. A row is rot_runs runs of V pairs, then the tail's V-element packets; an
+// item is one run of one row. A grid of resident blocks strides over the items, and each thread
+// keeps a ring of kStages items in shared memory: it copies the x packets of the item kStages - 1
+// strides ahead with cp.async while it rotates the current one, so the bytes in flight are not held
+// in registers. (One item a thread, loads then stores, reached 48-60% of DRAM's bandwidth in Nsight
+// Compute; holding several heads a thread, or the next item, in registers ran out of registers
+// before it had enough in flight - bench/results/2026-12-03-h200-sweep-rope.txt.) A thread reads
+// back only its own slots, so no barrier is needed; the items ahead are other elements than the
+// current one's, so an output may be its input's view.
+constexpr int kStages = 3, kMinBlocks = 4;
+
+template <typename T, typename C>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     rope_packets(const lab_rope_launch l, const Items items, const int64_t rot_runs) {
-    const uint32_t total = uint32_t(items.total), step = gridDim.x * uint32_t(blockDim.x);
-    uint32_t item = blockIdx.x * uint32_t(blockDim.x) + threadIdx.x;
-    if (item >= total) return;
-    ItemPlace place = place_of<K>(l, items, item);
-    ItemPackets<T, K> packets;
-    load_packets<T, K>(l, place, rot_runs, packets);
-    for (;;) {
-        const uint32_t next = item + step;
-        const bool more = next < total; // (total < 2^31 and so is the step: no 32-bit wrap)
-        ItemPlace next_place;
-        ItemPackets<T, K> next_packets;
-        if (more) {
-            next_place = place_of<K>(l, items, next);
-            load_packets<T, K>(l, next_place, rot_runs, next_packets);
-        }
-        rotate_and_store<T, C, K, kSharedTable>(l, place, rot_runs, packets);
-        if (!more) break;
-        item = next, place = next_place, packets = next_packets;
-    }
-}
-
-// The packet path with a ring of kStages items a thread in shared memory: each thread copies the x
-// packets of the item kStages - 1 strides ahead with cp.async while it rotates the current one, so
-// its bytes in flight are not held in registers. A thread reads back only its own slots: no barrier.
-template <typename T, typename C, bool kSharedTable, int kStages, int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
-    rope_packets_staged(const lab_rope_launch l, const Items items, const int64_t rot_runs) {
     using XPack = Pack<T, Packed16<T>::kCount>;
     extern __shared__ __align__(16) unsigned char ring[];
     const uint32_t total = uint32_t(items.total), step = gridDim.x * uint32_t(blockDim.x);
     const uint32_t first = blockIdx.x * uint32_t(blockDim.x) + threadIdx.x;
     const unsigned ring_base = static_cast<unsigned>(__cvta_generic_to_shared(ring));
-    auto slot = [&](int stage, int pack) { return ((stage * 2 + pack) * blockDim.x + threadIdx.x) * 16u; };
+    // slot (stage, packet) of this thread: consecutive threads' slots are consecutive 16 bytes
+    auto slot = [&](int stage, int packet) {
+        return ((stage * 2 + packet) * blockDim.x + threadIdx.x) * 16u;
+    };
     const int64_t half_bytes = l.rotary_dim / 2 * int64_t(sizeof(T));
+    // one commit group per item (empty past the end), so waiting for all but kStages - 1 groups
+    // waits for the current item's
     auto fetch = [&](int64_t item, int stage) {
         if (item < total) {
-            const ItemPlace p = place_of<1>(l, items, uint32_t(item));
+            const ItemPlace p = place_of(l, items, uint32_t(item));
             const char *x = p.r.x + offset_a<T>(l, p.run, rot_runs);
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ring_base + slot(stage, 0)),
                          "l"(x));
@@ -288,14 +202,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 #pragma unroll
     for (int s = 0; s < kStages - 1; s++) fetch(int64_t(first) + int64_t(s) * step, s);
     int stage = 0;
-    for (uint32_t item = first; item < total; item += step) {
+    for (uint32_t item = first; item < total; item += step) { // total < 2^31: no 32-bit wrap
         fetch(int64_t(item) + int64_t(kStages - 1) * step, stage == 0 ? kStages - 1 : stage - 1);
         asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1) : "memory");
-        const ItemPlace p = place_of<1>(l, items, item);
-        ItemPackets<T, 1> x;
-        x.a[0] = *reinterpret_cast<const XPack *>(ring + slot(stage, 0));
-        if (!l.interleaved && p.run < rot_runs) x.b[0] = *reinterpret_cast<const XPack *>(ring + slot(stage, 1));
-        rotate_and_store<T, C, 1, kSharedTable>(l, p, rot_runs, x);
+        const ItemPlace p = place_of(l, items, item);
+        XPack xa = *reinterpret_cast<const XPack *>(ring + slot(stage, 0)), xb;
+        if (!l.interleaved && p.run < rot_runs) xb = *reinterpret_cast<const XPack *>(ring + slot(stage, 1));
+        rotate_and_store<T, C>(l, p, rot_runs, xa, xb);
         stage = stage + 1 == kStages ? 0 : stage + 1;
     }
 }
@@ -368,66 +281,42 @@ template <typename T, typename C> bool packet_path_fits(const lab_rope_launch &l
            packets_fit(l, LAB_ROPE_SIN, l.sin, sizeof(C), table_align);
 }
 
-// Whether neighbouring rows along the innermost planned dimension read the same table columns.
-bool tables_shared_by_neighbours(const lab_rope_launch &l) {
-    for (int t = 0; t < l.n_tensors; t++) {
-        const lab_rope_tensor &tensor = l.tensors[t];
-        if (tensor.shape[2] > 1 &&
-            (tensor.strides[LAB_ROPE_COS][2] != 0 || tensor.strides[LAB_ROPE_SIN][2] != 0)) {
-            return false;
-        }
-    }
-    return true;
-}
-
 // Blocks for `items` threads' worth of work, at most 2^20 (the kernels stride over the rest).
 unsigned grid_for(int64_t items) {
     const int64_t blocks = (items + kThreads - 1) / kThreads;
     return unsigned(blocks < (int64_t(1) << 20) ? blocks : (int64_t(1) << 20));
 }
 
-// The packet path's grid is one wave of resident blocks (fewer for small inputs): its threads
-// stride over the items, prefetching.
-template <typename T, typename C, int K, bool kSharedTable, int kMinBlocks>
+// The packet path's grid is one wave of resident blocks (fewer for small inputs).
+template <typename T, typename C>
 cudaError_t launch_packets(const lab_rope_launch &l, const Items &items, int64_t rot_runs,
                            cudaStream_t stream) {
-    const auto kernel = rope_packets<T, C, K, kSharedTable, kMinBlocks>;
+    const auto kernel = rope_packets<T, C>;
+    const size_t ring_bytes = size_t(kStages) * 2 * kThreads * 16;
     static std::atomic<int> resident_per_multiprocessor{0};
     int64_t wave = 0;
-    const cudaError_t err = resident_blocks(kernel, kThreads, 0, resident_per_multiprocessor, &wave);
+    const cudaError_t err = resident_blocks(kernel, kThreads, ring_bytes, resident_per_multiprocessor, &wave);
     if (err != cudaSuccess) return err;
-    static const bool full = getenv("LAB_ROPE_GRID") && atoi(getenv("LAB_ROPE_GRID")) == 1;
-    const unsigned grid = full ? grid_for(items.total) : std::min<int64_t>(grid_for(items.total), wave);
-    kernel<<<grid, kThreads, 0, stream>>>(l, items, rot_runs);
+    const unsigned grid = unsigned(std::min<int64_t>(grid_for(items.total), wave));
+    kernel<<<grid, kThreads, ring_bytes, stream>>>(l, items, rot_runs);
     return cudaGetLastError();
 }
 
-template <typename T, typename C, bool kSharedTable, int kStages, int kMinBlocks>
-cudaError_t launch_staged(const lab_rope_launch &l, const Items &items, int64_t rot_runs, cudaStream_t stream) {
-    const auto kernel = rope_packets_staged<T, C, kSharedTable, kStages, kMinBlocks>;
-    const size_t shared = size_t(kStages) * 2 * kThreads * 16;
-    static std::atomic<int> resident_per_multiprocessor{0};
-    int64_t wave = 0;
-    const cudaError_t err = resident_blocks(kernel, kThreads, shared, resident_per_multiprocessor, &wave);
-    if (err != cudaSuccess) return err;
-    const unsigned grid = std::min<int64_t>(grid_for(items.total), wave);
-    kernel<<<grid, kThreads, shared, stream>>>(l, items, rot_runs);
-    return cudaGetLastError();
-}
-
-// The work items of the packet path (V-element runs, rows_per_item rows an item) or of the general
-// path (single pairs, one row an item).
-Items count_items(const lab_rope_launch &l, int64_t rot_runs, int64_t tail_per_item, int rows_per_item) {
+// The work items: V-element runs (rot_runs a row, then tail_per_row unless in place) on the packet
+// path, single pairs and tail elements on the general path.
+Items count_items(const lab_rope_launch &l, int64_t rot_runs, int64_t tail_per_row) {
     Items items = {};
     for (int t = 0; t < l.n_tensors; t++) {
         const lab_rope_tensor &tensor = l.tensors[t];
-        items.per_row[t] = rot_runs + (tensor.in_place ? 0 : tail_per_item);
-        items.groups[t] = (tensor.shape[2] + rows_per_item - 1) / rows_per_item;
-        items.total += tensor.shape[0] * tensor.shape[1] * items.groups[t] * items.per_row[t];
+        items.per_row[t] = rot_runs + (tensor.in_place ? 0 : tail_per_row);
+        items.total += tensor.rows * items.per_row[t];
         if (t == 0) items.first_of_second = items.total;
-        if (items.total <= INT32_MAX && items.per_row[t] > 0 && items.groups[t] > 0) {
-            items.by_per_row[t] = lab_fast_divmod_for(uint32_t(items.per_row[t]));
-            items.by_groups[t] = lab_fast_divmod_for(uint32_t(items.groups[t]));
+    }
+    if (items.total <= INT32_MAX) {
+        for (int t = 0; t < l.n_tensors; t++) {
+            const lab_rope_tensor &tensor = l.tensors[t];
+            items.by_per_row[t] = lab_fast_divmod_for(uint32_t(items.per_row[t] > 0 ? items.per_row[t] : 1));
+            items.by_shape2[t] = lab_fast_divmod_for(uint32_t(tensor.shape[2] > 0 ? tensor.shape[2] : 1));
             items.by_shape1[t] = lab_fast_divmod_for(uint32_t(tensor.shape[1] > 0 ? tensor.shape[1] : 1));
         }
     }
@@ -438,22 +327,12 @@ template <typename T, typename C> cudaError_t launch_typed(const lab_rope_launch
     constexpr int V = Packed16<T>::kCount;
     const int64_t half = l.rotary_dim / 2, tail = l.head_dim - l.rotary_dim;
     if (packet_path_fits<T, C>(l)) {
-        const bool shared_table = tables_shared_by_neighbours(l);
         const int64_t rot_runs = (l.interleaved ? l.rotary_dim : half) / V;
-        static const int variant = getenv("LAB_ROPE_VARIANT") ? atoi(getenv("LAB_ROPE_VARIANT")) : 0;
-        static const int rows_shared[] = {4, 2, 2, 1, 1, 1, 2, 1, 1,1,1,1,1,1}, rows_own[] = {2, 1, 1, 1, 1, 1, 1, 1, 1,1,1,1,1,1};
-        const Items items = count_items(l, rot_runs, tail / V, shared_table ? rows_shared[variant] : rows_own[variant]);
+        const Items items = count_items(l, rot_runs, tail / V);
         if (items.total == 0) return cudaSuccess;
-        if (items.total <= INT32_MAX) {
-#define V_(n, KS, KO, MB) case n: return shared_table ? launch_packets<T, C, KS, true, MB>(l, items, rot_runs, stream) : launch_packets<T, C, KO, false, MB>(l, items, rot_runs, stream);
-            switch (variant) {
-            V_(0, 4, 2, 2) V_(1, 2, 1, 3) V_(2, 2, 1, 2) V_(3, 1, 1, 4) V_(4, 1, 1, 3) V_(5, 1, 1, 5) V_(6, 2, 1, 4) V_(7, 1, 1, 2)
-#define S_(n, ST, MB) case n: return shared_table ? launch_staged<T, C, true, ST, MB>(l, items, rot_runs, stream) : launch_staged<T, C, false, ST, MB>(l, items, rot_runs, stream);
-            S_(8, 2, 4) S_(9, 3, 4) S_(10, 4, 4) S_(11, 3, 6) S_(12, 4, 3) S_(13, 6, 2)
-            }
-        }
+        if (items.total <= INT32_MAX) return launch_packets<T, C>(l, items, rot_runs, stream);
     }
-    const Items items = count_items(l, half, tail, 1);
+    const Items items = count_items(l, half, tail);
     if (items.total == 0) return cudaSuccess;
     rope_pairs<T, C><<<grid_for(items.total), kThreads, 0, stream>>>(l, items);
     return cudaGetLastError();
