@@ -8,6 +8,8 @@ in one run. Cases, bfloat16 unless named:
   - an MLP block (Linear + GELU + Linear, 8192 tokens, 2048 -> 8192 -> 2048) forward and backward:
     lab's six products with the bias, GELU, GELU-gradient and bias-gradient work in their epilogues,
     against torch eager's autograd of the same block;
+  - float8 e4m3fn 8192^3 with per-tensor scales into bfloat16 against torch._scaled_mm and against
+    lab's own bfloat16 product of the same size (where torch has float8 and the GPU runs it);
   - host time per call on 256 x 256 (the GPU work is shorter than the host's).
 Medians of event-timed repeats after warm-up on random data; ratios are the peer's time over lab's
 (> 1: lab is faster).
@@ -160,6 +162,28 @@ def mlp_rows(torch, timer, repeats, tokens=8192, d=2048, hidden=8192):
     return rows
 
 
+def float8_rows(torch, timer, repeats, size=8192):
+    """a (row-major) times b = w.T (column-major), as torch._scaled_mm and cuBLASLt's float8 kernels take them."""
+    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm") or \
+            torch.cuda.get_device_capability() < (8, 9):
+        print("float8: this torch or GPU has no float8 products; the rows are left out")
+        return []
+    a = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn).t()
+    scale_a, scale_b = (torch.ones((), device="cuda") for _ in range(2))
+    out = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+    lab_ms = median_ms(lambda: lab.matmul(a, b, out, scale_a=scale_a, scale_b=scale_b), *timer, repeats=repeats)
+    torch_ms = median_ms(lambda: torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16),
+                         *timer, repeats=repeats)
+    a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
+    bf16_ms = median_ms(lambda: lab.matmul(a16, b16, out), *timer, repeats=repeats)
+    flop = 2 * size**3
+    del a, b, a16, b16, out
+    torch.cuda.empty_cache()
+    return [dict(case=f"fp8 e4m3 {size}^3 -> bf16", flop=flop, lab_ms=lab_ms, peer="torch._scaled_mm", peer_ms=torch_ms),
+            dict(case=f"fp8 e4m3 {size}^3 -> bf16", flop=flop, lab_ms=lab_ms, peer="lab bf16 matmul", peer_ms=bf16_ms)]
+
+
 def host_rows(torch, calls):
     a = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
@@ -172,7 +196,8 @@ def host_rows(torch, calls):
 
 GOALS = [("bf16 ", "torch.mm", 0.98), ("(CuPy arrays)", "cupy.matmul", 1.0),
          ("+ bias, gelu_tanh", "torch _addmm_activation", 1.0), ("(CuPy)", "cupy matmul + bias/gelu kernel", 1.3),
-         ("MLP fwd+bwd", "torch eager autograd", 1.1)]
+         ("MLP fwd+bwd", "torch eager autograd", 1.1), ("fp8 e4m3", "torch._scaled_mm", 0.98),
+         ("fp8 e4m3", "lab bf16 matmul", 1.6)]
 
 
 def main():
@@ -182,7 +207,7 @@ def main():
     args, torch, cupy, timer = started
     repeats = 5 if args.quick else 15
     rows = product_rows(torch, cupy, timer, repeats) + epilogue_rows(torch, cupy, timer, repeats)
-    rows += mlp_rows(torch, timer, repeats)
+    rows += mlp_rows(torch, timer, repeats) + float8_rows(torch, timer, repeats)
     host = host_rows(torch, 2000 if args.quick else 20000)
     print(f"\n{'matrix product':52s} {'lab ms':>8s} {'peer ms':>8s} {'vs peer':>8s} {'lab TFLOP/s':>12s}  peer")
     for r in rows:

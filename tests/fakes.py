@@ -78,7 +78,8 @@ class _ExchangeAPI(ctypes.Structure):
                 ("current_work_stream", _STREAM)]
 
 
-DL_CODES = {"float": 2, "bfloat": 4, "int": 0, "uint": 1, "bool": 6, "complex": 5}
+DL_CODES = {"float": 2, "bfloat": 4, "int": 0, "uint": 1, "bool": 6, "complex": 5, "float8_e4m3fn": 10,
+            "float8_e5m2": 12}
 STREAM_REPORTED = 0x5000  # what the fake producer says its current stream is
 
 

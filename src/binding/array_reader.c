@@ -255,7 +255,22 @@ static int read_array(lab_state *state, PyObject *obj, const lab_arg_label *labe
     return check_address_range(array, label);
 }
 
+/* The float8 types are read only where the caller asks for them: no kernel of lab's takes them. */
+static int refuse_float8(const lab_array *array, const lab_arg_label *label) {
+    if (!lab_dtype_is_float8(array->dtype)) return 0;
+    return lab_raise_arg(PyExc_TypeError, label,
+                         " is a %s array; lab reads float8 arrays only as lab.matmul's 'a' and 'b' (with "
+                         "scale_a and scale_b)",
+                         lab_dtype_names[array->dtype]);
+}
+
 int lab_read_array(lab_state *state, PyObject *obj, const char *func, const char *argname, lab_array *array) {
+    const lab_arg_label label = {func, argname, -1};
+    return read_array(state, obj, &label, array) < 0 ? -1 : refuse_float8(array, &label);
+}
+
+int lab_read_array_float8(lab_state *state, PyObject *obj, const char *func, const char *argname,
+                          lab_array *array) {
     const lab_arg_label label = {func, argname, -1};
     return read_array(state, obj, &label, array);
 }
@@ -263,5 +278,5 @@ int lab_read_array(lab_state *state, PyObject *obj, const char *func, const char
 int lab_read_array_item(lab_state *state, PyObject *obj, const char *func, const char *listname, int index,
                         lab_array *array) {
     const lab_arg_label label = {func, listname, index};
-    return read_array(state, obj, &label, array);
+    return read_array(state, obj, &label, array) < 0 ? -1 : refuse_float8(array, &label);
 }

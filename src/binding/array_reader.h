@@ -14,6 +14,10 @@
  * Returns 0, or -1 with TypeError/ValueError/OverflowError set naming the argument. No CUDA call. */
 int lab_read_array(lab_state *state, PyObject *obj, const char *func, const char *argname, lab_array *array);
 
+/* The same, also taking the float8 types (lab_read_array refuses them): for lab.matmul's a and b. */
+int lab_read_array_float8(lab_state *state, PyObject *obj, const char *func, const char *argname,
+                          lab_array *array);
+
 /* The same for item `index` of the list argument `listname`: messages name it "xs[17]". */
 int lab_read_array_item(lab_state *state, PyObject *obj, const char *func, const char *listname, int index,
                         lab_array *array);

@@ -18,11 +18,28 @@
 #define N(id) LAB_NAME_##id
 static const lab_signature SIGNATURE = {2,
                                         3,
-                                        13,
+                                        15,
                                         {N(a), N(b), N(out), N(c), N(alpha), N(beta), N(bias), N(epilogue),
-                                         N(aux_out), N(aux), N(bias_grad_out), N(allow_tf32), N(stream)}};
+                                         N(aux_out), N(aux), N(bias_grad_out), N(allow_tf32), N(stream),
+                                         N(scale_a), N(scale_b)}};
 #undef N
-enum { A, B, OUT, C, ALPHA, BETA, BIAS, EPILOGUE, AUX_OUT, AUX, BIAS_GRAD_OUT, ALLOW_TF32, STREAM };
+enum {
+    A,
+    B,
+    OUT,
+    C,
+    ALPHA,
+    BETA,
+    BIAS,
+    EPILOGUE,
+    AUX_OUT,
+    AUX,
+    BIAS_GRAD_OUT,
+    ALLOW_TF32,
+    STREAM,
+    SCALE_A,
+    SCALE_B
+};
 
 static int read_epilogue(lab_state *state, PyObject *obj, const char *func, lab_matmul_epilogue *epilogue) {
     *epilogue = LAB_MATMUL_NONE;
@@ -45,7 +62,8 @@ static int read_epilogue(lab_state *state, PyObject *obj, const char *func, lab_
     return -1;
 }
 
-/* out=None: a new lab.Array of a @ b's shape and a's dtype, on a's device and the call's stream. */
+/* out=None: a new lab.Array of a @ b's shape and a's dtype (bfloat16 for float8 inputs, which no lab
+ * kernel stores), on a's device and the call's stream. */
 static PyObject *allocate_out(PyObject *module, lab_state *state, const lab_array *a, const lab_array *b,
                               PyObject *stream_obj, const char *func) {
     int64_t shape[LAB_MAX_DIMS];
@@ -58,7 +76,8 @@ static PyObject *allocate_out(PyObject *module, lab_state *state, const lab_arra
     }
     PyObject *empty = PyObject_GetAttrString(module, "empty");
     PyObject *shape_tuple = lab_shape_tuple(shape, ndim);
-    PyObject *dtype = PyUnicode_FromString(lab_dtype_names[a->dtype]);
+    PyObject *dtype =
+        PyUnicode_FromString(lab_dtype_names[lab_dtype_is_float8(a->dtype) ? LAB_BFLOAT16 : a->dtype]);
     PyObject *device = located.device >= 0 ? PyLong_FromLong(located.device) : Py_NewRef(Py_None);
     PyObject *keywords = Py_BuildValue("(OO)", LAB_NAME_OBJ(state, device), LAB_NAME_OBJ(state, stream));
     PyObject *out = NULL;
@@ -116,8 +135,8 @@ int lab_matmul_read(lab_state *state, const char *func, PyObject *const *slots, 
     call->allow_tf32 = slots[ALLOW_TF32] ? PyObject_IsTrue(slots[ALLOW_TF32]) : 0;
     if (call->allow_tf32 < 0) return -1;
     /* Arrays last: numbers above may run Python (__float__), which must not see half-read arrays. */
-    if (lab_read_array(state, slots[A], func, "a", &arrays->a) < 0 ||
-        lab_read_array(state, slots[B], func, "b", &arrays->b) < 0 ||
+    if (lab_read_array_float8(state, slots[A], func, "a", &arrays->a) < 0 ||
+        lab_read_array_float8(state, slots[B], func, "b", &arrays->b) < 0 ||
         lab_read_array(state, out_obj, func, "out", &arrays->out) < 0) {
         return -1;
     }
@@ -133,7 +152,9 @@ int lab_matmul_read(lab_state *state, const char *func, PyObject *const *slots, 
                     {BIAS, "bias", &arrays->bias, &call->bias},
                     {AUX_OUT, "aux_out", &arrays->aux_out, &call->aux_out},
                     {AUX, "aux", &arrays->aux, &call->aux},
-                    {BIAS_GRAD_OUT, "bias_grad_out", &arrays->bias_grad_out, &call->bias_grad_out}};
+                    {BIAS_GRAD_OUT, "bias_grad_out", &arrays->bias_grad_out, &call->bias_grad_out},
+                    {SCALE_A, "scale_a", &arrays->scale_a, &call->scale_a},
+                    {SCALE_B, "scale_b", &arrays->scale_b, &call->scale_b}};
     for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++) {
         PyObject *obj = slots[optional[i].slot];
         if (!obj || obj == Py_None) continue;
@@ -148,13 +169,13 @@ const lab_signature *lab_matmul_signature(void) { return &SIGNATURE; }
 static PyObject *py_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "matmul";
-    PyObject *slots[13];
+    PyObject *slots[15];
     if (lab_parse_args(state, func, &SIGNATURE, args, nargs, kwnames, slots) < 0) return NULL;
     lab_matmul_arrays arrays;
     PyObject *out_obj = slots[OUT] && slots[OUT] != Py_None ? Py_NewRef(slots[OUT]) : NULL;
     if (!out_obj) { /* read a and b once to size the new array, then read the call as usual */
-        if (lab_read_array(state, slots[A], func, "a", &arrays.a) < 0 ||
-            lab_read_array(state, slots[B], func, "b", &arrays.b) < 0) {
+        if (lab_read_array_float8(state, slots[A], func, "a", &arrays.a) < 0 ||
+            lab_read_array_float8(state, slots[B], func, "b", &arrays.b) < 0) {
             return NULL;
         }
         out_obj = allocate_out(module, state, &arrays.a, &arrays.b, slots[STREAM], func);
@@ -176,9 +197,10 @@ static PyObject *py_matmul(PyObject *module, PyObject *const *args, Py_ssize_t n
     description.planned = 1 + work; /* the kind's plan returns this instead of planning again */
     lab_op_call_add(&call, "out", description.out, 1, 0, 1);
     const lab_matmul_call *d = &description;
-    lab_array *const others[] = {d->aux_out, d->bias_grad_out, d->a, d->b, d->c, d->bias, d->aux};
-    const char *names[] = {"aux_out", "bias_grad_out", "a", "b", "c", "bias", "aux"};
-    for (int i = 0; i < 7; i++) {
+    lab_array *const others[] = {d->aux_out, d->bias_grad_out, d->a,       d->b,      d->c,
+                                 d->bias,    d->aux,           d->scale_a, d->scale_b};
+    const char *names[] = {"aux_out", "bias_grad_out", "a", "b", "c", "bias", "aux", "scale_a", "scale_b"};
+    for (int i = 0; i < 9; i++) {
         if (others[i]) lab_op_call_add(&call, names[i], others[i], 1, 0, i < 2);
     }
     if (lab_run_op(&state->dispatch, &lab_matmul_kind, &call) == 0) {
@@ -202,7 +224,7 @@ PyMethodDef lab_matmul_methods[] = {
      "_cublaslt_info()\n--\n\nThe loaded cuBLASLt's path and version, or None before the first product."},
     {"matmul", (PyCFunction)(void (*)(void))py_matmul, METH_FASTCALL | METH_KEYWORDS,
      "matmul(a, b, out=None, *, c=None, alpha=1.0, beta=None, bias=None, epilogue=None, aux_out=None, "
-     "aux=None, bias_grad_out=None, allow_tf32=False, stream=None)\n--\n\n"
+     "aux=None, bias_grad_out=None, allow_tf32=False, stream=None, scale_a=None, scale_b=None)\n--\n\n"
      "out = epilogue(alpha * a @ b + beta * c + bias) in one cuBLASLt call; returns out (a new lab.Array "
      "when out is None).\n\n"
      "a (..., m, k) and b (..., k, n) from any producer, float16, bfloat16, float32 or float64 (one dtype); "
@@ -214,6 +236,10 @@ PyMethodDef lab_matmul_methods[] = {
      "(out = (a @ b) * gelu'(aux), the backward of 'gelu_tanh'). bias_grad_out: with 'dgelu', out summed "
      "over its rows (n values); with no epilogue, a summed over its last dimension (m values) - the bias "
      "gradient of a linear layer when a is its output gradient transposed.\n\n"
+     "float8 (float8_e4m3fn or float8_e5m2, not both e5m2; from producers that name them through DLPack, "
+     "as torch does): a row-major, b column-major (b = w.T of a row-major w), scale_a and scale_b "
+     "float32 device scalars (out = (scale_a * scale_b) * a @ b, as torch._scaled_mm), out bfloat16 (the "
+     "default), float16 or float32, epilogue None, 'relu' or 'gelu_tanh' with or without bias.\n\n"
      "cuBLASLt is loaded at the first call (LAB_CUBLASLT, the nvidia-cublas wheel, CUDA_HOME or the "
      "loader's path); its failures are lab.CudaError naming the status."},
     {NULL, NULL, 0, NULL},

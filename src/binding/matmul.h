@@ -11,11 +11,11 @@ extern PyMethodDef lab_matmul_methods[];
 
 /* Where the arrays of one call are read to (lab_matmul_call points into it). */
 typedef struct {
-    lab_array a, b, out, c, bias, aux_out, aux, bias_grad_out;
+    lab_array a, b, out, c, bias, aux_out, aux, bias_grad_out, scale_a, scale_b;
 } lab_matmul_arrays;
 
 /* matmul's signature: (a, b, out=None, *, c, alpha, beta, bias, epilogue, aux_out, aux,
- * bias_grad_out, allow_tf32, stream). */
+ * bias_grad_out, allow_tf32, stream, scale_a, scale_b). */
 const lab_signature *lab_matmul_signature(void);
 
 /* The first product loads cuBLASLt from the paths lab/_blas.py lists (LAB_CUBLASLT, the NVIDIA

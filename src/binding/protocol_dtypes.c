@@ -37,6 +37,16 @@ lab_typestr_result lab_parse_typestr(const char *typestr, Py_ssize_t length, lab
 }
 
 int lab_dtype_from_dlpack(DLDataType dl, lab_dtype *dtype) {
+    static const struct {
+        DLDataType spelled;
+        lab_dtype dtype;
+    } float8[] = {{{kDLFloat8_e4m3fn, 8, 1}, LAB_FLOAT8_E4M3FN}, {{kDLFloat8_e5m2, 8, 1}, LAB_FLOAT8_E5M2}};
+    for (size_t i = 0; i < sizeof float8 / sizeof float8[0]; i++) {
+        if (dl.code == float8[i].spelled.code && dl.bits == float8[i].spelled.bits && dl.lanes == 1) {
+            *dtype = float8[i].dtype;
+            return 0;
+        }
+    }
     for (int d = 0; d < LAB_NUM_DTYPES; d++) {
         const DLDataType known = lab_dtype_dlpack[d];
         if (dl.code == known.code && dl.bits == known.bits && dl.lanes == known.lanes) {

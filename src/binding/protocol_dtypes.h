@@ -25,7 +25,8 @@ extern const DLDataType lab_dtype_dlpack[LAB_NUM_DTYPES];
 /* Parses a __cuda_array_interface__ typestr such as "<f4" or "|u1". */
 lab_typestr_result lab_parse_typestr(const char *typestr, Py_ssize_t length, lab_dtype *dtype);
 
-/* Maps a DLPack dtype (lanes must be 1); returns 0, or -1 when lab does not support it. */
+/* Maps a DLPack dtype (lanes must be 1); returns 0, or -1 when lab does not support it. The float8
+ * types (DLPack 1.1's codes) map too: the reader refuses them where the op does not ask for them. */
 int lab_dtype_from_dlpack(DLDataType dl, lab_dtype *dtype);
 
 #endif

@@ -42,7 +42,9 @@ enum { /* cudaDataType_t */
        LAB_CUDA_R_32F = 0,
        LAB_CUDA_R_64F = 1,
        LAB_CUDA_R_16F = 2,
-       LAB_CUDA_R_16BF = 14
+       LAB_CUDA_R_16BF = 14,
+       LAB_CUDA_R_8F_E4M3 = 28,
+       LAB_CUDA_R_8F_E5M2 = 29
 };
 enum { /* cublasComputeType_t */
        LAB_COMPUTE_32F = 68,
@@ -59,6 +61,8 @@ enum {                               /* cublasLtMatmulDescAttributes_t */
        LAB_DESC_EPILOGUE_AUX_POINTER = 11,
        LAB_DESC_EPILOGUE_AUX_LD = 12,
        LAB_DESC_EPILOGUE_AUX_BATCH_STRIDE = 13,
+       LAB_DESC_A_SCALE_POINTER = 17,
+       LAB_DESC_B_SCALE_POINTER = 18,
        LAB_DESC_BIAS_DATA_TYPE = 26
 };
 enum { /* cublasLtMatrixLayoutAttribute_t */

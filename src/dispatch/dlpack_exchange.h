@@ -15,7 +15,9 @@ enum {
     kDLOpaqueHandle = 3,
     kDLBfloat = 4,
     kDLComplex = 5,
-    kDLBool = 6
+    kDLBool = 6,
+    kDLFloat8_e4m3fn = 10, /* the two float8 types cuBLASLt multiplies (DLPack 1.1) */
+    kDLFloat8_e5m2 = 12
 };
 
 typedef struct {

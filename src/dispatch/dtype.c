@@ -1,10 +1,11 @@
 /* dtype.c - the tables behind dtype.h: names, item sizes, promotion. */
 #include "dispatch/dtype.h"
 
-const char *const lab_dtype_names[LAB_NUM_DTYPES] = {
-    "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+const char *const lab_dtype_names[LAB_NUM_ALL_DTYPES] = {
+    "float16", "bfloat16", "float32", "float64",       "int8",        "int16",
+    "int32",   "int64",    "uint8",   "float8_e4m3fn", "float8_e5m2",
 };
-const int lab_dtype_itemsize[LAB_NUM_DTYPES] = {2, 2, 4, 8, 1, 2, 4, 8, 1};
+const int lab_dtype_itemsize[LAB_NUM_ALL_DTYPES] = {2, 2, 4, 8, 1, 2, 4, 8, 1, 1, 1};
 
 /* Bits of the widest integer a float type holds exactly: float16/bfloat16 8 (uint8/int8), float32 16. */
 static int float_holds_int_bits(lab_dtype f) { return f == LAB_FLOAT64 ? 64 : f == LAB_FLOAT32 ? 16 : 8; }

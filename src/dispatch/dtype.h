@@ -6,10 +6,12 @@
 
 #include "kernels/launch.h"
 
-extern const char *const lab_dtype_names[LAB_NUM_DTYPES];
-extern const int lab_dtype_itemsize[LAB_NUM_DTYPES];
+extern const char *const lab_dtype_names[LAB_NUM_ALL_DTYPES];
+extern const int lab_dtype_itemsize[LAB_NUM_ALL_DTYPES];
 
-static inline int lab_dtype_is_integer(lab_dtype d) { return d >= LAB_INT8; }
+static inline int lab_dtype_is_integer(lab_dtype d) { return d >= LAB_INT8 && d <= LAB_UINT8; }
+
+static inline int lab_dtype_is_float8(lab_dtype d) { return d == LAB_FLOAT8_E4M3FN || d == LAB_FLOAT8_E5M2; }
 
 static inline int lab_dtype_is_half(lab_dtype d) { return d == LAB_FLOAT16 || d == LAB_BFLOAT16; }
 

@@ -16,7 +16,7 @@
 #include "dispatch/elementwise_kind.h"
 
 typedef struct {
-    int device, data_type, out_type, compute_type, scale_type, epilogue;
+    int device, data_type, b_data_type, out_type, compute_type, scale_type, epilogue;
     int trans_a, trans_b, has_workspace, batched;
     int align[6];       /* log2 of each pointer's alignment (A, B, C, D, bias, aux), capped at 256 bytes */
     int64_t dims[3];    /* m, n, k */
@@ -100,6 +100,16 @@ static void set_vectors(library_step *s, lab_blas_desc desc, const void *vector,
     }
 }
 
+/* Points the descriptor at this call's float8 scales (per call, as the vectors above). */
+static void set_scales(library_step *s, lab_blas_desc desc, const lab_matmul_plan *p) {
+    if (!p->A_scale) return;
+    const void *a = p->A_scale->data, *b = p->B_scale->data;
+    step_ok(s, lab_cublaslt.desc_set(desc, LAB_DESC_A_SCALE_POINTER, &a, sizeof a),
+            "setting scale A's pointer");
+    step_ok(s, lab_cublaslt.desc_set(desc, LAB_DESC_B_SCALE_POINTER, &b, sizeof b),
+            "setting scale B's pointer");
+}
+
 /* Creates the descriptors of a new problem and asks the heuristic for its best algorithm. */
 static void build_entry(library_step *s, problem_entry *e, const problem_key *key, const lab_matmul_plan *p,
                         lab_blas_handle handle, size_t workspace_bytes, const void *vector, const void *aux) {
@@ -124,9 +134,15 @@ static void build_entry(library_step *s, problem_entry *e, const problem_key *ke
                     "setting the aux batch stride");
         }
     }
+    if (p->A_scale && vector) { /* float8: the bias's type said, not left to the library's default */
+        const int32_t bias_type = key->out_type;
+        step_ok(s, lab_cublaslt.desc_set(e->desc, LAB_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),
+                "setting the bias type");
+    }
     set_vectors(s, e->desc, vector, aux);
+    set_scales(s, e->desc, p);
     make_layout(s, &e->layouts[0], key->data_type, &p->A, key, key->strides[0]);
-    make_layout(s, &e->layouts[1], key->data_type, &p->B, key, key->strides[1]);
+    make_layout(s, &e->layouts[1], key->b_data_type, &p->B, key, key->strides[1]);
     make_layout(s, &e->layouts[2], key->out_type, &p->C, key, key->strides[2]);
     make_layout(s, &e->layouts[3], key->out_type, &p->D, key, key->strides[3]);
     if (s->status != LAB_BLAS_SUCCESS) return;
@@ -194,6 +210,7 @@ static void fill_key(problem_key *key, const lab_matmul_call *c, int device, int
     memset(key, 0, sizeof *key); /* padding too: keys are compared and hashed as bytes */
     key->device = device;
     key->data_type = p->data_type;
+    key->b_data_type = p->b_data_type;
     key->out_type = p->out_type;
     key->compute_type = p->compute_type;
     key->scale_type = p->scale_type;
@@ -296,6 +313,7 @@ static void run_products(lab_matmul_call *c, lab_launch_scope *scope) {
         char *d = (char *)pointers[3] + (size_t)batch_offset(p, &p->D, i) * out_size;
         set_vectors(&s, e->desc, pointers[4],
                     aux ? aux->data + (size_t)batch_offset(p, &p->aux, i) * out_size : NULL);
+        set_scales(&s, e->desc, p);
         step_ok(&s,
                 lab_cublaslt.matmul(handle, e->desc, alpha, a, e->layouts[0], b, e->layouts[1], beta, cp,
                                     e->layouts[2], d, e->layouts[3], &e->algo, workspace, e->workspace_size,

@@ -40,12 +40,16 @@ typedef struct {
     int64_t batch_count;
     int collapsed; /* every operand's batches are one stride apart: one strided-batched call */
     int data_type, out_type, compute_type, scale_type; /* cudaDataType / cublasComputeType values */
-    int library_epilogue;                              /* cublasLtEpilogue_t */
+    int b_data_type;      /* the library's B's type: data_type, except for mixed float8 inputs */
+    int library_epilogue; /* cublasLtEpilogue_t */
+    /* float8 inputs: the scales of the library's A and B (scale_b and scale_a when swapped) */
+    const lab_array *A_scale, *B_scale;
 } lab_matmul_plan;
 
 typedef struct {
     /* what the binding read (NULL where an argument was not given) */
     lab_array *a, *b, *out, *c, *bias, *aux_out, *aux, *bias_grad_out;
+    lab_array *scale_a, *scale_b; /* float8 inputs' scales: float32 device scalars */
     double alpha, beta;
     lab_matmul_epilogue epilogue;
     int allow_tf32;
@@ -71,6 +75,10 @@ extern int lab_matmul_fuse_dgelu_bias_grad;
  * Returns 1 with work to launch, 0 when out is empty, -1 with TypeError/ValueError naming the
  * argument. No CUDA call. */
 int lab_plan_matmul(lab_matmul_call *c, const char *func);
+
+/* The float8 rules (matmul_float8.c): 0 when neither a nor b is float8 (and no scale was given), 1
+ * when they are and every float8 rule holds, -1 with TypeError/ValueError naming the argument. */
+int lab_matmul_check_float8(const lab_matmul_call *c, const char *func);
 
 /* a @ b's shape (broadcast batch dimensions, then m, n) from a and b alone, for out=None; the same
  * errors as the plan for arrays that are not matrices or whose shapes do not chain. */

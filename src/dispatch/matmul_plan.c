@@ -19,18 +19,21 @@ enum { ROW_MAJOR = 1, COLUMN_MAJOR = 2 };
 int lab_matmul_fuse_dgelu_bias_grad = 0;
 
 /* The orientation of matrix (rows, cols) with row stride rs and column stride cs, and its leading
- * dimension; 0 when neither stride is 1 (or a stride is negative or too small to hold a row). */
-static int orientation(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t *ld) {
+ * dimension; 0 when neither stride is 1 (or a stride is negative or too small to hold a row). A
+ * matrix that is both (a single row or column) is called `prefer`. */
+static int orientation(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int prefer, int64_t *ld) {
     const int64_t min_row_ld = cols > 1 ? cols : 1, min_col_ld = rows > 1 ? rows : 1;
     if (rows == 0 || cols == 0) { /* nothing is read: any strides will do */
-        *ld = min_row_ld;
-        return ROW_MAJOR;
+        *ld = prefer == ROW_MAJOR ? min_row_ld : min_col_ld;
+        return prefer;
     }
-    if ((cs == 1 || cols <= 1) && (rows <= 1 || rs >= min_row_ld)) {
+    const int row_major = (cs == 1 || cols <= 1) && (rows <= 1 || rs >= min_row_ld);
+    const int column_major = (rs == 1 || rows <= 1) && (cols <= 1 || cs >= min_col_ld);
+    if (row_major && (prefer == ROW_MAJOR || !column_major)) {
         *ld = rows <= 1 ? min_row_ld : rs;
         return ROW_MAJOR;
     }
-    if ((rs == 1 || rows <= 1) && (cols <= 1 || cs >= min_col_ld)) {
+    if (column_major) {
         *ld = cols <= 1 ? min_col_ld : cs;
         return COLUMN_MAJOR;
     }
@@ -40,7 +43,7 @@ static int orientation(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64
 /* The last two dimensions of x as a matrix: orientation and ld, or a ValueError naming it. */
 static int matrix_view(const lab_array *x, const char *name, const char *func, int *o, int64_t *ld) {
     const int d = x->ndim;
-    *o = orientation(x->shape[d - 2], x->shape[d - 1], x->strides[d - 2], x->strides[d - 1], ld);
+    *o = orientation(x->shape[d - 2], x->shape[d - 1], x->strides[d - 2], x->strides[d - 1], ROW_MAJOR, ld);
     if (*o) return 0;
     lab_fail(LAB_FAILURE_VALUE,
              "%s(): argument '%s' has strides (%lld, %lld) in its last two dimensions; the matrix "
@@ -64,6 +67,8 @@ static lab_matmul_operand library_operand(int o, int64_t r, int64_t c, int64_t l
 
 static int cuda_type(lab_dtype d) {
     switch (d) {
+    case LAB_FLOAT8_E4M3FN: return LAB_CUDA_R_8F_E4M3;
+    case LAB_FLOAT8_E5M2: return LAB_CUDA_R_8F_E5M2;
     case LAB_FLOAT16: return LAB_CUDA_R_16F;
     case LAB_BFLOAT16: return LAB_CUDA_R_16BF;
     case LAB_FLOAT32: return LAB_CUDA_R_32F;
@@ -78,6 +83,8 @@ static int is_float(lab_dtype d) {
 /* a and b: float dtypes of one kind; out: theirs, or float32 for half inputs; every other array
  * out's dtype (cuBLASLt reads c, bias and aux, and writes the bias gradient, in D's type). */
 static int check_dtypes(const lab_matmul_call *c, const char *func) {
+    const int float8 = lab_matmul_check_float8(c, func);
+    if (float8 != 0) return float8 < 0 ? -1 : 0;
     const lab_dtype in = c->a->dtype, out = c->out->dtype;
     if (!is_float(in) || c->b->dtype != in) {
         lab_fail(LAB_FAILURE_TYPE,
@@ -325,11 +332,23 @@ static int check_overlaps(const lab_matmul_call *c, const char *func) {
 
 /* Input i (a or b) as the product reads it: the array itself when its rows or columns are
  * contiguous, else a contiguous copy (c->staged[i], its memory taken from lab's scratch pool and
- * filled by lab's copy kernel at launch: section "layouts" of docs/gemm.md). */
-static const lab_array *stage_input(lab_matmul_call *c, int i, int *o, int64_t *ld) {
+ * filled by lab's copy kernel at launch: section "layouts" of docs/gemm.md). Float8 inputs are read
+ * in the one layout cuBLASLt's float8 kernels take (a's rows contiguous, b's columns: see
+ * matmul_float8.c), or refused: no lab kernel copies float8. */
+static const lab_array *stage_input(lab_matmul_call *c, int i, int *o, int64_t *ld, const char *func) {
     const lab_array *x = i ? c->b : c->a;
-    const int d = x->ndim;
-    *o = orientation(x->shape[d - 2], x->shape[d - 1], x->strides[d - 2], x->strides[d - 1], ld);
+    const int d = x->ndim, float8 = lab_dtype_is_float8(x->dtype), want = i ? COLUMN_MAJOR : ROW_MAJOR;
+    *o = orientation(x->shape[d - 2], x->shape[d - 1], x->strides[d - 2], x->strides[d - 1],
+                     float8 ? want : ROW_MAJOR, ld);
+    if (float8 && (*o != want || *ld % 16 != 0)) {
+        lab_fail(LAB_FAILURE_VALUE,
+                 "%s(): float8 '%s' must have its %s contiguous and a leading dimension of a multiple of 16 "
+                 "elements (cuBLASLt's float8 kernels read a row-major a and a column-major b, such as w.T "
+                 "of a row-major weight w); it has strides (%lld, %lld)",
+                 func, i ? "b" : "a", i ? "columns" : "rows", (long long)x->strides[d - 2],
+                 (long long)x->strides[d - 1]);
+        return NULL;
+    }
     c->stage[i] = *o == 0;
     if (!c->stage[i]) return x;
     lab_array *copy = &c->staged[i];
@@ -363,8 +382,9 @@ int lab_plan_matmul(lab_matmul_call *c, const char *func) {
     if (check_dtypes(c, func) < 0 || check_shapes(c, func, &m, &n, &k) < 0) return -1;
     int oa, ob, oo;
     int64_t lda, ldb, ldo;
-    const lab_array *a = stage_input(c, 0, &oa, &lda), *b = stage_input(c, 1, &ob, &ldb);
-    if (matrix_view(c->out, "out", func, &oo, &ldo) < 0) return -1;
+    const lab_array *a = stage_input(c, 0, &oa, &lda, func),
+                    *b = a ? stage_input(c, 1, &ob, &ldb, func) : NULL;
+    if (!b || matrix_view(c->out, "out", func, &oo, &ldo) < 0) return -1;
     p->swapped = oo == ROW_MAJOR;
     const int t = p->swapped; /* out row-major: D = out^T = b^T @ a^T */
     p->A_array = t ? b : a;
@@ -426,7 +446,10 @@ int lab_plan_matmul(lab_matmul_call *c, const char *func) {
     if (aux) p->collapsed &= collapse_batches(&p->aux, aux, p);
 
     const lab_dtype in = c->a->dtype;
-    p->data_type = cuda_type(in);
+    p->data_type = cuda_type(p->A_array->dtype);
+    p->b_data_type = cuda_type(p->B_array->dtype);
+    p->A_scale = t ? c->scale_b : c->scale_a;
+    p->B_scale = t ? c->scale_a : c->scale_b;
     p->out_type = cuda_type(c->out->dtype);
     p->compute_type = in == LAB_FLOAT64                    ? LAB_COMPUTE_64F
                       : in == LAB_FLOAT32 && c->allow_tf32 ? LAB_COMPUTE_32F_FAST_TF32

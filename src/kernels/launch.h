@@ -26,7 +26,12 @@ typedef enum {
     LAB_INT32,
     LAB_INT64,
     LAB_UINT8,
-    LAB_NUM_DTYPES
+    LAB_NUM_DTYPES,
+    /* Read only where an op asks for them (lab.matmul's a and b, from producers that name them
+     * through DLPack); no kernel of lab's loads or stores them, and every other op refuses them. */
+    LAB_FLOAT8_E4M3FN = LAB_NUM_DTYPES,
+    LAB_FLOAT8_E5M2,
+    LAB_NUM_ALL_DTYPES
 } lab_dtype;
 
 /* Kernel-level elementwise ops, one per row of ops.def (some rows are internal variants that the
