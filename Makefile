@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama gpu-profile-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama gpu-profile-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -129,6 +129,17 @@ gpu-jax:
 # The benchmark tables, side by side with torch, CuPy and the loss heads' peers (an unchanged build
 # is reused; a fresh machine builds first). The last table printed is the fused linear
 # cross-entropy's goals.
+# The matrix products alone, float8's first: build, every matmul test, bench_gemm's float8 and
+# host-time rows (a short call, for a change to the product's binding).
+gpu-float8:
+	mkdir -p $(LOGS) $(OUT)/bench
+	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(LOGS)/build.log 2>&1 || (tail -50 $(LOGS)/build.log; exit 1)
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rfEs $(XDIST) tests/test_matmul_float8_gpu.py tests/test_matmul_float8.py \
+	  tests/test_matmul_gpu.py tests/test_matmul.py 2>&1 | tee $(LOGS)/tests.txt | tail -15; \
+	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(LOGS)/tests.txt
+	$(PYTHON) bench/bench_gemm.py --only float8 host --out-dir $(OUT)/bench
+	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
+
 gpu-bench:
 	mkdir -p $(OUT)/bench
 	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > $(OUT)/build.log 2>&1 || (tail -50 $(OUT)/build.log; exit 1)

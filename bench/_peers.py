@@ -19,20 +19,24 @@ def peers(script):
     return torch, cupy
 
 
-def bench_args(description):
-    """A benchmark's command line: --out-dir (where its JSON goes) and --quick."""
+def bench_args(description, groups=None):
+    """A benchmark's command line: --out-dir (where its JSON goes) and --quick; with `groups` (the
+    names of a benchmark's groups of cases), --only NAME... runs only those."""
     import argparse
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out-dir")
     parser.add_argument("--quick", action="store_true")
+    if groups:
+        parser.add_argument("--only", nargs="+", choices=groups, default=list(groups),
+                            help="run only these groups of cases")
     return parser.parse_args()
 
 
-def start(script, description):
+def start(script, description, groups=None):
     """A benchmark's command line (bench_args), its peers and torch's event timer:
     (args, torch, cupy, timer), or None where this machine cannot run it (peers() says why)."""
     from lab._timing import torch_timer
-    args = bench_args(description)
+    args = bench_args(description, groups)
     found = peers(script)
     if found is None:
         return None

@@ -13,7 +13,7 @@ in one run. Cases, bfloat16 unless named:
   - host time per call on 256 x 256 (the GPU work is shorter than the host's).
 Medians of event-timed repeats after warm-up on random data; ratios are the peer's time over lab's
 (> 1: lab is faster).
-    python3 bench/bench_gemm.py [--out-dir DIR] [--quick]
+    python3 bench/bench_gemm.py [--out-dir DIR] [--quick] [--only products epilogues mlp float8 host]
 """
 import json
 import os
@@ -194,6 +194,7 @@ def host_rows(torch, calls):
     return [dict(case="host time per call, bf16 256x256", lab_us=lab_us, peer="torch.mm", peer_us=torch_us)]
 
 
+GROUPS = ("products", "epilogues", "mlp", "float8", "host")
 GOALS = [("bf16 ", "torch.mm", 0.98), ("(CuPy arrays)", "cupy.matmul", 1.0),
          ("+ bias, gelu_tanh", "torch _addmm_activation", 1.0), ("(CuPy)", "cupy matmul + bias/gelu kernel", 1.3),
          ("MLP fwd+bwd", "torch eager autograd", 1.1), ("fp8 e4m3", "torch._scaled_mm", 0.98),
@@ -201,14 +202,16 @@ GOALS = [("bf16 ", "torch.mm", 0.98), ("(CuPy arrays)", "cupy.matmul", 1.0),
 
 
 def main():
-    started = start("bench_gemm.py", __doc__)
+    started = start("bench_gemm.py", __doc__, GROUPS)
     if started is None:
         return 0
     args, torch, cupy, timer = started
     repeats = 5 if args.quick else 15
-    rows = product_rows(torch, cupy, timer, repeats) + epilogue_rows(torch, cupy, timer, repeats)
-    rows += mlp_rows(torch, timer, repeats) + float8_rows(torch, timer, repeats)
-    host = host_rows(torch, 2000 if args.quick else 20000)
+    groups = {"products": lambda: product_rows(torch, cupy, timer, repeats),
+              "epilogues": lambda: epilogue_rows(torch, cupy, timer, repeats),
+              "mlp": lambda: mlp_rows(torch, timer, repeats), "float8": lambda: float8_rows(torch, timer, repeats)}
+    rows = [row for name in GROUPS if name in groups and name in args.only for row in groups[name]()]
+    host = host_rows(torch, 2000 if args.quick else 20000) if "host" in args.only else []
     print(f"\n{'matrix product':52s} {'lab ms':>8s} {'peer ms':>8s} {'vs peer':>8s} {'lab TFLOP/s':>12s}  peer")
     for r in rows:
         print(f"{r['case']:52s} {r['lab_ms']:8.3f} {r['peer_ms']:8.3f} {r['peer_ms'] / r['lab_ms']:8.2f} "
