@@ -5,13 +5,16 @@ side in one run on the same tensors: transformers' formula in eager mode and und
 Liger-Kernel's liger_rotary_pos_emb (where importable: carried as a wheel), lab.nn's
 apply_rotary_pos_emb (autograd), and lab.rope + lab.rope_backward alone on outputs made once.
 Two modes: one step after a synchronization (the goal's; the host's time to issue it shows) and ten
-back to back (the GPU's time per step shows). Medians of event-timed repeats after warm-up; ratios
+back to back (the GPU's time per step shows), and the host's time to issue a step (wall clock over
+ten steps issued after a sync, none waited for). Medians of event-timed repeats after warm-up; ratios
 are the peer's time over lab.nn's for one step (> 1: lab is faster); TB/s counts the bytes that must
 move (q and k read and written, forward and backward) back to back.
     python3 bench/bench_rope.py [--out-dir DIR] [--quick]
 """
 import os
+import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
@@ -62,6 +65,19 @@ def lab_kernels(torch, q, k, cos, sin, grads):
     return step
 
 
+def host_us_per_step(torch, step, repeats):
+    """The host's microseconds to issue one step: BACK_TO_BACK steps after a sync, none waited for."""
+    samples = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(BACK_TO_BACK):
+            step()
+        samples.append((time.perf_counter() - started) / BACK_TO_BACK * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
 def liger_or_none():
     try:
         from liger_kernel.transformers.rope import liger_rotary_pos_emb
@@ -89,21 +105,25 @@ def main():
         impls.append(("Liger-Kernel", fwd_bwd(torch, liger, q, k, cos, sin, grads)))
     moved = 4 * (q.numel() + k.numel()) * q.element_size()
     print(f"\nrope fwd+bwd, q {tuple(q.shape)} k {tuple(k.shape)} bf16, transposed views")
-    print(f"{'implementation':32s} {'one call ms':>12s} {'vs lab.nn':>10s} {'back to back ms':>16s} {'TB/s':>7s}")
-    times, many = {}, {}
+    print(f"{'implementation':32s} {'one call ms':>12s} {'vs lab.nn':>10s} {'back to back ms':>16s} {'TB/s':>7s} "
+          f"{'host us/step':>13s}")
+    times, many, host = {}, {}, {}
     for name, step in impls:
         times[name] = median_ms(step, *timer, repeats=repeats, warmup=5)
         many[name] = median_ms(lambda: [step() for _ in range(BACK_TO_BACK)], *timer, repeats=max(repeats // 5, 3),
                                warmup=2) / BACK_TO_BACK
+        host[name] = host_us_per_step(torch, step, max(repeats // 5, 3))
     ours = times["lab.nn.apply_rotary_pos_emb"]
     for name, ms in times.items():
-        print(f"{name:32s} {ms:12.3f} {ms / ours:10.2f} {many[name]:16.3f} {moved / many[name] / 1e9:7.2f}")
+        print(f"{name:32s} {ms:12.3f} {ms / ours:10.2f} {many[name]:16.3f} {moved / many[name] / 1e9:7.2f} "
+              f"{host[name]:13.1f}")
     goals = [("lab.nn rope fwd+bwd <= 0.12 ms", ours, ours <= 0.12)]
     for peer in ("transformers, torch.compile", "Liger-Kernel"):
         if peer in times:
             goals.append((f"{peer} / lab.nn >= 5", times[peer] / ours, times[peer] / ours >= 5))
     print_met_goals(goals, width=44, digits=3)
-    save_json(args.out_dir, "rope.json", torch, times_ms=times, back_to_back_ms=many, bytes_moved=moved,
+    save_json(args.out_dir, "rope.json", torch, times_ms=times, back_to_back_ms=many, host_us_per_step=host,
+              bytes_moved=moved,
               goals=[list(g) for g in goals])
 
 
