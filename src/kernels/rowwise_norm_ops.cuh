@@ -19,6 +19,18 @@ namespace lab {
 // own kernel: with both behind a runtime flag the staged bf16 kernels spilled 48 bytes a thread at
 // their 32 registers; split, layer_norm's spills nothing and rms_norm's 36 bytes (ptxas). Splitting
 // off the residual too moved those spills about (32-44 bytes each), so it stays a runtime flag.
+// The forward's group sums of s1 and s2: both for layer_norm; rms_norm uses s2 alone (its s1 is 0), so
+// it reduces one value - half the shuffles and shared-memory traffic of the pair. (The backward keeps
+// the pair: reducing one value there took ptxas from 64 to 72 registers at one chunk, and from 113 to
+// 128 with 8 bytes of spills at two, for bf16 rms_norm.)
+template <bool kCentered, typename A> __device__ __forceinline__ Pair<A> norm_sums(A s1, A s2, int group) {
+    if constexpr (kCentered) {
+        return group_sums(s1, s2, group);
+    } else {
+        return Pair<A>{A(0), group_sum(s2, group)};
+    }
+}
+
 template <bool kCentered> struct NormForward {
     // Four chunks a lane held as packets (row() below), one row a block of 128 lanes for a bf16 row of
     // 4096: bench/sweep_norms.cu's held<false,128x4,128,1> at 72 registers ran 0.073 ms against 0.090
@@ -111,7 +123,7 @@ template <bool kCentered> struct NormForward {
             }
         }
         A mean, rstd;
-        statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
+        statistics(a, norm_sums<kCentered>(s1, s2, a.group), shift, mean, rstd);
         store_chunks<T, kChunks>(
             row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, valid, [&](int c, int i) {
                 const A y = (packet_compute<T>(x[c], i) - mean) * rstd * packet_compute<T>(w[c], i);
@@ -174,7 +186,7 @@ template <bool kCentered> struct NormForward {
             }
         }
         A mean, rstd;
-        statistics(a, group_sums(s1, s2, a.group), shift, mean, rstd);
+        statistics(a, norm_sums<kCentered>(s1, s2, a.group), shift, mean, rstd);
         const char *normalized_row = residual ? h_row : x_row;
         const int64_t normalized_stride = a.col_stride[residual ? LAB_ROW_RESIDUAL_OUT : LAB_ROW_X];
         char *out = row_at(a, row, LAB_ROW_OUT);
