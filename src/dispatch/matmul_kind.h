@@ -77,7 +77,8 @@ extern int lab_matmul_fuse_dgelu_bias_grad;
 int lab_plan_matmul(lab_matmul_call *c, const char *func);
 
 /* The float8 rules (matmul_float8.c): 0 when neither a nor b is float8 (and no scale was given), 1
- * when they are and every float8 rule holds, -1 with TypeError/ValueError naming the argument. */
+ * when they are and every float8 rule holds, -1 with TypeError/ValueError naming the argument. The
+ * other arrays' dtypes (out's, for c and bias) the plan checks for every product. */
 int lab_matmul_check_float8(const lab_matmul_call *c, const char *func);
 
 /* a @ b's shape (broadcast batch dimensions, then m, n) from a and b alone, for out=None; the same

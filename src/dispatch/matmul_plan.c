@@ -80,13 +80,14 @@ static int is_float(lab_dtype d) {
     return d == LAB_FLOAT16 || d == LAB_BFLOAT16 || d == LAB_FLOAT32 || d == LAB_FLOAT64;
 }
 
-/* a and b: float dtypes of one kind; out: theirs, or float32 for half inputs; every other array
- * out's dtype (cuBLASLt reads c, bias and aux, and writes the bias gradient, in D's type). */
+/* a and b: float dtypes of one kind (or float8: matmul_float8.c's rules); out: theirs, or float32 for
+ * half inputs; every other array out's dtype (cuBLASLt reads c, bias and aux, and writes the bias
+ * gradient, in D's type), whatever the inputs. */
 static int check_dtypes(const lab_matmul_call *c, const char *func) {
     const int float8 = lab_matmul_check_float8(c, func);
-    if (float8 != 0) return float8 < 0 ? -1 : 0;
+    if (float8 < 0) return -1;
     const lab_dtype in = c->a->dtype, out = c->out->dtype;
-    if (!is_float(in) || c->b->dtype != in) {
+    if (!float8 && (!is_float(in) || c->b->dtype != in)) {
         lab_fail(LAB_FAILURE_TYPE,
                  "%s(): 'a' and 'b' must have one floating dtype (float16, bfloat16, float32 or float64), "
                  "got %s and %s",
@@ -94,7 +95,7 @@ static int check_dtypes(const lab_matmul_call *c, const char *func) {
         return -1;
     }
     const int half = in == LAB_FLOAT16 || in == LAB_BFLOAT16;
-    if (out != in && !(half && out == LAB_FLOAT32)) {
+    if (!float8 && out != in && !(half && out == LAB_FLOAT32)) {
         lab_fail(LAB_FAILURE_TYPE, "%s(): argument 'out' has dtype %s; for %s inputs it must be %s%s", func,
                  lab_dtype_names[out], lab_dtype_names[in], lab_dtype_names[in], half ? " or float32" : "");
         return -1;

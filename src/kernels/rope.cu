@@ -2,6 +2,7 @@
 // Each thread writes both elements of every pair it reads, so an output may be its input's very
 // view. Where every operand allows it a thread takes 16-byte packets of x (and the table columns
 // that go with them), staged through shared memory; otherwise a single pair, at any strides.
+#include "async_copy.cuh"
 #include "dispatch.cuh"
 #include "indexing.cuh"
 #include "launch.h"
@@ -190,21 +191,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         if (item < total) {
             const ItemPlace p = place_of(l, items, uint32_t(item));
             const char *x = p.r.x + offset_a<T>(l, p.run, rot_runs);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ring_base + slot(stage, 0)),
-                         "l"(x));
-            if (!l.interleaved && p.run < rot_runs) {
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ring_base + slot(stage, 1)),
-                             "l"(x + half_bytes));
-            }
+            async_copy_16(ring_base + slot(stage, 0), x);
+            if (!l.interleaved && p.run < rot_runs) async_copy_16(ring_base + slot(stage, 1), x + half_bytes);
         }
-        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        async_copy_commit();
     };
 #pragma unroll
     for (int s = 0; s < kStages - 1; s++) fetch(int64_t(first) + int64_t(s) * step, s);
     int stage = 0;
     for (uint32_t item = first; item < total; item += step) { // total < 2^31: no 32-bit wrap
         fetch(int64_t(item) + int64_t(kStages - 1) * step, stage == 0 ? kStages - 1 : stage - 1);
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 1) : "memory");
+        async_copy_wait<kStages - 1>();
         const ItemPlace p = place_of(l, items, item);
         XPack xa = *reinterpret_cast<const XPack *>(ring + slot(stage, 0)), xb;
         if (!l.interleaved && p.run < rot_runs) xb = *reinterpret_cast<const XPack *>(ring + slot(stage, 1));

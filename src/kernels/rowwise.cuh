@@ -14,6 +14,7 @@
 
 #include <type_traits>
 
+#include "async_copy.cuh"
 #include "casting.cuh"
 #include "dtype_traits.cuh"
 #include "indexing.cuh"
@@ -92,15 +93,15 @@ __device__ __forceinline__ void stage_row(char *shared, const char *global, int 
     const unsigned shared_base = static_cast<unsigned>(__cvta_generic_to_shared(shared));
     for (int offset = int(threadIdx.x) * 16; offset < bytes; offset += int(blockDim.x) * 16) {
         if (offset + 16 <= bytes) {
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_base + offset),
-                         "l"(global + offset));
+            async_copy_16(shared_base + offset, global + offset);
         } else {
             for (int b = offset; b < bytes; ++b) shared[b] = global[b];
         }
     }
 }
 __device__ __forceinline__ void wait_staged_rows() {
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+    async_copy_commit();
+    async_copy_wait<0>();
 }
 
 // The column of element i of chunk `chunk` held by `lane`. Rows in registers are under 2^31

@@ -1,0 +1,22 @@
+// async_copy.cuh - cp.async (sm_80+): 16 bytes from global to shared memory without passing through
+// registers, tracked in commit groups. Used where a kernel keeps bytes in flight in shared memory:
+// the staged rows (rowwise.cuh stage_row) and rope's ring of items (rope.cu).
+#pragma once
+
+namespace lab {
+
+// Starts copying 16 bytes (both addresses 16-byte aligned) to `shared_address`, an address in the
+// shared window (__cvta_generic_to_shared), through L2 only (.cg: the data is used once).
+__device__ __forceinline__ void async_copy_16(unsigned shared_address, const void *global) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global));
+}
+
+// Closes the group of copies started since the last one.
+__device__ __forceinline__ void async_copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Waits until at most kPending groups are still in flight (0: every copy this thread started).
+template <int kPending> __device__ __forceinline__ void async_copy_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+} // namespace lab
