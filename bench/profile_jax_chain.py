@@ -1,4 +1,4 @@
-"""Which kernels lab.jax's rms_norm, softmax and swiglu run inside jax.jit, and how long each takes,
+"""Which kernels lab.jax's rms_norm, layer_norm, softmax and swiglu run inside jax.jit, and how long each takes,
 against XLA's own formulas - for Nsight Compute (`make profile-jax`). bench_jax.py measured lab's
 kernels slower inside jit than on torch tensors; this shows whether XLA adds kernels (copies around
 the custom calls) or lab's kernel itself runs slower there. Each case is bench_jax.py's chain of three
@@ -16,9 +16,11 @@ def main():
     import jax
     import torch
     import lab.jax as ljax
-    from bench_jax import chained, headline_arrays, xla_rms_norm, xla_softmax, xla_swiglu
+    from bench_jax import chained, headline_arrays, xla_layer_norm, xla_rms_norm, xla_softmax, xla_swiglu
     x, up, w = headline_arrays()
     cases = [("lab rms_norm", lambda x, w: ljax.rms_norm(x, w, 1e-6), (x, w)), ("XLA rms_norm", xla_rms_norm, (x, w)),
+             ("lab layer_norm", lambda x, w, b: ljax.layer_norm(x, w, b), (x, w, w)),
+             ("XLA layer_norm", xla_layer_norm, (x, w, w)),
              ("lab softmax", ljax.softmax, (x,)), ("XLA softmax", xla_softmax, (x,)),
              ("lab swiglu", ljax.swiglu, (x, up)), ("XLA swiglu", xla_swiglu, (x, up))]
     runs = [(name, chained(op, 3), arrays) for name, op, arrays in cases]
