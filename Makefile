@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu bench-llama gpu-llama gpu-profile-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -154,6 +154,7 @@ gpu-bench:
 	$(PYTHON) bench/bench_jax.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_jax_train.py --out-dir $(OUT)/bench
 	$(MAKE) --no-print-directory bench-linear-ce BENCH_OUT=$(OUT)/bench
+	$(MAKE) --no-print-directory nn-host-cost BENCH_OUT=$(OUT)/bench
 	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
 
 # The leak figure: refcount/tracemalloc tests at 10^6 calls each (GPU machine): succeeding calls
@@ -348,6 +349,10 @@ bench-linear-ce: peers-site
 # The rotary embedding against transformers' formula (eager, compiled) and Liger-Kernel's.
 bench-rope: peers-site
 	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_rope.py --out-dir $(BENCH_OUT)
+
+# Every lab.nn function's host time a call against torch eager's for the same result (small inputs).
+nn-host-cost:
+	$(PYTHON) bench/nn_host_cost.py --out-dir $(BENCH_OUT)
 
 # SwiGLU forward + backward through autograd against torch eager, torch.compile and Liger-Kernel's.
 bench-swiglu: peers-site
