@@ -1,5 +1,5 @@
-"""The eager path of lab.nn's softmax, norms, GLUs and rotary embedding: torch.autograd.Functions that
-call lab directly.
+"""The eager path of lab.nn's softmax, norms, GLUs, rotary embedding and cross-entropies:
+torch.autograd.Functions that call lab directly.
 
 The operators of _ops.py are what torch.compile traces and what torch.ops.lab users call; in eager
 mode their custom_op layers (Python wrappers around dispatch, and around autograd) cost more host
@@ -9,7 +9,9 @@ do the same work - the same kernels, the same saved tensors and statistics - wit
 and no dispatch. lab.nn.functional picks them when torch is not compiling. (The rotary embedding's
 forward + backward through the operators took 0.53 ms on the GPU machine, 2026-12-02, against 0.15 ms
 for its two kernels alone: bench_rope.py; on this repository's CPU-only CI machine the operators' host
-path measured 188 us a step and a Function's 53 us, with the kernels stubbed out.)"""
+path measured 188 us a step and a Function's 53 us, with the kernels stubbed out. The cross-entropy
+operator's forward took 161 us of host time on 8 x 32000 logits against torch's 27, the fused linear
+one's 178 against 48: bench/nn_host_cost.py, 2026-12-03.)"""
 from typing import Optional
 
 import torch
@@ -18,6 +20,8 @@ from torch.autograd.function import once_differentiable
 
 import lab
 
+from . import _linear_loss_ops
+from ._loss_ops import _loss_like
 from ._ops import _plain, _stats_like
 
 
@@ -179,3 +183,85 @@ class Rope(torch.autograd.Function):
         q_grad, k_grad = torch.empty_like(grad_q), torch.empty_like(grad_k)
         lab.rope_backward(grad_q, grad_k, cos, sin, q_grad, k_grad, interleaved=ctx.interleaved)
         return q_grad, k_grad, None, None, None
+
+
+class CrossEntropy(torch.autograd.Function):
+    """Cross-entropy with d loss / d logits written by the forward's kernel and saved (only where
+    autograd will ask for it); the backward scales it by the incoming gradient - into a new tensor,
+    or with `inplace` in place (nothing at all where the incoming gradient is 1), the saved tensor's
+    version bumped so that a second backward is autograd's in-place error, not a gradient scaled twice."""
+
+    @staticmethod
+    def forward(ctx, logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float, reduction: str,
+                with_grad: bool, inplace: bool) -> Tensor:
+        # with_grad comes from the caller: inside forward autograd is off, and ctx.needs_input_grad
+        # says True under torch.no_grad() too
+        loss = _loss_like(logits, reduction)
+        grad = torch.empty_like(logits) if with_grad else None
+        lab.cross_entropy(_plain(logits), target, loss, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                          reduction=reduction, grad=grad)
+        ctx.set_materialize_grads(False)
+        ctx.inplace = inplace
+        ctx.save_for_backward(grad)
+        return loss
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_loss: Optional[Tensor]):
+        (grad,) = ctx.saved_tensors
+        if grad_loss is None:
+            return None, None, None, None, None, None, None
+        if ctx.inplace:
+            lab.cross_entropy_backward(_plain(grad_loss), grad)
+            torch.autograd.graph.increment_version(grad)
+        else:
+            scaled = torch.empty_like(grad)
+            lab.mul(grad, _plain(grad_loss).unsqueeze(-1), scaled)
+            grad = scaled
+        return grad, None, None, None, None, None, None
+
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """The fused linear cross-entropy (the operator of _linear_loss_ops.py, same calls): for a reduced
+    loss the forward computes the gradients the inputs need and saves them, and the backward scales
+    them in place (their versions bumped: a second backward is autograd's in-place error); for 'none'
+    the backward calls lab again with the incoming gradient of each row. options: (ignore_index,
+    label_smoothing, reduction, softcap, z_loss, max_scratch_bytes); needs: whether hidden, weight and
+    bias want a gradient (from the caller, as CrossEntropy's with_grad)."""
+
+    @staticmethod
+    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor], options: tuple,
+                needs: tuple) -> Tensor:
+        reduced = options[2] != "none"
+        loss = _linear_loss_ops._loss_like(hidden, options[2])
+        grads = (torch.empty_like(hidden) if reduced and needs[0] else None,
+                 torch.empty_like(weight) if reduced and needs[1] else None,
+                 torch.empty_like(bias) if reduced and needs[2] else None)
+        _linear_loss_ops.run(hidden, weight, target, bias, None, grads, options, loss)
+        ctx.set_materialize_grads(False)
+        ctx.options, ctx.needs, ctx.reduced = options, needs, reduced
+        if reduced:
+            ctx.save_for_backward(*grads)
+        else:
+            ctx.save_for_backward(hidden, weight, target, bias)
+        return loss
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_loss: Optional[Tensor]):
+        if grad_loss is None:
+            return None, None, None, None, None, None
+        if ctx.reduced:
+            grads = ctx.saved_tensors
+            _linear_loss_ops.scale_in_place(grad_loss, grads)
+            for grad in grads:
+                if grad is not None:
+                    torch.autograd.graph.increment_version(grad)
+        else:
+            hidden, weight, target, bias = ctx.saved_tensors
+            grads = (torch.empty_like(hidden) if ctx.needs[0] else None,
+                     torch.empty_like(weight) if ctx.needs[1] else None,
+                     torch.empty_like(bias) if ctx.needs[2] else None)
+            _linear_loss_ops.run(hidden, weight, target, bias, grad_loss, grads, ctx.options,
+                                 _linear_loss_ops._loss_like(hidden, "none"))
+        return grads[0], grads[1], None, grads[2], None, None

@@ -9,6 +9,7 @@ weight's gradient sums over rows, so the forward computes the loss alone and the
 lab again with the incoming gradients (the logits' product is made once more).
 
 The scratch memory is a torch tensor: torch's allocator accounts for it and reuses it afterwards."""
+import functools
 from typing import List, Optional, Tuple
 
 import torch
@@ -22,11 +23,20 @@ _DTYPE_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.floa
                 torch.float64: "float64"}
 
 
+@functools.lru_cache(maxsize=256)
+def _scratch_bytes(rows: int, classes: int, dtype: torch.dtype, reduction: str, bias_grad: bool,
+                   max_scratch_bytes: int) -> int:
+    """The scratch lab's plan asks for: a pure function of the problem, so asked once per problem
+    rather than every call (the plan is a dict built in C)."""
+    plan = lab.linear_cross_entropy_plan(rows, classes, _DTYPE_NAMES[dtype], reduction, bias_grad,
+                                         None if max_scratch_bytes < 0 else max_scratch_bytes)
+    return plan["scratch_bytes"]
+
+
 def _scratch(hidden: Tensor, classes: int, reduction: str, bias_grad: bool, max_scratch_bytes: int) -> Tensor:
     rows = hidden.numel() // hidden.shape[-1] if hidden.shape[-1] else hidden[..., 0].numel()
-    plan = lab.linear_cross_entropy_plan(rows, classes, _DTYPE_NAMES[hidden.dtype], reduction, bias_grad,
-                                         None if max_scratch_bytes < 0 else max_scratch_bytes)
-    return torch.empty(plan["scratch_bytes"], dtype=torch.uint8, device=hidden.device)
+    size = _scratch_bytes(rows, classes, hidden.dtype, reduction, bias_grad, max_scratch_bytes)
+    return torch.empty(size, dtype=torch.uint8, device=hidden.device)
 
 
 def _loss_like(hidden: Tensor, reduction: str) -> Tensor:
@@ -40,18 +50,23 @@ def _grads_like(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], needs: L
             torch.empty_like(bias) if needs[2] and bias is not None else hidden.new_empty(0))
 
 
-def _run(hidden, weight, target, bias, grad_output, needs, ignore_index, label_smoothing, reduction, softcap,
-         z_loss, max_scratch_bytes, loss):
-    grads = _grads_like(hidden, weight, bias, needs)
+def _wanted(grads, needs, bias):
+    """The gradient buffers lab writes: each wanted one, None for the rest."""
+    return (grads[0] if needs[0] else None, grads[1] if needs[1] else None,
+            grads[2] if needs[2] and bias is not None else None)
+
+
+def run(hidden, weight, target, bias, grad_output, grads, options, loss) -> None:
+    """lab's call: grads are the buffers of hidden's, weight's and bias's gradients, None where one is
+    not wanted; options (ignore_index, label_smoothing, reduction, softcap, z_loss, max_scratch_bytes)."""
+    ignore_index, label_smoothing, reduction, softcap, z_loss, max_scratch_bytes = options
     lab.linear_cross_entropy(
         _plain(hidden), _plain(weight), target, loss, bias=_plain(bias),
-        grad_hidden=grads[0] if needs[0] else None, grad_weight=grads[1] if needs[1] else None,
-        grad_bias=grads[2] if needs[2] and bias is not None else None,
+        grad_hidden=grads[0], grad_weight=grads[1], grad_bias=grads[2],
         grad_output=None if grad_output is None else _plain(grad_output),
         ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction,
         softcap=None if softcap <= 0 else softcap, z_loss=z_loss,
-        scratch=_scratch(hidden, weight.shape[0], reduction, needs[2] and bias is not None, max_scratch_bytes))
-    return grads
+        scratch=_scratch(hidden, weight.shape[0], reduction, grads[2] is not None, max_scratch_bytes))
 
 
 @torch.library.custom_op("lab::linear_cross_entropy", mutates_args=())
@@ -62,8 +77,9 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: O
     'none' all are (the backward computes them)."""
     loss = _loss_like(hidden, reduction)
     wanted = needs if reduction != "none" else (False, False, False)
-    grads = _run(hidden, weight, target, bias, None, wanted, ignore_index, label_smoothing, reduction, softcap,
-                 z_loss, max_scratch_bytes, loss)
+    grads = _grads_like(hidden, weight, bias, wanted)
+    run(hidden, weight, target, bias, None, _wanted(grads, wanted, bias),
+        (ignore_index, label_smoothing, reduction, softcap, z_loss, max_scratch_bytes), loss)
     return (loss,) + grads
 
 
@@ -81,9 +97,10 @@ def linear_cross_entropy_backward(grad_loss: Tensor, hidden: Tensor, weight: Ten
                                   needs: List[bool]) -> Tuple[Tensor, Tensor, Tensor]:
     """The gradients of reduction='none' for one upstream gradient per row: the call again, its loss
     thrown away."""
-    loss = _loss_like(hidden, "none")
-    return _run(hidden, weight, target, bias, grad_loss, needs, ignore_index, label_smoothing, "none", softcap,
-                z_loss, max_scratch_bytes, loss)
+    grads = _grads_like(hidden, weight, bias, needs)
+    run(hidden, weight, target, bias, grad_loss, _wanted(grads, needs, bias),
+        (ignore_index, label_smoothing, "none", softcap, z_loss, max_scratch_bytes), _loss_like(hidden, "none"))
+    return grads
 
 
 @linear_cross_entropy_backward.register_fake
@@ -96,8 +113,13 @@ def _(grad_loss, hidden, weight, target, bias, ignore_index, label_smoothing, so
 def scale_saved_grads_(grad_loss: Tensor, grad_hidden: Tensor, grad_weight: Tensor, grad_bias: Tensor) -> None:
     """The saved gradients *= grad_loss (one number) in place; nothing is touched where it is 1
     (checked on the device: lab.cross_entropy_backward skips such rows)."""
-    for grad in (grad_hidden, grad_weight, grad_bias):
-        if grad.numel():
+    scale_in_place(grad_loss, (grad_hidden, grad_weight, grad_bias))
+
+
+def scale_in_place(grad_loss: Tensor, grads) -> None:
+    """Each non-empty gradient of grads (None for none) *= grad_loss, in place."""
+    for grad in grads:
+        if grad is not None and grad.numel():
             lab.cross_entropy_backward(_plain(grad_loss), grad.view(1, -1) if grad.dim() < 2 else grad)
 
 

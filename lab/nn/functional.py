@@ -3,8 +3,8 @@ anything else (CPU tensors) to torch's own function, so a model using these runs
 
 Under torch.compile the softmax and norms are the operators of lab/nn/_ops.py (traced, no graph
 break); in eager mode they are the autograd.Functions of _eager.py, the same kernels with less host
-time a call. So are the GLUs and the rotary embedding (operators in _loss_ops.py, _rope_ops.py); the
-cross-entropies are always operators."""
+time a call. So are the GLUs, the rotary embedding and the cross-entropies (operators in _loss_ops.py,
+_rope_ops.py, _linear_loss_ops.py)."""
 import math
 from typing import Optional, Sequence, Tuple, Union
 
@@ -118,8 +118,12 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
         return F.cross_entropy(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
     logits = input.movedim(1, -1) if input.dim() > 2 else input  # torch's classes are dimension 1
     with_grad = torch.is_grad_enabled() and input.requires_grad
-    if grad_into_logits and with_grad and not _compiling():
-        return _loss_ops.CrossEntropyIntoLogits.apply(logits, target, ignore_index, float(label_smoothing), reduction)
+    if not _compiling():
+        if grad_into_logits and with_grad:
+            return _loss_ops.CrossEntropyIntoLogits.apply(logits, target, ignore_index, float(label_smoothing),
+                                                          reduction)
+        return _eager.CrossEntropy.apply(logits, target, ignore_index, float(label_smoothing), reduction,
+                                         with_grad, inplace_backward)
     loss, _ = _lab.cross_entropy.default(logits, target, ignore_index, float(label_smoothing), reduction, with_grad,
                                          inplace_backward)
     return loss
@@ -152,19 +156,24 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: O
     of rows at a time within max_scratch_bytes (default 256 MiB), with the gradients of hidden,
     weight and bias in the same call. softcap: Gemma's logit softcap; z_loss: PaLM's. The loss is
     float32."""
-    lab_can = (_on_lab(hidden) and weight.dtype == hidden.dtype and weight.is_cuda and weight.dim() == 2
-               and (bias is None or (bias.dtype == hidden.dtype and bias.is_cuda))
-               and target.dtype in (torch.int64, torch.int32) and target.is_cuda
+    lab_can = (_on_lab(hidden) and weight.dtype == hidden.dtype and weight.device == hidden.device
+               and weight.dim() == 2 and (bias is None or (bias.dtype == hidden.dtype and bias.device == hidden.device))
+               and target.dtype in (torch.int64, torch.int32) and target.device == hidden.device
                and reduction in ("mean", "sum", "none"))
     if not lab_can:
         return _torch_linear_cross_entropy(hidden, weight, target, bias, ignore_index, label_smoothing, reduction,
                                            softcap, z_loss)
+    max_scratch = -1 if max_scratch_bytes is None else int(max_scratch_bytes)
     grad = torch.is_grad_enabled()
     needs = [grad and hidden.requires_grad, grad and weight.requires_grad,
              grad and bias is not None and bias.requires_grad]
+    if not _compiling():
+        return _eager.LinearCrossEntropy.apply(hidden, weight, target, bias, (
+            ignore_index, float(label_smoothing), reduction, float(softcap or 0.0), float(z_loss), max_scratch),
+            tuple(needs))
     loss, _, _, _ = _lab.linear_cross_entropy.default(
         hidden, weight, target, bias, ignore_index, float(label_smoothing), reduction, float(softcap or 0.0),
-        float(z_loss), -1 if max_scratch_bytes is None else int(max_scratch_bytes), needs)
+        float(z_loss), max_scratch, needs)
     return loss
 
 
