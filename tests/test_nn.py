@@ -152,6 +152,12 @@ def test_eager_functions_wire_autograd(monkeypatch):
     (gx, gr) = torch.autograd.grad(h.sum(), (x, r))
     assert torch.equal(gx, torch.ones_like(x)) and torch.equal(gr, torch.ones_like(r))
     torch.testing.assert_close(out, torch.nn.functional.rms_norm(x + r, (7,), w, 1e-6))
+    # the backwards call kernels autograd cannot see through: a gradient of a gradient is an error
+    # (create_graph=True), never a silent zero - while a plain backward skips that guard's cost
+    y = _eager.LayerNorm.apply(x, w, b, 1e-5)
+    (gx,) = torch.autograd.grad((y * y).sum(), (x,), create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        gx.sum().backward()
 
 
 def test_functional_eager_path_shapes_and_gradients(monkeypatch):

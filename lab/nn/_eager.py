@@ -12,6 +12,7 @@ for its two kernels alone: bench_rope.py; on this repository's CPU-only CI machi
 path measured 188 us a step and a Function's 53 us, with the kernels stubbed out. The cross-entropy
 operator's forward took 161 us of host time on 8 x 32000 logits against torch's 27, the fused linear
 one's 178 against 48: bench/nn_host_cost.py, 2026-12-03.)"""
+import functools
 from typing import Optional
 
 import torch
@@ -23,6 +24,20 @@ import lab
 from . import _linear_loss_ops
 from ._loss_ops import _loss_like
 from ._ops import _plain, _stats_like
+
+
+def _first_order(backward):
+    """once_differentiable's guarantee - differentiating this backward again is an error, never a
+    silent zero - paid only where a graph of the gradient is being built (create_graph=True, the one
+    case autograd runs a backward with grad mode on). once_differentiable's own wrapper runs on every
+    backward and cost 4-8 us of host time a call (layer_norm's forward + backward 51 -> 44 us with
+    stand-in kernels on this repository's CI machine)."""
+    guarded = once_differentiable(backward)
+
+    @functools.wraps(backward)
+    def first_order(ctx, *grads):
+        return guarded(ctx, *grads) if torch.is_grad_enabled() else backward(ctx, *grads)
+    return first_order
 
 
 class Softmax(torch.autograd.Function):
@@ -37,7 +52,7 @@ class Softmax(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @_first_order
     def backward(ctx, grad: Tensor):
         (y,) = ctx.saved_tensors
         grad_x = torch.empty_like(y)
@@ -57,11 +72,11 @@ class LayerNorm(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @_first_order
     def backward(ctx, grad: Tensor):
         x, weight, mean, rstd = ctx.saved_tensors
         grad_x = torch.empty_like(x)
-        grad_weight = x.new_empty(x.shape[-1]) if ctx.weight_grad else None
+        grad_weight = torch.empty_like(weight) if ctx.weight_grad else None  # 1-D, x's dtype (_flat)
         grad_bias = x.new_empty(x.shape[-1]) if ctx.bias_grad else None
         lab.layer_norm_backward(grad, x, weight, mean, rstd, grad_x, grad_weight, grad_bias)
         return grad_x, grad_weight, grad_bias, None
@@ -87,13 +102,13 @@ class RmsNorm(torch.autograd.Function):
         return (out, h) if residual is not None else out
 
     @staticmethod
-    @once_differentiable
+    @_first_order
     def backward(ctx, grad: Optional[Tensor], grad_h: Optional[Tensor] = None):
         h, weight, rstd = ctx.saved_tensors
         if grad is None:  # only h was used downstream: its gradient passes straight to x and residual
             return grad_h, grad_h, None, None
         grad_x = torch.empty_like(h)
-        grad_weight = h.new_empty(h.shape[-1]) if ctx.weight_grad else None
+        grad_weight = torch.empty_like(weight) if ctx.weight_grad else None
         lab.rms_norm_backward(grad, h, weight, rstd, grad_x, grad_weight)
         if grad_h is not None:  # h also fed the next residual: its own gradient adds
             grad_x += grad_h
@@ -119,7 +134,7 @@ class Glu(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @_first_order
     def backward(ctx, grad: Tensor):
         gate, up = ctx.saved_tensors
         grad_gate, grad_up = torch.empty_like(gate), torch.empty_like(up)
@@ -143,7 +158,7 @@ class GluLinear(torch.autograd.Function):
         return torch.nn.functional.linear(product, weight, bias)
 
     @staticmethod
-    @once_differentiable
+    @_first_order
     def backward(ctx, grad: Tensor):
         gate, up, weight = ctx.saved_tensors
         forward, backward = ctx.glu
@@ -177,7 +192,7 @@ class Rope(torch.autograd.Function):
         return q_out, k_out
 
     @staticmethod
-    @once_differentiable
+    @_first_order
     def backward(ctx, grad_q: Tensor, grad_k: Tensor):
         cos, sin = ctx.saved_tensors
         q_grad, k_grad = torch.empty_like(grad_q), torch.empty_like(grad_k)
@@ -206,7 +221,7 @@ class CrossEntropy(torch.autograd.Function):
         return loss
 
     @staticmethod
-    @once_differentiable
+    @_first_order
     def backward(ctx, grad_loss: Optional[Tensor]):
         (grad,) = ctx.saved_tensors
         if grad_loss is None:
@@ -247,7 +262,7 @@ class LinearCrossEntropy(torch.autograd.Function):
         return loss
 
     @staticmethod
-    @once_differentiable
+    @_first_order
     def backward(ctx, grad_loss: Optional[Tensor]):
         if grad_loss is None:
             return None, None, None, None, None, None
