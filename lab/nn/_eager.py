@@ -30,8 +30,8 @@ def _first_order(backward):
     """once_differentiable's guarantee - differentiating this backward again is an error, never a
     silent zero - paid only where a graph of the gradient is being built (create_graph=True, the one
     case autograd runs a backward with grad mode on). once_differentiable's own wrapper runs on every
-    backward and cost 4-8 us of host time a call (layer_norm's forward + backward 51 -> 44 us with
-    stand-in kernels on this repository's CI machine)."""
+    backward and cost 2-8 us of host time a call (forward + backward with stand-in kernels on this
+    repository's CI machine: softmax 29.1 -> 27.2 us, rms_norm 39.2 -> 35.8, layer_norm 47.0 -> 42.0)."""
     guarded = once_differentiable(backward)
 
     @functools.wraps(backward)
