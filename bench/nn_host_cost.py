@@ -1,11 +1,11 @@
-"""Host time of every lab.nn function against torch eager's own ops for the same result, forward and
-forward + backward, on inputs small enough that the GPU waits on the host (8 rows of 4096 bfloat16,
-and the like): the wall time of a call is then the host's. Goal: lab.nn's time <= 1.25x torch's for
-each function and both modes.
+"""Host time of every lab.nn function against torch eager's own ops for the same result - forward,
+forward + backward, and forward under torch.no_grad() - on inputs small enough that the GPU waits on
+the host (8 rows of 4096 bfloat16, and the like): the wall time of a call is then the host's. Goal:
+lab.nn's time <= 1.25x torch's for each function and every mode.
 
 Each row is timed in rounds of `CALLS` calls with no sync between them (a sync after each round,
 outside the timing), lab and torch alternated round by round so that drift hits both alike; the
-median round is reported. The inputs require grad in both modes, as they do in training. Last, the
+median round is reported. The inputs require grad, as they do in training (no_grad: as in evaluation). Last, the
 parts of lab.nn.softmax's forward timed alone (the C call, an allocation, an empty autograd.Function).
     python3 bench/nn_host_cost.py [--out-dir DIR] [--quick]
 """
@@ -84,6 +84,14 @@ def with_backward(torch, call, inputs):
     return lambda: torch.autograd.grad(as_tuple(call()), inputs, grads)
 
 
+def without_grad(torch, call):
+    """call under torch.no_grad(), as inference and evaluation run it."""
+    def unrecorded():
+        with torch.no_grad():
+            return call()
+    return unrecorded
+
+
 def host_us(torch, calls, rounds):
     """Microseconds a call, median over rounds, of each of `calls` (timed alternately, round by round)."""
     for fn in calls:
@@ -139,9 +147,9 @@ def main():
     print(f"lab.nn's host time a call against torch eager's (us, median of {rounds} rounds of {CALLS} calls)")
     print(f"{'function':38s} {'mode':8s} {'lab.nn':>8s} {'torch':>8s} {'ratio':>6s}  goal <= {GOAL}")
     for name, ours, theirs, inputs in cases(torch):
-        for mode in ("forward", "fwd+bwd"):
-            calls = (ours, theirs) if mode == "forward" else (with_backward(torch, ours, inputs),
-                                                              with_backward(torch, theirs, inputs))
+        for mode in ("forward", "fwd+bwd", "no_grad"):
+            calls = {"forward": (ours, theirs), "no_grad": (without_grad(torch, ours), without_grad(torch, theirs)),
+                     "fwd+bwd": (with_backward(torch, ours, inputs), with_backward(torch, theirs, inputs))}[mode]
             lab_us, torch_us = host_us(torch, calls, rounds)
             ratio = lab_us / torch_us
             rows.append(dict(case=name, mode=mode, lab_us=lab_us, torch_us=torch_us, ratio=ratio, met=ratio <= GOAL))

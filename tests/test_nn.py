@@ -190,6 +190,30 @@ def test_functional_eager_path_shapes_and_gradients(monkeypatch):
                     torch.testing.assert_close(mine, reference)
 
 
+def test_eager_path_records_only_what_autograd_needs(monkeypatch):
+    """Without grad mode, or with no input that requires grad, the eager path runs the Function's
+    forward alone (no autograd node, no apply); with one, apply - same values either way."""
+    _eager = use_stand_in_kernels(monkeypatch)
+    monkeypatch.setattr(lab.nn.functional, "_on_lab", lambda x: True)
+    applied = []
+    for function in (_eager.Softmax, _eager.LayerNorm, _eager.RmsNorm):
+        real = function.apply
+        monkeypatch.setattr(function, "apply", lambda *a, real=real: applied.append(1) or real(*a))
+    x, w = torch.randn(3, 7, dtype=torch.float64), torch.randn(7, dtype=torch.float64)
+    calls = [lambda: lab.nn.functional.softmax(x, -1), lambda: lab.nn.functional.layer_norm(x, (7,), w),
+             lambda: lab.nn.functional.rms_norm(x, (7,), w, 1e-6)]
+    plain = [call() for call in calls]  # nothing requires grad
+    with torch.no_grad():
+        x.requires_grad_()
+        unrecorded = [call() for call in calls]
+    assert applied == [] and all(out.grad_fn is None for out in plain + unrecorded)
+    recorded = [call() for call in calls]
+    assert len(applied) == 3 and all(out.grad_fn is not None for out in recorded)
+    for a, b, c in zip(plain, unrecorded, recorded):
+        torch.testing.assert_close(a, b)
+        torch.testing.assert_close(a, c.detach())
+
+
 # ---- the rotary embedding: lab::rope's schema and fake, the CPU formula, the autograd wiring ----
 
 def hf_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):

@@ -31,13 +31,13 @@ _compiling = torch.compiler.is_compiling
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     if not _on_lab(x):
         return F.softmax(x, dim)
-    return _lab.softmax.default(x, dim) if _compiling() else _eager.Softmax.apply(x, dim, False)
+    return _lab.softmax.default(x, dim) if _compiling() else _eager.Softmax.run(x, dim, False)
 
 
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     if not _on_lab(x):
         return F.log_softmax(x, dim)
-    return _lab.log_softmax.default(x, dim) if _compiling() else _eager.Softmax.apply(x, dim, True)
+    return _lab.log_softmax.default(x, dim) if _compiling() else _eager.Softmax.run(x, dim, True)
 
 
 def _rows(x: Tensor, normalized_shape: _Shape, what: str) -> Tuple[Tensor, Tuple[int, ...]]:
@@ -71,7 +71,7 @@ def layer_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = N
         return F.layer_norm(x, normalized_shape, weight, bias, eps)
     rows, _ = _rows(x, normalized_shape, "layer_norm")
     if not _compiling():
-        return _shaped(_eager.LayerNorm.apply(rows, _flat(weight, x), _flat(bias, x), eps), rows, x)
+        return _shaped(_eager.LayerNorm.run(rows, _flat(weight, x), _flat(bias, x), eps), rows, x)
     out, _, _ = _lab.layer_norm.default(rows, _flat(weight, x), _flat(bias, x), eps)
     return _shaped(out, rows, x)
 
@@ -82,7 +82,7 @@ def rms_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = Non
         return F.rms_norm(x, normalized_shape, weight, eps)
     rows, _ = _rows(x, normalized_shape, "rms_norm")
     if not _compiling():
-        return _shaped(_eager.RmsNorm.apply(rows, None, _flat(weight, x), eps), rows, x)
+        return _shaped(_eager.RmsNorm.run(rows, None, _flat(weight, x), eps), rows, x)
     out, _ = _lab.rms_norm.default(rows, _flat(weight, x), eps)
     return _shaped(out, rows, x)
 
@@ -96,7 +96,7 @@ def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape: _Shape, weight: 
     rows, _ = _rows(x, normalized_shape, "add_rms_norm")
     residual_rows, _ = _rows(residual.to(x.dtype), normalized_shape, "add_rms_norm")
     if not _compiling():
-        out, h = _eager.RmsNorm.apply(rows, residual_rows, _flat(weight, x), eps)
+        out, h = _eager.RmsNorm.run(rows, residual_rows, _flat(weight, x), eps)
     else:
         out, h, _ = _lab.add_rms_norm.default(rows, residual_rows, _flat(weight, x), eps)
     return _shaped(out, rows, x), _shaped(h, rows, x)
@@ -122,7 +122,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
         if grad_into_logits and with_grad:
             return _loss_ops.CrossEntropyIntoLogits.apply(logits, target, ignore_index, float(label_smoothing),
                                                           reduction)
-        return _eager.CrossEntropy.apply(logits, target, ignore_index, float(label_smoothing), reduction,
+        return _eager.CrossEntropy.run(logits, target, ignore_index, float(label_smoothing), reduction,
                                          with_grad, inplace_backward)
     loss, _ = _lab.cross_entropy.default(logits, target, ignore_index, float(label_smoothing), reduction, with_grad,
                                          inplace_backward)
@@ -168,7 +168,7 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: O
     needs = [grad and hidden.requires_grad, grad and weight.requires_grad,
              grad and bias is not None and bias.requires_grad]
     if not _compiling():
-        return _eager.LinearCrossEntropy.apply(hidden, weight, target, bias, (
+        return _eager.LinearCrossEntropy.run(hidden, weight, target, bias, (
             ignore_index, float(label_smoothing), reduction, float(softcap or 0.0), float(z_loss), max_scratch),
             tuple(needs))
     loss, _, _, _ = _lab.linear_cross_entropy.default(
@@ -188,7 +188,7 @@ def swiglu(gate: Tensor, up: Tensor) -> Tensor:
         return F.silu(gate) * up
     if _compiling():
         return _lab.swiglu.default(gate, up)
-    return _eager.Glu.apply(gate, up, _raw.swiglu, _raw.swiglu_backward)
+    return _eager.Glu.run(gate, up, _raw.swiglu, _raw.swiglu_backward)
 
 
 def swiglu_linear(gate: Tensor, up: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
@@ -200,7 +200,7 @@ def swiglu_linear(gate: Tensor, up: Tensor, weight: Tensor, bias: Optional[Tenso
                and (bias is None or bias.dtype == gate.dtype) and not torch.is_autocast_enabled("cuda"))
     if not lab_can or _compiling():
         return F.linear(swiglu(gate, up), weight, bias)
-    return _eager.GluLinear.apply(gate, up, weight, bias, _raw.swiglu, _raw.swiglu_backward)
+    return _eager.GluLinear.run(gate, up, weight, bias, _raw.swiglu, _raw.swiglu_backward)
 
 
 def geglu(gate: Tensor, up: Tensor) -> Tensor:
@@ -209,7 +209,7 @@ def geglu(gate: Tensor, up: Tensor) -> Tensor:
         return F.gelu(gate, approximate="tanh") * up
     if _compiling():
         return _lab.geglu.default(gate, up)
-    return _eager.Glu.apply(gate, up, _raw.geglu, _raw.geglu_backward)
+    return _eager.Glu.run(gate, up, _raw.geglu, _raw.geglu_backward)
 
 
 def _rotate_half(x: Tensor) -> Tensor:
@@ -249,7 +249,7 @@ def apply_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positio
     if not on_lab:
         cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
         return _rope_reference(q, cos, sin, interleaved), _rope_reference(k, cos, sin, interleaved)
-    rope = _lab.rope.default if _compiling() else _eager.Rope.apply
+    rope = _lab.rope.default if _compiling() else _eager.Rope.run
     if unsqueeze == 2:  # (batch, positions, heads, head_dim): rotated as its (batch, heads, ...) view
         q_out, k_out = rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin, interleaved)
         return q_out.transpose(1, 2), k_out.transpose(1, 2)
