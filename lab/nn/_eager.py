@@ -56,7 +56,7 @@ class _Function(torch.autograd.Function):
     """An autograd.Function that autograd records only where it has to: run() is apply() where grad
     mode is on and a tensor argument requires grad, and the forward alone otherwise (inference,
     torch.no_grad()) - apply() costs ~5 us of host time a call even when it records nothing, more than
-    the forward's own Python (CPU, stand-in kernels: softmax 5.1 us through apply, 0.8 without)."""
+    the forward's own Python (CPU, no-op kernels: softmax 5.1 us through apply, 0.8 without)."""
 
     @classmethod
     def run(cls, *args):
