@@ -235,11 +235,9 @@ class CrossEntropy(_Function):
 
     @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float, reduction: str,
-                with_grad: bool, inplace: bool) -> Tensor:
-        # with_grad comes from the caller: inside forward autograd is off, and ctx.needs_input_grad
-        # says True under torch.no_grad() too
+                inplace: bool) -> Tensor:
         loss = _loss_like(logits, reduction)
-        grad = torch.empty_like(logits) if with_grad else None
+        grad = torch.empty_like(logits) if ctx.needs_input_grad[0] else None
         lab.cross_entropy(_plain(logits), target, loss, ignore_index=ignore_index, label_smoothing=label_smoothing,
                           reduction=reduction, grad=grad)
         ctx.set_materialize_grads(False)
@@ -252,7 +250,7 @@ class CrossEntropy(_Function):
     def backward(ctx, grad_loss: Optional[Tensor]):
         (grad,) = ctx.saved_tensors
         if grad_loss is None:
-            return None, None, None, None, None, None, None
+            return None, None, None, None, None, None
         if ctx.inplace:
             lab.cross_entropy_backward(_plain(grad_loss), grad)
             torch.autograd.graph.increment_version(grad)
@@ -260,7 +258,7 @@ class CrossEntropy(_Function):
             scaled = torch.empty_like(grad)
             lab.mul(grad, _plain(grad_loss).unsqueeze(-1), scaled)
             grad = scaled
-        return grad, None, None, None, None, None, None
+        return grad, None, None, None, None, None
 
 
 class LinearCrossEntropy(_Function):
@@ -268,17 +266,14 @@ class LinearCrossEntropy(_Function):
     loss the forward computes the gradients the inputs need and saves them, and the backward scales
     them in place (their versions bumped: a second backward is autograd's in-place error); for 'none'
     the backward calls lab again with the incoming gradient of each row. options: (ignore_index,
-    label_smoothing, reduction, softcap, z_loss, max_scratch_bytes); needs: whether hidden, weight and
-    bias want a gradient (from the caller, as CrossEntropy's with_grad)."""
+    label_smoothing, reduction, softcap, z_loss, max_scratch_bytes)."""
 
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor], options: tuple,
-                needs: tuple) -> Tensor:
+    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor], options: tuple) -> Tensor:
+        needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[3])
         reduced = options[2] != "none"
         loss = _linear_loss_ops._loss_like(hidden, options[2])
-        grads = (torch.empty_like(hidden) if reduced and needs[0] else None,
-                 torch.empty_like(weight) if reduced and needs[1] else None,
-                 torch.empty_like(bias) if reduced and needs[2] else None)
+        grads = _linear_loss_ops.grad_buffers(hidden, weight, bias, needs if reduced else (False, False, False))
         _linear_loss_ops.run(hidden, weight, target, bias, None, grads, options, loss)
         ctx.set_materialize_grads(False)
         ctx.options, ctx.needs, ctx.reduced = options, needs, reduced
@@ -292,7 +287,7 @@ class LinearCrossEntropy(_Function):
     @_first_order
     def backward(ctx, grad_loss: Optional[Tensor]):
         if grad_loss is None:
-            return None, None, None, None, None, None
+            return None, None, None, None, None
         if ctx.reduced:
             grads = ctx.saved_tensors
             _linear_loss_ops.scale_in_place(grad_loss, grads)
@@ -301,9 +296,7 @@ class LinearCrossEntropy(_Function):
                     torch.autograd.graph.increment_version(grad)
         else:
             hidden, weight, target, bias = ctx.saved_tensors
-            grads = (torch.empty_like(hidden) if ctx.needs[0] else None,
-                     torch.empty_like(weight) if ctx.needs[1] else None,
-                     torch.empty_like(bias) if ctx.needs[2] else None)
+            grads = _linear_loss_ops.grad_buffers(hidden, weight, bias, ctx.needs)
             _linear_loss_ops.run(hidden, weight, target, bias, grad_loss, grads, ctx.options,
                                  _linear_loss_ops._loss_like(hidden, "none"))
-        return grads[0], grads[1], None, grads[2], None, None
+        return grads[0], grads[1], None, grads[2], None

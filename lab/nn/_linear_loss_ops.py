@@ -43,17 +43,16 @@ def _loss_like(hidden: Tensor, reduction: str) -> Tensor:
     return hidden.new_empty(hidden.shape[:-1] if reduction == "none" else (), dtype=torch.float32)
 
 
-def _grads_like(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], needs: List[bool]):
-    # an output a gradient is not wanted for is empty - a new one each: outputs may not alias
-    return (torch.empty_like(hidden) if needs[0] else hidden.new_empty(0),
-            torch.empty_like(weight) if needs[1] else hidden.new_empty(0),
-            torch.empty_like(bias) if needs[2] and bias is not None else hidden.new_empty(0))
+def grad_buffers(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], needs) -> tuple:
+    """The gradient buffers lab writes - hidden's, weight's, bias's - each wanted one new, None for the rest."""
+    return (torch.empty_like(hidden) if needs[0] else None,
+            torch.empty_like(weight) if needs[1] else None,
+            torch.empty_like(bias) if needs[2] and bias is not None else None)
 
 
-def _wanted(grads, needs, bias):
-    """The gradient buffers lab writes: each wanted one, None for the rest."""
-    return (grads[0] if needs[0] else None, grads[1] if needs[1] else None,
-            grads[2] if needs[2] and bias is not None else None)
+def _as_outputs(hidden: Tensor, buffers) -> tuple:
+    # an operator's output a gradient is not wanted for is empty - a new one each: outputs may not alias
+    return tuple(hidden.new_empty(0) if grad is None else grad for grad in buffers)
 
 
 def run(hidden, weight, target, bias, grad_output, grads, options, loss) -> None:
@@ -77,17 +76,17 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: O
     'none' all are (the backward computes them)."""
     loss = _loss_like(hidden, reduction)
     wanted = needs if reduction != "none" else (False, False, False)
-    grads = _grads_like(hidden, weight, bias, wanted)
-    run(hidden, weight, target, bias, None, _wanted(grads, wanted, bias),
+    buffers = grad_buffers(hidden, weight, bias, wanted)
+    run(hidden, weight, target, bias, None, buffers,
         (ignore_index, label_smoothing, reduction, softcap, z_loss, max_scratch_bytes), loss)
-    return (loss,) + grads
+    return (loss,) + _as_outputs(hidden, buffers)
 
 
 @linear_cross_entropy.register_fake
 def _(hidden, weight, target, bias, ignore_index, label_smoothing, reduction, softcap, z_loss, max_scratch_bytes,
       needs):
     wanted = needs if reduction != "none" else (False, False, False)
-    return (_loss_like(hidden, reduction),) + _grads_like(hidden, weight, bias, wanted)
+    return (_loss_like(hidden, reduction),) + _as_outputs(hidden, grad_buffers(hidden, weight, bias, wanted))
 
 
 @torch.library.custom_op("lab::linear_cross_entropy_backward", mutates_args=())
@@ -97,16 +96,16 @@ def linear_cross_entropy_backward(grad_loss: Tensor, hidden: Tensor, weight: Ten
                                   needs: List[bool]) -> Tuple[Tensor, Tensor, Tensor]:
     """The gradients of reduction='none' for one upstream gradient per row: the call again, its loss
     thrown away."""
-    grads = _grads_like(hidden, weight, bias, needs)
-    run(hidden, weight, target, bias, grad_loss, _wanted(grads, needs, bias),
+    buffers = grad_buffers(hidden, weight, bias, needs)
+    run(hidden, weight, target, bias, grad_loss, buffers,
         (ignore_index, label_smoothing, "none", softcap, z_loss, max_scratch_bytes), _loss_like(hidden, "none"))
-    return grads
+    return _as_outputs(hidden, buffers)
 
 
 @linear_cross_entropy_backward.register_fake
 def _(grad_loss, hidden, weight, target, bias, ignore_index, label_smoothing, softcap, z_loss, max_scratch_bytes,
       needs):
-    return _grads_like(hidden, weight, bias, needs)
+    return _as_outputs(hidden, grad_buffers(hidden, weight, bias, needs))
 
 
 @torch.library.custom_op("lab::scale_saved_grads_", mutates_args=("grad_hidden", "grad_weight", "grad_bias"))

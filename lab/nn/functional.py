@@ -123,7 +123,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
             return _loss_ops.CrossEntropyIntoLogits.apply(logits, target, ignore_index, float(label_smoothing),
                                                           reduction)
         return _eager.CrossEntropy.run(logits, target, ignore_index, float(label_smoothing), reduction,
-                                         with_grad, inplace_backward)
+                                       inplace_backward)
     loss, _ = _lab.cross_entropy.default(logits, target, ignore_index, float(label_smoothing), reduction, with_grad,
                                          inplace_backward)
     return loss
@@ -164,13 +164,12 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: O
         return _torch_linear_cross_entropy(hidden, weight, target, bias, ignore_index, label_smoothing, reduction,
                                            softcap, z_loss)
     max_scratch = -1 if max_scratch_bytes is None else int(max_scratch_bytes)
+    if not _compiling():
+        return _eager.LinearCrossEntropy.run(hidden, weight, target, bias, (
+            ignore_index, float(label_smoothing), reduction, float(softcap or 0.0), float(z_loss), max_scratch))
     grad = torch.is_grad_enabled()
     needs = [grad and hidden.requires_grad, grad and weight.requires_grad,
              grad and bias is not None and bias.requires_grad]
-    if not _compiling():
-        return _eager.LinearCrossEntropy.run(hidden, weight, target, bias, (
-            ignore_index, float(label_smoothing), reduction, float(softcap or 0.0), float(z_loss), max_scratch),
-            tuple(needs))
     loss, _, _, _ = _lab.linear_cross_entropy.default(
         hidden, weight, target, bias, ignore_index, float(label_smoothing), reduction, float(softcap or 0.0),
         float(z_loss), max_scratch, needs)
