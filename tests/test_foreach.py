@@ -77,6 +77,29 @@ def test_in_place_lists_are_fine_until_cuda():
     assert lab.foreach_add(xs, xs, xs, alpha=2.0) is xs  # empty: nothing to launch, no CUDA needed
 
 
+class CountedReads:
+    """A zero-size fake array that counts how often its __cuda_array_interface__ is read."""
+
+    def __init__(self):
+        self.reads = 0
+        self._interface = fake_array(shape=(0,)).__cuda_array_interface__
+
+    @property
+    def __cuda_array_interface__(self):
+        self.reads += 1
+        return self._interface
+
+
+@pytest.mark.parametrize("call", ["in_place", "out_is_ys", "some_indices_shared"])
+def test_an_object_in_several_lists_is_read_once(call):
+    xs, ys = [CountedReads() for _ in range(3)], [CountedReads() for _ in range(3)]
+    outs = {"in_place": xs, "out_is_ys": ys, "some_indices_shared": [xs[0], CountedReads(), ys[2]]}[call]
+    assert lab.foreach_add(xs, ys, outs) is outs  # empty: nothing to launch, no CUDA needed
+    assert [a.reads for a in xs + ys + outs] == [1] * 9
+    assert lab.foreach_add(xs, xs, xs) is xs
+    assert [a.reads for a in xs] == [2] * 3
+
+
 def test_empty_lists():
     assert lab.foreach_mul([], [], []) == []
     assert lab.adam_step([], [], [], [], step=1, lr=1e-3) is None

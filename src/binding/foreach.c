@@ -14,6 +14,21 @@
 #include "binding/errors.h"
 #include "dispatch/list_kind.h"
 
+/* Array i of list k into *out. An in-place call passes the same object in two lists
+ * (foreach_add(xs, ys, xs)): one read serves both, a third of such a call's reading saved. The
+ * snapshots hold both, so the object read is the object that would be read again. */
+static int read_once(lab_state *state, const char *func, const char *name, int i, int k,
+                     PyObject *const *snapshots, lab_array *const *lists, lab_array *out) {
+    PyObject *item = PyTuple_GET_ITEM(snapshots[k], i);
+    for (int earlier = 0; earlier < k; earlier++) {
+        if (PyTuple_GET_ITEM(snapshots[earlier], i) == item) {
+            *out = lists[earlier][i];
+            return 0;
+        }
+    }
+    return lab_read_array_item(state, item, func, name, i, out);
+}
+
 /* Reads the op's lists (objects[k], called names[k]) into c->lists, one allocation for all of
  * them (*storage, which the caller frees): each a list or tuple, all of one length.
  *
@@ -49,8 +64,7 @@ static int read_lists(lab_state *state, const char *func, PyObject *const *objec
         c->names[k] = names[k];
         c->lists[k] = *storage + (size_t)k * (size_t)c->n;
         for (int i = 0; i < c->n; i++) {
-            PyObject *item = PyTuple_GET_ITEM(snapshots[k], i);
-            if (lab_read_array_item(state, item, func, names[k], i, &c->lists[k][i]) < 0) return -1;
+            if (read_once(state, func, names[k], i, k, snapshots, c->lists, &c->lists[k][i]) < 0) return -1;
         }
     }
     return 0;
