@@ -14,6 +14,9 @@
 //   pipelined<Op,T,S>: persistent blocks, S rows staged at a time (the next ones' copies in flight);
 //   held<C,LxP,T,B>: rows in registers as XLA's fusion holds them, L lanes of P vectors a row, blocks
 //                of T threads, launch bounds asking B blocks an SM (C: layer_norm).
+//   held_layer_norm<LxP,T,B,PAIR,LATE>: layer_norm held so, its statistics from one reduction of
+//                shifted sums (PAIR) or two, its weight and bias loaded with the row or after the
+//                statistics (LATE).
 // layer_norm's variance is an exact second pass over shared memory; softmax reads the copy three times
 // (maximum, sum of exponentials, output). Each variant is checked against a float64 CPU reference on
 // sampled rows, then timed (median of event-timed repeats); TB/s counts each row read once and
@@ -306,6 +309,94 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         out[lane + k * kLanes] = kCentered ? layer_normalized(v[k], g[k], c[k], mean, rstd) : normalized(v[k], g[k], rstd);
 }
 
+// layer_norm held in registers as `held` holds it, the two ways to its statistics and to its
+// columns: kPair - one reduction of the sums of d = x - x[0] and of d^2 (the shifted sums lab's
+// kernels use) instead of two (the mean, then the squares about it); kLate - the weight and bias
+// loaded after the statistics (L1 hits, no registers held while the row's loads fly) instead of
+// with the row.
+template <int kLanes, int kPer, int kThreads, int kMinBlocks, bool kPair, bool kLate>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    held_layer_norm(const Vec8 *x, const Vec8 *w, const Vec8 *b, Vec8 *y, int vectors) {
+    static_assert(kThreads % kLanes == 0 && (kLanes <= 32 || kLanes % 32 == 0), "lanes tile the block");
+    constexpr int kWarpsPerRow = kLanes > 32 ? kLanes / 32 : 1;
+    __shared__ float2 scratch[2][kThreads / 32];
+    const int lane = threadIdx.x % kLanes;
+    const int64_t row = int64_t(blockIdx.x) * (kThreads / kLanes) + threadIdx.x / kLanes;
+    const Vec8 *in = x + row * vectors;
+    Vec8 v[kPer], g[kLate ? 1 : kPer], c[kLate ? 1 : kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) v[k] = in[lane + k * kLanes];
+    if constexpr (!kLate) {
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+            const int4 bits = __ldg(reinterpret_cast<const int4 *>(&w[lane + k * kLanes]));
+            g[k] = *reinterpret_cast<const Vec8 *>(&bits);
+            const int4 more = __ldg(reinterpret_cast<const int4 *>(&b[lane + k * kLanes]));
+            c[k] = *reinterpret_cast<const Vec8 *>(&more);
+        }
+    }
+    auto row_sum = [&](float2 s, float2 *partials) {
+#pragma unroll
+        for (int o = (kLanes < 32 ? kLanes : 32) / 2; o > 0; o >>= 1) {
+            s.x += __shfl_xor_sync(0xffffffffu, s.x, o);
+            s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
+        }
+        if constexpr (kWarpsPerRow > 1) {
+            if (threadIdx.x % 32 == 0) partials[threadIdx.x / 32] = s;
+            __syncthreads();
+            const int first = (threadIdx.x / kLanes) * kWarpsPerRow;
+            s = make_float2(0.f, 0.f);
+#pragma unroll
+            for (int i = 0; i < kWarpsPerRow; ++i) {
+                s.x += partials[first + i].x;
+                s.y += partials[first + i].y;
+            }
+        }
+        return s;
+    };
+    const float n = float(vectors * kVec);
+    float mean, rstd;
+    if constexpr (kPair) {
+        const float shift = __bfloat162float(reinterpret_cast<const __nv_bfloat16 *>(in)[0]);
+        float s1 = 0.f, s2 = 0.f;
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const float2 f = __bfloat1622float2(v[k].h[h]);
+                const float d0 = f.x - shift, d1 = f.y - shift;
+                s1 += d0 + d1;
+                s2 += d0 * d0 + d1 * d1;
+            }
+        }
+        const float2 sums = row_sum(make_float2(s1, s2), scratch[0]);
+        const float mean_shifted = sums.x / n;
+        mean = shift + mean_shifted;
+        rstd = rsqrtf(fmaxf(sums.y / n - mean_shifted * mean_shifted, 0.f) + kEps);
+    } else {
+        float s = 0.f;
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) s += sum_of(v[k]);
+        mean = row_sum(make_float2(s, 0.f), scratch[0]).x / n;
+        float q = 0.f;
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) q += squares_about(v[k], mean);
+        rstd = rsqrtf(row_sum(make_float2(q, 0.f), scratch[1]).x / n + kEps);
+    }
+    Vec8 *out = y + row * vectors;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+        if constexpr (kLate) {
+            const int4 bits = __ldg(reinterpret_cast<const int4 *>(&w[lane + k * kLanes]));
+            const int4 more = __ldg(reinterpret_cast<const int4 *>(&b[lane + k * kLanes]));
+            out[lane + k * kLanes] = layer_normalized(v[k], *reinterpret_cast<const Vec8 *>(&bits),
+                                                      *reinterpret_cast<const Vec8 *>(&more), mean, rstd);
+        } else {
+            out[lane + k * kLanes] = layer_normalized(v[k], g[k], c[k], mean, rstd);
+        }
+    }
+}
+
 // SWEEP_ONCE=1 (under ncu): each variant launched once, untimed.
 static const bool kOnce = std::getenv("SWEEP_ONCE") != nullptr;
 
@@ -448,6 +539,28 @@ int main() {
     HELD(true, 128, 4, 256, 1, ln_bytes, check_layer_norm);
     HELD(true, 64, 8, 256, 1, ln_bytes, check_layer_norm);
     HELD(true, 32, 16, 256, 1, ln_bytes, check_layer_norm);
+    HELD(true, 128, 4, 128, 1, ln_bytes, check_layer_norm);
+    HELD(true, 128, 4, 128, 6, ln_bytes, check_layer_norm);
+#define HELD_LN(L, P, T, B, PAIR, LATE)                                                                     \
+    report("held_layer_norm<" #L "x" #P "," #T "," #B "," #PAIR "," #LATE ">",                              \
+           [&] { held_layer_norm<L, P, T, B, PAIR, LATE><<<kRows / (T / L), T>>>(x, w, bias, y, vectors); }, \
+           ln_bytes, check_layer_norm)
+    HELD_LN(128, 4, 128, 1, false, false);
+    HELD_LN(128, 4, 128, 1, true, false);
+    HELD_LN(128, 4, 128, 1, false, true);
+    HELD_LN(128, 4, 128, 1, true, true);
+    HELD_LN(128, 4, 128, 8, true, true);
+    HELD_LN(128, 4, 256, 1, true, true);
+    HELD_LN(128, 4, 128, 6, false, true);
+    HELD_LN(128, 4, 128, 8, false, true);
+    HELD_LN(64, 8, 64, 1, true, true);
+    HELD_LN(64, 8, 128, 6, true, true);
+    HELD_LN(64, 8, 128, 8, true, true);
+    HELD_LN(64, 8, 256, 3, true, true);
+    HELD_LN(64, 8, 256, 3, false, true);
+    HELD_LN(64, 8, 256, 4, true, true);
+    HELD_LN(32, 16, 128, 4, true, true);
+    HELD_LN(256, 2, 256, 1, true, true);
 
     std::printf("softmax forward, bfloat16 %d x %d\n", kRows, kCols);
     STAGED(SoftmaxRow, 128, softmax_bytes, check_softmax);
