@@ -72,7 +72,9 @@ def test_losses_and_glus_fall_back_to_torch_on_the_cpu():
 
 class TorchKernels:
     """lab's row-wise kernels written with torch ops on CPU tensors, same signatures: the eager
-    autograd.Functions run through them on a machine without a GPU."""
+    autograd.Functions run through them on a machine without a GPU. `statistics_given`: whether each
+    norm call was handed its statistics' outputs."""
+    statistics_given = []
 
     @staticmethod
     def softmax(x, out, axis):
@@ -92,8 +94,11 @@ class TorchKernels:
 
     @staticmethod
     def layer_norm(x, w, b, out, eps, mean, rstd):
-        mean.copy_(x.mean(-1))
-        rstd.copy_((x.var(-1, unbiased=False) + eps).rsqrt())
+        TorchKernels.statistics_given.append(mean is not None and rstd is not None)
+        if mean is not None:
+            mean.copy_(x.mean(-1))
+        if rstd is not None:
+            rstd.copy_((x.var(-1, unbiased=False) + eps).rsqrt())
         out.copy_(torch.nn.functional.layer_norm(x, x.shape[-1:], w, b, eps))
 
     @staticmethod
@@ -113,8 +118,10 @@ class TorchKernels:
         if residual_out is not None:
             residual_out.copy_(h)
         eps = torch.finfo(x.dtype).eps if eps is None else eps
-        rstd.copy_((h.pow(2).mean(-1) + eps).rsqrt())
-        out.copy_(h * rstd[..., None] * (w if w is not None else 1))
+        TorchKernels.statistics_given.append(rstd is not None)
+        out.copy_(h * (h.pow(2).mean(-1) + eps).rsqrt()[..., None] * (w if w is not None else 1))
+        if rstd is not None:
+            rstd.copy_((h.pow(2).mean(-1) + eps).rsqrt())
 
     @staticmethod
     def rms_norm_backward(g, h, w, rstd, gx, gw=None):
@@ -202,13 +209,16 @@ def test_eager_path_records_only_what_autograd_needs(monkeypatch):
     x, w = torch.randn(3, 7, dtype=torch.float64), torch.randn(7, dtype=torch.float64)
     calls = [lambda: lab.nn.functional.softmax(x, -1), lambda: lab.nn.functional.layer_norm(x, (7,), w),
              lambda: lab.nn.functional.rms_norm(x, (7,), w, 1e-6)]
+    TorchKernels.statistics_given = []
     plain = [call() for call in calls]  # nothing requires grad
     with torch.no_grad():
         x.requires_grad_()
         unrecorded = [call() for call in calls]
     assert applied == [] and all(out.grad_fn is None for out in plain + unrecorded)
+    assert TorchKernels.statistics_given == [False] * 4  # the norms made no statistics for a backward
     recorded = [call() for call in calls]
     assert len(applied) == 3 and all(out.grad_fn is not None for out in recorded)
+    assert TorchKernels.statistics_given[4:] == [True] * 2
     for a, b, c in zip(plain, unrecorded, recorded):
         torch.testing.assert_close(a, b)
         torch.testing.assert_close(a, c.detach())
