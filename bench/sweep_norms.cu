@@ -256,18 +256,31 @@ __global__ void __launch_bounds__(kThreads)
 // = the row's vectors), kThreads / kLanes rows a block, no register cap beyond kMinBlocks. The weight
 // (and bias) vectors are loaded right after the row's, so their latency hides behind the reduction.
 // kCentered: layer_norm, the mean first and the variance about it, both from the registers.
+// The row a thread of a `held` kernel works on (kThreads / kLanes rows a block), its lane, and its
+// kPer vectors of x (lane, lane + kLanes, ...) loaded into v.
+template <int kLanes, int kPer, int kThreads> struct HeldRow {
+    static_assert(kThreads % kLanes == 0 && (kLanes <= 32 || kLanes % 32 == 0), "lanes tile the block");
+    static constexpr int kWarpsPerRow = kLanes > 32 ? kLanes / 32 : 1;
+    int lane;
+    int64_t row;
+    const Vec8 *in;
+    __device__ HeldRow(const Vec8 *x, int vectors, Vec8 (&v)[kPer])
+        : lane(threadIdx.x % kLanes), row(int64_t(blockIdx.x) * (kThreads / kLanes) + threadIdx.x / kLanes),
+          in(x + row * vectors) {
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) v[k] = in[lane + k * kLanes];
+    }
+};
+
 template <bool kCentered, int kLanes, int kPer, int kThreads, int kMinBlocks>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     held(const Vec8 *x, const Vec8 *w, const Vec8 *b, Vec8 *y, int vectors) {
-    static_assert(kThreads % kLanes == 0 && (kLanes <= 32 || kLanes % 32 == 0), "lanes tile the block");
-    constexpr int kWarpsPerRow = kLanes > 32 ? kLanes / 32 : 1;
     __shared__ float scratch[2][kThreads / 32];
-    const int lane = threadIdx.x % kLanes;
-    const int64_t row = int64_t(blockIdx.x) * (kThreads / kLanes) + threadIdx.x / kLanes;
-    const Vec8 *in = x + row * vectors;
     Vec8 v[kPer], g[kPer], c[kPer];
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) v[k] = in[lane + k * kLanes];
+    const HeldRow<kLanes, kPer, kThreads> at(x, vectors, v);
+    constexpr int kWarpsPerRow = at.kWarpsPerRow;
+    const int lane = at.lane;
+    const int64_t row = at.row;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
         const int4 bits = __ldg(reinterpret_cast<const int4 *>(&w[lane + k * kLanes]));
@@ -317,15 +330,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 template <int kLanes, int kPer, int kThreads, int kMinBlocks, bool kPair, bool kLate>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     held_layer_norm(const Vec8 *x, const Vec8 *w, const Vec8 *b, Vec8 *y, int vectors) {
-    static_assert(kThreads % kLanes == 0 && (kLanes <= 32 || kLanes % 32 == 0), "lanes tile the block");
-    constexpr int kWarpsPerRow = kLanes > 32 ? kLanes / 32 : 1;
     __shared__ float2 scratch[2][kThreads / 32];
-    const int lane = threadIdx.x % kLanes;
-    const int64_t row = int64_t(blockIdx.x) * (kThreads / kLanes) + threadIdx.x / kLanes;
-    const Vec8 *in = x + row * vectors;
     Vec8 v[kPer], g[kLate ? 1 : kPer], c[kLate ? 1 : kPer];
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) v[k] = in[lane + k * kLanes];
+    const HeldRow<kLanes, kPer, kThreads> at(x, vectors, v);
+    constexpr int kWarpsPerRow = at.kWarpsPerRow;
+    const int lane = at.lane;
+    const int64_t row = at.row;
+    const Vec8 *in = at.in;
     if constexpr (!kLate) {
 #pragma unroll
         for (int k = 0; k < kPer; ++k) {
