@@ -55,7 +55,7 @@ class _Unrecorded:
 
 def _statistics(ctx, x: Tensor, count: int):
     """`count` per-row statistics for the backward (_stats_like), or Nones where no backward will
-    read them: two fewer allocations and arrays read a norm's call under torch.no_grad()."""
+    read them (torch.no_grad()): each one an allocation and an array for lab to read fewer."""
     if isinstance(ctx, _Unrecorded):
         return (None,) * count
     first = _stats_like(x)
