@@ -241,9 +241,11 @@ profile-jax:
 # Nsight Compute's per-SASS-instruction counters, grouped by how often each instruction ran - per row
 # (the prologue, the reductions) or per step along it (bench/ncu_source_summary.py). The export lands
 # beside logs.tgz as staged-sass.csv.
+# SASS_KERNELS picks other kernels of the same run: 'rows_in_registers' for rms_norm's in-register forward.
+SASS_KERNELS ?= rows_staged
 profile-rowwise-sass:
 	mkdir -p $(LOGS)
-	timeout 200 ncu --clock-control none --kernel-name regex:'rows_staged' --section SourceCounters -f \
+	timeout 200 ncu --clock-control none --kernel-name regex:'$(SASS_KERNELS)' --section SourceCounters -f \
 	  -o $(LOGS)/staged $(PYTHON) bench/profile_rowwise.py --forwards > $(LOGS)/staged-ncu.txt 2>&1; \
 	  echo "ncu exit code: $$?"
 	ncu --import $(LOGS)/staged.ncu-rep --page source --csv --print-source sass > $(OUT)/staged-sass.csv
