@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -377,6 +377,26 @@ gpu-profile-llama:
 	LAB_CUDA_ARCH=90 $(PYTHON) setup.py build_ext --inplace > /tmp/lab-build.log 2>&1 || (tail -50 /tmp/lab-build.log; exit 1)
 	$(MAKE) --no-print-directory peers-site
 	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/profile_llama.py
+
+# lab built here for the GPU machine's Python, so that a GPU call spends no device time in nvcc:
+# `make device-build` (DEVICE_PYTHON names that Python here; a venv of it gets setuptools and numpy)
+# leaves build/device/lab.<its ABI>.so.xz - xz keeps the sm_90 build (61 MB) within what a call may
+# carry - and on the GPU machine `make device-unpack` puts the extension into lab/. A call that then
+# ran nn_host_cost and an Nsight Compute profile took 37 s where a build alone takes about 105.
+DEVICE_PYTHON ?= python3.12
+DEVICE_BUILD = build/device
+device-build:
+	rm -rf $(DEVICE_BUILD) && mkdir -p $(DEVICE_BUILD)
+	$(DEVICE_PYTHON) -m venv $(DEVICE_BUILD)/venv && $(DEVICE_BUILD)/venv/bin/pip install -q setuptools numpy
+	LAB_CUDA_ARCH=90 $(DEVICE_BUILD)/venv/bin/python setup.py build_ext --inplace > $(DEVICE_BUILD)/build.log 2>&1 \
+	  || (tail -30 $(DEVICE_BUILD)/build.log; exit 1)
+	so=lab/lab$$($(DEVICE_BUILD)/venv/bin/python -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"); \
+	  strip --strip-debug $$so -o $(DEVICE_BUILD)/$${so#lab/} && rm $$so && xz -T0 -6 $(DEVICE_BUILD)/$${so#lab/}
+	rm -rf $(DEVICE_BUILD)/venv && ls -l $(DEVICE_BUILD)/*.so.xz
+device-unpack:
+	$(PYTHON) -c "import glob, lzma, os, shutil; [shutil.copyfileobj(lzma.open(f), open(os.path.join('lab', \
+	  os.path.basename(f)[:-3]), 'wb')) for f in glob.glob('$(DEVICE_BUILD)/*.so.xz')]"
+	$(PYTHON) -c "import lab; print('device-unpack:', lab.__file__, lab.compiled_architectures())"
 
 clean:
 	rm -rf build lab/*.so $(VENV) .pytest_cache
