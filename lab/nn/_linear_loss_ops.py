@@ -17,7 +17,7 @@ from torch import Tensor
 
 import lab
 
-from ._ops import _plain
+from ._ops import _per_row, _plain
 
 _DTYPE_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32",
                 torch.float64: "float64"}
@@ -40,7 +40,7 @@ def _scratch(hidden: Tensor, classes: int, reduction: str, bias_grad: bool, max_
 
 
 def _loss_like(hidden: Tensor, reduction: str) -> Tensor:
-    return hidden.new_empty(hidden.shape[:-1] if reduction == "none" else (), dtype=torch.float32)
+    return _per_row(hidden, torch.float32) if reduction == "none" else hidden.new_empty((), dtype=torch.float32)
 
 
 def grad_buffers(hidden: Tensor, weight: Tensor, bias: Optional[Tensor], needs) -> tuple:

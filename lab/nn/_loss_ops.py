@@ -15,14 +15,14 @@ from torch import Tensor
 
 import lab
 
-from ._ops import _plain
+from ._ops import _per_row, _plain
 
 
 # ---- cross_entropy ----
 
 def _loss_like(logits: Tensor, reduction: str) -> Tensor:
     """The loss: one per row for 'none', else one number; logits' dtype, as torch's."""
-    return logits.new_empty(logits.shape[:-1] if reduction == "none" else ())
+    return _per_row(logits, logits.dtype) if reduction == "none" else logits.new_empty(())
 
 
 @torch.library.custom_op("lab::cross_entropy", mutates_args=())

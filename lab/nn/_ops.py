@@ -20,13 +20,17 @@ from torch import Tensor
 import lab
 
 
-def _stats_like(x: Tensor) -> Tensor:
-    """One statistic per row: x.shape[:-1], float32 (float64 for float64 x). The sizes go in as
-    separate ints: handed a torch.Size, new_empty spent 2.9 us of host time parsing it against 0.9
-    (8 rows, torch 2.13 on the CPU) - twice in every layer_norm forward."""
-    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+def _per_row(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """One value per row of x (x.shape[:-1]) in `dtype`. The sizes go in as separate ints: handed a
+    torch.Size, new_empty spent 2.9 us of host time parsing it against 0.9 (8 rows, torch 2.13 on the
+    CPU) - twice in every layer_norm forward."""
     rows = x.shape[:-1]
     return x.new_empty(*rows, dtype=dtype) if rows else x.new_empty((), dtype=dtype)
+
+
+def _stats_like(x: Tensor) -> Tensor:
+    """One statistic per row: float32 (float64 for float64 x)."""
+    return _per_row(x, torch.float64 if x.dtype == torch.float64 else torch.float32)
 
 
 def _plain(t: Optional[Tensor]) -> Optional[Tensor]:
