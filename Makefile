@@ -388,11 +388,11 @@ DEVICE_BUILD = build/device
 device-build:
 	rm -rf $(DEVICE_BUILD) && mkdir -p $(DEVICE_BUILD)
 	$(DEVICE_PYTHON) -m venv $(DEVICE_BUILD)/venv && $(DEVICE_BUILD)/venv/bin/pip install -q setuptools numpy
-	LAB_CUDA_ARCH=90 $(DEVICE_BUILD)/venv/bin/python setup.py build_ext --inplace > $(DEVICE_BUILD)/build.log 2>&1 \
-	  || (tail -30 $(DEVICE_BUILD)/build.log; exit 1)
-	so=lab/lab$$($(DEVICE_BUILD)/venv/bin/python -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"); \
-	  strip --strip-debug $$so -o $(DEVICE_BUILD)/$${so#lab/} && rm $$so && xz -T0 -6 $(DEVICE_BUILD)/$${so#lab/}
-	rm -rf $(DEVICE_BUILD)/venv && ls -l $(DEVICE_BUILD)/*.so.xz
+	LAB_CUDA_ARCH=90 $(DEVICE_BUILD)/venv/bin/python setup.py build_ext --build-lib $(DEVICE_BUILD)/lib \
+	  > $(DEVICE_BUILD)/build.log 2>&1 || (tail -30 $(DEVICE_BUILD)/build.log; exit 1)
+	name=lab$$($(DEVICE_BUILD)/venv/bin/python -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"); \
+	  strip --strip-debug $(DEVICE_BUILD)/lib/lab/$$name -o $(DEVICE_BUILD)/$$name && xz -T0 -6 $(DEVICE_BUILD)/$$name
+	rm -rf $(DEVICE_BUILD)/venv $(DEVICE_BUILD)/lib && ls -l $(DEVICE_BUILD)/*.so.xz
 device-unpack:
 	$(PYTHON) -c "import glob, lzma, os, shutil; [shutil.copyfileobj(lzma.open(f), open(os.path.join('lab', \
 	  os.path.basename(f)[:-3]), 'wb')) for f in glob.glob('$(DEVICE_BUILD)/*.so.xz')]"
