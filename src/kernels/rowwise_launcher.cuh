@@ -90,11 +90,31 @@ template <typename T> bool rows_vectorizable(const lab_rowwise_launch &l) {
     return true;
 }
 
+// Whether an op's row() takes WholeTiles (it sets Op::WholeTileShape).
+template <class Op, typename = void> constexpr bool kTakesWholeTiles = false;
+template <class Op> constexpr bool kTakesWholeTiles<Op, std::void_t<typename Op::WholeTileShape>> = true;
+
+// Rows in registers at four chunks a lane that fill their tile of `group` x 4 vectors exactly, for an
+// op that takes WholeTiles: every operand vectorized, n a whole number of vectors and of tiles, one
+// leading dimension, and a group within the whole-tile kernel's launch bounds.
+template <class Op, typename T>
+bool rows_fill_tiles(const lab_rowwise_launch &l, bool vectorized, int group, int64_t chunks) {
+    if constexpr (kTakesWholeTiles<Op>) {
+        return vectorized && chunks == 4 && group <= Op::WholeTileShape::most_lanes && l.lead_ndim <= 1 &&
+               l.n > 0 && l.n % kRowVec<T> == 0 && l.n / kRowVec<T> == int64_t(group) * chunks;
+    }
+    return false;
+}
+
 // The unstaged kernel an op runs: streamed, or in registers with `chunks` chunks a lane (1, 2 or 4,
-// within Op::kMaxChunks).
-template <class Op, typename T> auto row_kernel(bool streamed, int64_t chunks) -> void (*)(RowArgs) {
+// within Op::kMaxChunks) - at four, WholeTiles where the op takes them and the rows fill their tiles.
+template <class Op, typename T>
+auto row_kernel(bool streamed, int64_t chunks, bool whole = false) -> void (*)(RowArgs) {
     if (streamed) return rows_streamed<Op, T>;
     if constexpr (Op::kMaxChunks >= 4) {
+        if constexpr (kTakesWholeTiles<Op>) {
+            if (chunks == 4 && whole) return rows_in_registers<Op, T, 4, WholeTiles>;
+        }
         if (chunks == 4) return rows_in_registers<Op, T, 4>;
     }
     if constexpr (Op::kMaxChunks >= 2) {
@@ -289,7 +309,8 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
                        int(ceil_div(l.n, int64_t(plan.threads) * kRowVec<T>)));
             }
         } else {
-            launch(row_kernel<Op, T>(plan.layout == RowLayout::streamed, plan.chunks));
+            launch(row_kernel<Op, T>(plan.layout == RowLayout::streamed, plan.chunks,
+                                     rows_fill_tiles<Op, T>(l, vectorized, plan.group, plan.chunks)));
         }
         err = cudaGetLastError();
     }
