@@ -80,7 +80,7 @@ template <bool kCentered> struct NormForward {
         using A = compute_t<T>;
         constexpr int kVec = kRowVec<T>;
         const T zero = store_from_compute<T>(A(0));
-        // The weight (and bias) as packets (0 and 1 where absent). With whole tiles they load first: there
+        // The weight (and bias) as packets (1 and 0 where absent). With whole tiles they load first: there
         // ptxas put x's first conversion ahead of their loads, so they issued only once x had arrived.
         RowPacket x[kChunks], w[kChunks];
         RowPacket b[kCentered ? kChunks : 1]; // layer_norm's bias (0 where there is none)
