@@ -45,7 +45,9 @@ template <bool kCentered> struct NormForward {
     // rms_norm's rows up to 1024 vectors (8192 bf16) run faster in registers than staged:
     // bench/sweep_rowwise.py, bf16 16384 x 4096 3.46 TB/s against 3.22, with a residual 3.84 against
     // 3.38, 8192 x 8192 3.33 against 3.21; 4096 x 16384 (512 lanes) 2.52 against 3.12 (H200, 2026-12-02).
-    // layer_norm's are staged from 256 vectors, as before: in registers 16384 x 4096 ran 2.67 against 2.89.
+    // layer_norm's are staged from 256 vectors (in registers 16384 x 4096 ran 2.67 against 2.89) unless
+    // they fill whole tiles (launch_rows): then 3.43 against 2.97, 8192 x 8192 3.12 against 2.89
+    // (2026-12-03).
     static constexpr int64_t kStagedMinVectors = kCentered ? 256 : 1025;
     static constexpr bool kColumnSums = false;
     static constexpr int kStagedInput = LAB_ROW_RESIDUAL; // where there is one
