@@ -50,11 +50,27 @@ struct RowArgs {
     bool streamed_sums_in_shared; // rows_streamed: the block's column sums in dynamic shared memory
 };
 
+// How an op's rows in registers are addressed. A row in registers is a tile of group x chunks 16-byte
+// vectors. PartialTiles: each chunk's columns are tested against the row's end and the layout
+// (strided or unaligned operands, a group past the last row given fills), and a row is found through
+// its leading dimensions. WholeTiles, which the launcher picks where it holds: contiguous, 16-byte
+// aligned rows that fill their tile exactly, at most one leading dimension - none of those tests. They were
+// most of the difference between rms_norm's in-register kernel and a bare one of the same layout: 565
+// instructions a warp a row against 368, the first load at the 89th instead of the 21st
+// (bench/results/2026-12-03-h200-norm-forward-sass.txt).
+struct PartialTiles {
+    static constexpr bool kWhole = false;
+};
+struct WholeTiles {
+    static constexpr bool kWhole = true;
+};
+
 // Where operand k's row `row` starts. One leading dimension (any contiguous input) is one multiply;
 // more go through indexing.cuh's divisions. Computed where used, not kept for every operand: seven
 // live pointers cost the registers that decide how many rows an SM keeps in flight.
+template <class Tiles = PartialTiles>
 __device__ __forceinline__ char *row_at(const RowArgs &a, int64_t row, int k) {
-    if (a.lead.dims.ndim <= 1) return a.row[k] + row * a.lead.strides[k][0];
+    if (Tiles::kWhole || a.lead.dims.ndim <= 1) return a.row[k] + row * a.lead.strides[k][0];
     int64_t offsets[LAB_ROW_OPERANDS];
     byte_offsets(a.lead, row, offsets);
     return a.row[k] + offsets[k];
@@ -157,10 +173,24 @@ template <typename T> __device__ __forceinline__ RowPacket to_packet(const compu
 // Loads this lane's kChunks chunks of a row (chunk indices chunk0, chunk0 + 1, ... in units of the
 // group) as stored, one RowPacket a chunk; positions past the row's end, or of an invalid row (a
 // group with no row left), get `fill`.
-template <typename T, int kChunks, typename Index = int>
+template <typename T, int kChunks, typename Index = int, class Tiles = PartialTiles>
 __device__ __forceinline__ void load_packets(RowPacket (&p)[kChunks], const char *row, int64_t stride,
                                              const RowArgs &a, int lane, Index chunk0, bool valid, T fill) {
     constexpr int kVec = kRowVec<T>;
+    if constexpr (Tiles::kWhole) { // every chunk inside the row: one test for all of them
+        T fills[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) fills[i] = fill;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+            if (valid) {
+                p[c].bits = reinterpret_cast<const uint4 *>(row)[lane + (chunk0 + c) * a.group];
+            } else {
+                memcpy(&p[c].bits, fills, 16);
+            }
+        }
+        return;
+    }
     const Index n = Index(a.n);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
@@ -232,7 +262,7 @@ __device__ __forceinline__ void load_columns(compute_t<T> (&v)[kChunks * kRowVec
                                 a.col[which] != nullptr, fill);
 }
 
-template <typename T, int kChunks, typename Index = int>
+template <typename T, int kChunks, typename Index = int, class Tiles = PartialTiles>
 __device__ __forceinline__ void store_row(const compute_t<T> (&v)[kChunks * kRowVec<T>], char *row,
                                           int64_t stride, const RowArgs &a, int lane, Index chunk0,
                                           bool valid) {
@@ -242,7 +272,7 @@ __device__ __forceinline__ void store_row(const compute_t<T> (&v)[kChunks * kRow
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
         const Index first = tile_column<T, Index>(chunk0 + c, 0, lane, a.group);
-        if (a.vectorized && first + kVec <= n) {
+        if (Tiles::kWhole || (a.vectorized && first + kVec <= n)) {
             Packed16<T> packet;
 #pragma unroll
             for (int i = 0; i < kVec; ++i) packet.v[i] = store_from_compute<T>(v[c * kVec + i]);
@@ -262,7 +292,7 @@ __device__ __forceinline__ void store_row(const compute_t<T> (&v)[kChunks * kRow
 
 // Stores this lane's kChunks chunks of a row chunk by chunk, element i of chunk c being value(c, i):
 // one chunk's results live in registers at a time.
-template <typename T, int kChunks, typename Value>
+template <typename T, int kChunks, class Tiles = PartialTiles, typename Value>
 __device__ __forceinline__ void store_chunks(char *row, int64_t stride, const RowArgs &a, int lane,
                                              bool valid, Value value) {
 #pragma unroll
@@ -270,7 +300,7 @@ __device__ __forceinline__ void store_chunks(char *row, int64_t stride, const Ro
         compute_t<T> v[kRowVec<T>];
 #pragma unroll
         for (int i = 0; i < kRowVec<T>; ++i) v[i] = value(c, i);
-        store_row<T, 1>(v, row, stride, a, lane, c, valid);
+        store_row<T, 1, int, Tiles>(v, row, stride, a, lane, c, valid);
     }
 }
 

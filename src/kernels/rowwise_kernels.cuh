@@ -69,11 +69,27 @@ template <class Op, typename = void> struct RegisterShape : DefaultRegisterShape
 template <class Op> struct RegisterShape<Op, std::void_t<typename Op::RegisterShape>> : Op::RegisterShape {};
 template <class Op, int kChunks> constexpr int kRowBlockLimit = RegisterShape<Op>::most_lanes(kChunks);
 
-template <class Op, typename T, int kChunks>
-__global__ void __launch_bounds__(kRowBlockLimit<Op, kChunks>, RegisterShape<Op>::min_blocks(kChunks))
-    rows_in_registers(RowArgs a) {
-    const int lane = threadIdx.x & (a.group - 1), slot = threadIdx.x / a.group;
-    const int rows_per_block = blockDim.x / a.group;
+// The launch bounds of rows in registers: RegisterShape's, or for WholeTiles the op's
+// WholeTileShape (four chunks a lane) - without the tests of partial tiles ptxas hoists more, and at
+// PartialTiles' bound bf16 rms_norm took 98 registers where it took 80.
+template <class Op, int kChunks, class Tiles> struct RowBounds {
+    static constexpr int threads = kRowBlockLimit<Op, kChunks>,
+                         blocks = RegisterShape<Op>::min_blocks(kChunks);
+};
+template <class Op, int kChunks> struct RowBounds<Op, kChunks, WholeTiles> {
+    static constexpr int threads = Op::WholeTileShape::most_lanes, blocks = Op::WholeTileShape::min_blocks;
+};
+
+// Tiles: PartialTiles, or WholeTiles (rowwise.cuh) for an op that takes them (Op::WholeTileShape)
+// where the launcher found the rows fill their tiles.
+template <class Op, typename T, int kChunks, class Tiles = PartialTiles>
+__global__ void __launch_bounds__(RowBounds<Op, kChunks, Tiles>::threads,
+                                  RowBounds<Op, kChunks, Tiles>::blocks) rows_in_registers(RowArgs a) {
+    // The group is a power of two: shifts, not divisions - the two divisions were about 35 of the 87
+    // instructions before a warp's first load (ncu source counters, bf16 rms_norm, 2026-12-03).
+    const int group_shift = __ffs(a.group) - 1;
+    const int lane = threadIdx.x & (a.group - 1), slot = threadIdx.x >> group_shift;
+    const int rows_per_block = blockDim.x >> group_shift;
     ColumnSums<T, kChunks> sums;
     if constexpr (Op::kColumnSums) {
 #pragma unroll
@@ -85,7 +101,11 @@ __global__ void __launch_bounds__(kRowBlockLimit<Op, kChunks>, RegisterShape<Op>
          first += int64_t(gridDim.x) * rows_per_block) {
         const int64_t row = first + slot;
         const bool valid = row < a.rows;
-        Op::template row<T, kChunks>(a, valid ? row : 0, lane, valid, sums);
+        if constexpr (Tiles::kWhole) {
+            Op::template row<T, kChunks, Tiles>(a, valid ? row : 0, lane, valid, sums);
+        } else {
+            Op::template row<T, kChunks>(a, valid ? row : 0, lane, valid, sums);
+        }
     }
     if constexpr (Op::kColumnSums) write_partials<T, kChunks, Op::kBias>(a, lane, slot, sums);
 }

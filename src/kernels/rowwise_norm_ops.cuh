@@ -45,16 +45,22 @@ template <bool kCentered> struct NormForward {
     // rms_norm's rows up to 1024 vectors (8192 bf16) run faster in registers than staged:
     // bench/sweep_rowwise.py, bf16 16384 x 4096 3.46 TB/s against 3.22, with a residual 3.84 against
     // 3.38, 8192 x 8192 3.33 against 3.21; 4096 x 16384 (512 lanes) 2.52 against 3.12 (H200, 2026-12-02).
-    // layer_norm's are staged from 256 vectors, as before: in registers 16384 x 4096 ran 2.67 against 2.89.
+    // layer_norm's are staged from 256 vectors (in registers 16384 x 4096 ran 2.67 against 2.89) unless
+    // they fill whole tiles (launch_rows): then 3.43 against 2.97, 8192 x 8192 3.12 against 2.89
+    // (2026-12-03).
     static constexpr int64_t kStagedMinVectors = kCentered ? 256 : 1025;
     static constexpr bool kColumnSums = false;
     static constexpr int kStagedInput = LAB_ROW_RESIDUAL; // where there is one
+    struct WholeTileShape { // row() takes WholeTiles (rowwise.cuh): 80 registers, six blocks of 128 an SM
+        static constexpr int most_lanes = 256, min_blocks = 3;
+    };
 
     // x (+ residual, rounded to T) at column 0 of the row: the shift.
-    template <typename T> __device__ static compute_t<T> shift_of(const RowArgs &a, int64_t row, bool valid) {
+    template <typename T, class Tiles = PartialTiles>
+    __device__ static compute_t<T> shift_of(const RowArgs &a, int64_t row, bool valid) {
         using A = compute_t<T>;
         if (!kCentered || !valid || a.n == 0) return A(0);
-        return load_as_compute(*reinterpret_cast<const T *>(row_at(a, row, LAB_ROW_X)));
+        return load_as_compute(*reinterpret_cast<const T *>(row_at<Tiles>(a, row, LAB_ROW_X)));
     }
 
     template <typename A>
@@ -70,43 +76,50 @@ template <bool kCentered> struct NormForward {
     // converted where a pass uses them: a bf16 row of 4096 in 128 lanes of four chunks is 16
     // registers of x and 16 of weight, where converted on load it was 64 and spilled. The weight's and
     // bias's loads issue before the reduction, so they are in flight while it runs.
-    template <typename T, int kChunks>
+    template <typename T, int kChunks, class Tiles = PartialTiles>
     __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
                                ColumnSums<T, kChunks> &) {
         using A = compute_t<T>;
         constexpr int kVec = kRowVec<T>;
         const T zero = store_from_compute<T>(A(0));
+        // The weight (and bias) as packets (1 and 0 where absent). With whole tiles they load first: there
+        // ptxas put x's first conversion ahead of their loads, so they issued only once x had arrived.
         RowPacket x[kChunks], w[kChunks];
-        load_packets<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
-                                 zero);
+        RowPacket b[kCentered ? kChunks : 1]; // layer_norm's bias (0 where there is none)
+        auto load_columns = [&] {
+            load_packets<T, kChunks, int, Tiles>(w, a.col[LAB_COL_WEIGHT], a.col_data_stride[LAB_COL_WEIGHT],
+                                                 a, lane, 0, a.col[LAB_COL_WEIGHT] != nullptr,
+                                                 store_from_compute<T>(A(1)));
+            if constexpr (kCentered) {
+                load_packets<T, kChunks, int, Tiles>(b, a.col[LAB_COL_BIAS], a.col_data_stride[LAB_COL_BIAS],
+                                                     a, lane, 0, a.col[LAB_COL_BIAS] != nullptr, zero);
+            }
+        };
+        if constexpr (Tiles::kWhole) load_columns();
+        load_packets<T, kChunks, int, Tiles>(x, row_at<Tiles>(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a,
+                                             lane, 0, valid, zero);
         if (!kCentered && a.row[LAB_ROW_RESIDUAL]) { // rms_norm only: the shift stays 0
             RowPacket r[kChunks];
-            load_packets<T, kChunks>(r, row_at(a, row, LAB_ROW_RESIDUAL), a.col_stride[LAB_ROW_RESIDUAL], a,
-                                     lane, 0, valid, zero);
+            load_packets<T, kChunks, int, Tiles>(r, row_at<Tiles>(a, row, LAB_ROW_RESIDUAL),
+                                                 a.col_stride[LAB_ROW_RESIDUAL], a, lane, 0, valid, zero);
 #pragma unroll
             for (int c = 0; c < kChunks; ++c) { // h = x + residual, rounded to T as torch's add would
                 A h[kVec];
 #pragma unroll
                 for (int i = 0; i < kVec; ++i) h[i] = packet_compute<T>(x[c], i) + packet_compute<T>(r[c], i);
                 x[c] = to_packet<T>(h);
-                store_row<T, 1>(h, row_at(a, row, LAB_ROW_RESIDUAL_OUT), a.col_stride[LAB_ROW_RESIDUAL_OUT],
-                                a, lane, c, valid);
+                store_row<T, 1, int, Tiles>(h, row_at<Tiles>(a, row, LAB_ROW_RESIDUAL_OUT),
+                                            a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, c, valid);
             }
         }
-        load_packets<T, kChunks>(w, a.col[LAB_COL_WEIGHT], a.col_data_stride[LAB_COL_WEIGHT], a, lane, 0,
-                                 a.col[LAB_COL_WEIGHT] != nullptr, store_from_compute<T>(A(1)));
-        RowPacket
-            b[kCentered ? kChunks : 1]; // layer_norm's bias (0 where there is none), loaded as the weight
-        if constexpr (kCentered) {
-            load_packets<T, kChunks>(b, a.col[LAB_COL_BIAS], a.col_data_stride[LAB_COL_BIAS], a, lane, 0,
-                                     a.col[LAB_COL_BIAS] != nullptr, zero);
-        }
-        const A shift = shift_of<T>(a, row, valid);
+        if constexpr (!Tiles::kWhole) load_columns();
+        const A shift = shift_of<T, Tiles>(a, row, valid);
         A s1 = 0, s2 = 0;
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
             if constexpr (kCentered) { // past the row's end x is 0, not the shift: mask those out
-                const bool inside = tile_column<T>(c, kVec - 1, lane, a.group) < int(a.n); // the whole chunk
+                const bool inside =
+                    Tiles::kWhole || tile_column<T>(c, kVec - 1, lane, a.group) < int(a.n); // whole chunk
 #pragma unroll
                 for (int i = 0; i < kVec; ++i) {
                     const A v = packet_compute<T>(x[c], i);
@@ -124,16 +137,16 @@ template <bool kCentered> struct NormForward {
         }
         A mean, rstd;
         statistics(a, norm_sums<kCentered>(s1, s2, a.group), shift, mean, rstd);
-        store_chunks<T, kChunks>(
-            row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, valid, [&](int c, int i) {
+        store_chunks<T, kChunks, Tiles>(
+            row_at<Tiles>(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, valid, [&](int c, int i) {
                 const A y = (packet_compute<T>(x[c], i) - mean) * rstd * packet_compute<T>(w[c], i);
                 return kCentered ? y + packet_compute<T>(b[c], i) : y;
             });
         if (valid && lane == 0) {
             if (kCentered && a.row[LAB_ROW_MEAN]) {
-                store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));
+                store_statistic(a, row_at<Tiles>(a, row, LAB_ROW_MEAN), double(mean));
             }
-            if (a.row[LAB_ROW_RSTD]) store_statistic(a, row_at(a, row, LAB_ROW_RSTD), double(rstd));
+            if (a.row[LAB_ROW_RSTD]) store_statistic(a, row_at<Tiles>(a, row, LAB_ROW_RSTD), double(rstd));
         }
     }
 
