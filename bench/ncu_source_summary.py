@@ -67,8 +67,10 @@ def summarize(name, rows, show=None, ops=False):
 def main(argv):
     show = int(argv[argv.index("--show") + 1]) if "--show" in argv else None
     ops = "--ops" in argv
+    flags = {"--ops", "--show"} | ({argv[argv.index("--show") + 1]} if show is not None else set())
+    path = next(arg for arg in argv[1:] if arg not in flags)  # the options before or after it
     seen = []
-    for name, rows in kernels(argv[1]):
+    for name, rows in kernels(path):
         if (name, rows) in seen:  # ncu 2025 printed each of a module's later kernels twice
             continue
         seen.append((name, rows))

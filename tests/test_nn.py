@@ -119,9 +119,10 @@ class TorchKernels:
             residual_out.copy_(h)
         eps = torch.finfo(x.dtype).eps if eps is None else eps
         TorchKernels.statistics_given.append(rstd is not None)
-        out.copy_(h * (h.pow(2).mean(-1) + eps).rsqrt()[..., None] * (w if w is not None else 1))
+        inverse_rms = (h.pow(2).mean(-1) + eps).rsqrt()
+        out.copy_(h * inverse_rms[..., None] * (w if w is not None else 1))
         if rstd is not None:
-            rstd.copy_((h.pow(2).mean(-1) + eps).rsqrt())
+            rstd.copy_(inverse_rms)
 
     @staticmethod
     def rms_norm_backward(g, h, w, rstd, gx, gw=None):
