@@ -151,6 +151,7 @@ gpu-bench:
 	$(PYTHON) bench/bench_reductions.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_jit.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_rowwise.py --out-dir $(OUT)/bench
+	$(PYTHON) bench/bench_bandwidth.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_losses.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_gemm.py --out-dir $(OUT)/bench
 	$(MAKE) --no-print-directory bench-rope BENCH_OUT=$(OUT)/bench
@@ -333,6 +334,7 @@ bench: build
 	$(PYTHON) bench/bench_reductions.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_jit.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_rowwise.py --out-dir bench/results/latest
+	$(PYTHON) bench/bench_bandwidth.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_losses.py --out-dir bench/results/latest
 	$(PYTHON) bench/bench_gemm.py --out-dir bench/results/latest
 	$(MAKE) --no-print-directory bench-rope
