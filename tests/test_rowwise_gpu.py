@@ -220,6 +220,22 @@ def test_staged_and_unstaged_rows(dtype, shape, staging):
         lab.lab._rowwise_staged_min_vectors(previous)
 
 
+@pytest.mark.parametrize("cap", [4, 2, 1])
+@pytest.mark.parametrize("shape", [(4099, 32), (33, 1000), (64, 4096), (7, 8192)], ids=str)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_norm_backward_at_each_chunk_cap(dtype, shape, cap):
+    """The norms' backward in registers at four, two and one chunks a lane: each kernel keeps its
+    column sums in shared memory, a slot per thread, added across a block's rows (several rows a block
+    on the short rows) before they become its partial row."""
+    p = producer_or_skip("torch", dtype)
+    previous = lab.lab._rowwise_max_chunks(cap)
+    try:
+        for op in ("layer_norm", "rms_norm"):
+            test_norm_backward(op, dtype, shape, True, p)
+    finally:
+        lab.lab._rowwise_max_chunks(previous)
+
+
 def test_matches_torch_bfloat16():
     """Against torch's own ops on the benchmark's kind of input: bf16, rows of 4096."""
     torch = pytest.importorskip("torch")

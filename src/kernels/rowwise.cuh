@@ -12,8 +12,6 @@
 
 #include <stdint.h>
 
-#include <type_traits>
-
 #include "async_copy.cuh"
 #include "casting.cuh"
 #include "dtype_traits.cuh"
@@ -427,54 +425,5 @@ __device__ __forceinline__ float row_log(float v) { return logf(v); }
 __device__ __forceinline__ double row_log(double v) { return log(v); }
 __device__ __forceinline__ float row_rsqrt(float v) { return rsqrtf(v); }
 __device__ __forceinline__ double row_rsqrt(double v) { return 1.0 / sqrt(v); }
-
-// Where a streamed row's column sums (the norms' weight and bias gradients) go: a sink the walk adds
-// each element's terms to. No other block touches them: no atomics. A null pointer: that sum is not
-// wanted (no bias gradient).
-// - GlobalColumnSink: this block's own partial rows in device memory, each column in its place,
-//   started afresh on the block's first row. Every element then reads and writes 8 or 16 bytes more
-//   than the row itself moves: at rows of 16384 the backward ran at 0.5 TB/s (bench/sweep_rowwise.py,
-//   2026-11-30).
-// - SharedColumnSink, where the row's sums fit: the block's sums in shared memory, zeroed before its
-//   first row and written to its partial rows once after its last (rows_streamed). They are laid out
-//   by (step, element, lane), shared_slot below: in column order a lane's kRowVec columns are
-//   neighbours, so a warp's 32 lanes would land on a few banks and wait on each other.
-// Both take each element's terms, also past the row's end, where they are 0 (grad_out is).
-template <typename T> struct GlobalColumnSink {
-    using A = compute_t<T>;
-    A *weight, *bias;
-    bool first;
-    template <typename Index>
-    __device__ __forceinline__ void add(Index step, int i, int lane, const RowArgs &a, A to_weight,
-                                        A to_bias) const {
-        const Index column = tile_column<T, Index>(step, i, lane, a.group);
-        if (column >= a.n) return;
-        if (weight) weight[column] = (first ? A(0) : weight[column]) + to_weight;
-        if (bias) bias[column] = (first ? A(0) : bias[column]) + to_bias;
-    }
-};
-// kGroup: the streamed kernel's lanes a row (its block), a constant so that a lane's slots are one
-// base address and constant offsets. The slots cover whole steps, past the row's end too.
-__device__ __forceinline__ int shared_slot(int step, int vec, int i, int lane, int group) {
-    return (step * vec + i) * group + lane;
-}
-template <typename T, int kGroup> struct SharedColumnSink {
-    using A = compute_t<T>;
-    A *weight, *bias;
-    template <typename Index>
-    __device__ __forceinline__ void add(Index step, int i, int lane, const RowArgs &, A to_weight,
-                                        A to_bias) const {
-        const int at = shared_slot(int(step), kRowVec<T>, i, lane, kGroup);
-        if (weight) weight[at] += to_weight;
-        if (bias) bias[at] += to_bias;
-    }
-};
-
-// Per-column sums a group carries across its rows (the weight and bias gradients); only the norm
-// backward uses them, the other ops leave them untouched and the compiler drops them.
-template <typename T, int kChunks> struct ColumnSums {
-    compute_t<T> weight[kChunks * kRowVec<T>];
-    compute_t<T> bias[kChunks * kRowVec<T>];
-};
 
 } // namespace lab

@@ -8,7 +8,7 @@
 
 #include "elementwise_vectorized.cuh"
 #include "functors.cuh"
-#include "rowwise.cuh"
+#include "rowwise_column_sums.cuh"
 
 namespace lab {
 

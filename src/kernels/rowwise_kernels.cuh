@@ -11,43 +11,36 @@
 
 namespace lab {
 
-// Writes a block's column sums as its partial rows: [0][block][n] the weight's, [1][block][n] the
-// bias's (where a bias gradient is wanted). Several groups per block add theirs in group order through shared
-// memory first.
+// Writes a block's column sums (ColumnSums, in its shared memory) as its partial rows: [0][block][n]
+// the weight's, [1][block][n] the bias's (where a bias gradient is wanted). Several groups per block
+// add theirs in group order.
 template <typename T, int kChunks, bool kBias>
-__device__ void write_partials(const RowArgs &a, int lane, int slot, const ColumnSums<T, kChunks> &sums) {
+__device__ void write_partials(const RowArgs &a, int lane, const ColumnSums<T, kChunks> &sums) {
     using A = compute_t<T>;
-    constexpr int kSize = kChunks * kRowVec<T>;
+    using Sums = ColumnSums<T, kChunks>;
     A *partials = static_cast<A *>(a.partials);
     if (!partials) return;
     const int groups = blockDim.x / a.group;
-    extern __shared__ unsigned char shared_bytes[];
-    A *staged = reinterpret_cast<A *>(shared_bytes); // [groups][group * kSize]
-    const int width = a.group * kSize;
-    const int wanted = kBias ? 2 : 1; // no bias gradient: no bias sums were made
-    for (int which = 0; which < wanted; ++which) {
-        const A *mine = which == 0 ? sums.weight : sums.bias;
+    if (groups > 1) __syncthreads(); // every group's sums are in before they are added across groups
+    for (int which = 0; which < (kBias ? 2 : 1); ++which) {
+        const A *region = which == 0 ? sums.weight : sums.bias;
         A *out = partials + (int64_t(which) * gridDim.x + blockIdx.x) * a.n;
-        if (groups == 1) {
+        if (groups == 1) { // a thread's own sums, each column in its place
 #pragma unroll
-            for (int i = 0; i < kSize; ++i) {
+            for (int i = 0; i < Sums::kSize; ++i) {
                 const int column = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, lane, a.group);
-                if (column < a.n) out[column] = mine[i];
+                if (column < a.n) out[column] = region[Sums::slot(i, threadIdx.x)];
             }
             continue;
         }
-#pragma unroll
-        for (int i = 0; i < kSize; ++i) staged[slot * width + lane * kSize + i] = mine[i];
-        __syncthreads();
-        for (int position = threadIdx.x; position < width; position += blockDim.x) {
-            const int owner = position / kSize, i = position % kSize;
+        for (int position = threadIdx.x; position < a.group * Sums::kSize; position += blockDim.x) {
+            const int owner = position / Sums::kSize, i = position % Sums::kSize;
             const int column = tile_column<T>(i / kRowVec<T>, i % kRowVec<T>, owner, a.group);
             if (column >= a.n) continue;
             A total = 0;
-            for (int g = 0; g < groups; ++g) total += staged[g * width + position];
+            for (int g = 0; g < groups; ++g) total += region[Sums::slot(i, g * a.group + owner)];
             out[column] = total;
         }
-        __syncthreads();
     }
 }
 
@@ -90,10 +83,13 @@ __global__ void __launch_bounds__(RowBounds<Op, kChunks, Tiles>::threads,
     const int group_shift = __ffs(a.group) - 1;
     const int lane = threadIdx.x & (a.group - 1), slot = threadIdx.x >> group_shift;
     const int rows_per_block = blockDim.x >> group_shift;
-    ColumnSums<T, kChunks> sums;
-    if constexpr (Op::kColumnSums) {
-#pragma unroll
-        for (int i = 0; i < kChunks * kRowVec<T>; ++i) sums.weight[i] = sums.bias[i] = 0;
+    ColumnSums<T, kChunks> sums{nullptr, nullptr};
+    if constexpr (Op::kColumnSums) { // in the dynamic shared memory the launcher gave (ColumnSums::bytes)
+        extern __shared__ __align__(16) unsigned char column_sum_bytes[];
+        sums.weight = reinterpret_cast<compute_t<T> *>(column_sum_bytes);
+        sums.bias = Op::kBias ? sums.weight + blockDim.x * ColumnSums<T, kChunks>::kSize : nullptr;
+        ColumnSums<T, kChunks>::zero(sums.weight);
+        if (Op::kBias) ColumnSums<T, kChunks>::zero(sums.bias);
     }
     // every thread runs the same number of iterations (the group reductions need the whole warp or
     // block); a group past the last row computes on fills and stores nothing
@@ -107,7 +103,7 @@ __global__ void __launch_bounds__(RowBounds<Op, kChunks, Tiles>::threads,
             Op::template row<T, kChunks>(a, valid ? row : 0, lane, valid, sums);
         }
     }
-    if constexpr (Op::kColumnSums) write_partials<T, kChunks, Op::kBias>(a, lane, slot, sums);
+    if constexpr (Op::kColumnSums) write_partials<T, kChunks, Op::kBias>(a, lane, sums);
 }
 
 // How a streamed row is walked: chunks a lane loads per step and threads per block, one block per

@@ -150,31 +150,42 @@ cudaError_t partial_row_blocks(bool streamed, int64_t chunks, int threads, size_
                            per_multiprocessor[kernel_slot][threads_slot][shared_bytes > 0], blocks);
 }
 
-// The dynamic shared memory a streamed column-sum kernel may give its sums: the device's opt-in limit
-// less the kernel's own static shared memory (its group reductions'). Past 48 KB a kernel must opt in:
-// its attribute is raised to that limit once per device (a bit each; devices past 64 every time).
-template <class Op, typename T> cudaError_t streamed_sums_limit(size_t *bytes) {
-    static std::atomic<int> static_bytes{-1};
-    static std::atomic<uint64_t> raised_on{0};
-    const auto kernel = rows_streamed<Op, T>;
+// The dynamic shared memory a column-sum kernel (streamed, or in registers at `chunks` chunks) may
+// give its sums: the device's opt-in limit less the kernel's own static shared memory (its group
+// reductions'). Past 48 KB a kernel must opt in: its attribute is raised to that limit once per device
+// (a bit each; devices past 64 every time).
+template <class Op, typename T> cudaError_t column_sums_limit(bool streamed, int64_t chunks, size_t *bytes) {
+    static std::atomic<int> static_bytes_plus_one[4]; // 0: not asked yet
+    static std::atomic<uint64_t> raised_on[4];
+    const int slot = streamed ? 0 : chunks == 4 ? 3 : int(chunks);
+    const auto kernel = row_kernel<Op, T>(streamed, chunks);
     DeviceShape device{};
     cudaError_t err = current_device_shape(&device);
-    int own = static_bytes.load(std::memory_order_relaxed);
+    int own = static_bytes_plus_one[slot].load(std::memory_order_relaxed) - 1;
     if (err == cudaSuccess && own < 0) {
         cudaFuncAttributes attributes{};
         err = cudaFuncGetAttributes(&attributes, kernel);
         own = int(attributes.sharedSizeBytes);
-        if (err == cudaSuccess) static_bytes.store(own, std::memory_order_relaxed);
+        if (err == cudaSuccess) static_bytes_plus_one[slot].store(own + 1, std::memory_order_relaxed);
     }
     if (err != cudaSuccess) return err;
     const int limit = device.shared_per_block_opt_in - own;
     const uint64_t bit = device.device < 64 ? uint64_t(1) << device.device : 0;
-    if (limit > 0 && !(raised_on.load(std::memory_order_relaxed) & bit)) {
+    if (limit > 0 && !(raised_on[slot].load(std::memory_order_relaxed) & bit)) {
         err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
-        if (err == cudaSuccess) raised_on.fetch_or(bit, std::memory_order_relaxed);
+        if (err == cudaSuccess) raised_on[slot].fetch_or(bit, std::memory_order_relaxed);
     }
     *bytes = limit > 0 ? size_t(limit) : 0;
     return err;
+}
+
+// The shared memory rows in registers give their column sums (ColumnSums): each thread's chunks of
+// sums, one region for the weight's and one for the bias's where the op makes them.
+template <class Op, typename T> size_t in_register_sums_bytes(int threads, int64_t chunks) {
+    if constexpr (Op::kColumnSums) {
+        return sizeof(compute_t<T>) * size_t(threads) * size_t(chunks) * kRowVec<T> * (Op::kBias ? 2 : 1);
+    }
+    return 0;
 }
 
 // How launch_rows runs an op: its kernel, block and grid, and the dynamic shared memory it takes.
@@ -227,20 +238,30 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
         chunks = ceil_div(vectors, group);
         chunks = chunks == 3 ? 4 : chunks;
     }
+    // Rows in registers keep their column sums in shared memory; where those do not fit the device
+    // (n past 12288 float32 on 227 KB, with a bias), the row is streamed.
+    size_t sums_limit = 0;
+    if constexpr (Op::kColumnSums) {
+        if (chunks > 0) {
+            const int threads = std::max(group, RegisterShape<Op>::fewest_threads);
+            const cudaError_t err = column_sums_limit<Op, T>(false, chunks, &sums_limit);
+            if (err != cudaSuccess) return err;
+            if (in_register_sums_bytes<Op, T>(threads, chunks) > sums_limit) chunks = 0, group = 1;
+        }
+    }
     const bool streamed = chunks == 0;
     if (streamed) group = StreamShape<Op>::threads;
     // Blocks of at least RegisterShape's fewest threads, several rows each where rows are short.
     const int fewest_threads = RegisterShape<Op>::fewest_threads;
     const int threads = group > fewest_threads ? group : fewest_threads;
     const int64_t rows_per_block = threads / group;
-    const size_t sums_bytes =
-        Op::kColumnSums && rows_per_block > 1 ? sizeof(compute_t<T>) * threads * chunks * kRowVec<T> : 0;
+    const size_t sums_bytes = streamed ? 0 : in_register_sums_bytes<Op, T>(threads, chunks);
     // Streamed with column sums: the block's sums in shared memory where the row's fit. The grid is
     // asked with the most the kernel may take, so it does not depend on the row's length.
     size_t streamed_limit = 0, streamed_sums_bytes = 0;
     if constexpr (Op::kColumnSums) {
         if (streamed) {
-            const cudaError_t err = streamed_sums_limit<Op, T>(&streamed_limit);
+            const cudaError_t err = column_sums_limit<Op, T>(true, 0, &streamed_limit);
             if (err != cudaSuccess) return err;
             const int64_t slots = ceil_div(l.n, int64_t(group) * kRowVec<T>) * group * kRowVec<T>;
             const int64_t sums = l.col_data[LAB_COL_GRAD_BIAS] ? 2 : 1;

@@ -3,7 +3,7 @@
 // rows longer than the registers hold. rowwise_kernels.cuh runs them over the rows.
 #pragma once
 
-#include "rowwise.cuh"
+#include "rowwise_column_sums.cuh"
 
 namespace lab {
 
@@ -228,26 +228,23 @@ template <bool kCentered> struct NormForward {
 // grad_x = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = grad_out * weight, xhat = (x - mean)
 // * rstd (layer_norm; rms_norm: mean 0 and no mean(g) term), the two means from one group
 // reduction. grad_weight = sum over rows of grad_out * xhat, grad_bias = sum of grad_out: per-column
-// sums each group carries across its rows.
+// sums each thread carries across its rows (in shared memory, ColumnSums).
 // kCentered: layer_norm (x has a mean, and g one); rms_norm's backward, without, reads no mean and
 // subtracts none: 8% fewer instructions (ncu, bf16 16384 x 4096). Its pair reduction stays: with one
 // sum ptxas spilled the float32 lanes. kBiasSums: the bias gradient is wanted (layer_norm with a bias).
-// Otherwise its column sums are never made: at four chunks of a half type they are 32 registers a
-// lane, the difference between three blocks an SM and spilling.
+// Otherwise its column sums are never made (half the shared memory, no adds).
 template <bool kCentered, bool kBiasSums> struct NormBackward {
     static_assert(kCentered || !kBiasSums, "rms_norm has no bias");
     static constexpr bool kBias = kBiasSums;
     // Four chunks a lane, held as packets (load_packets): x, grad_out and the weight of a 4096-long
-    // bf16 row in 48 registers of 128 lanes, the column sums beside them - one row a block of 128,
-    // four blocks an SM (three with the bias sums' 32 more registers), their loads in flight. The
-    // 64-register layout (one chunk, 512 lanes) ran at 39% of DRAM (bench/sweep_norm_backward.cu).
+    // bf16 row in 48 registers of 128 lanes, one row a block of 128, their loads in flight; the column
+    // sums in shared memory (ColumnSums). Launch bounds of five blocks an SM (96 registers, no spills;
+    // at six ptxas spilled 40-72 bytes). One or two chunks: up to 512 lanes, 64 registers.
     static constexpr int kMaxChunks = 4;
-    struct RegisterShape { // (rowwise_kernels.cuh) 128 lanes at four chunks, 512 at one or two (128
-                           // registers)
+    struct RegisterShape { // (rowwise_kernels.cuh)
         static constexpr int most_lanes(int chunks) { return chunks >= 4 ? 128 : 512; }
-        static constexpr int min_blocks(int chunks) { return chunks >= 4 ? (kBiasSums ? 3 : 4) : 1; }
-        static constexpr int fewest_threads =
-            128; // four or three blocks of 128 fit where two or one of 256 would
+        static constexpr int min_blocks(int chunks) { return chunks >= 4 ? 5 : 2; }
+        static constexpr int fewest_threads = 128; // five blocks of 128 fit where two of 256 would
     };
     static constexpr bool kColumnSums = true;
 
@@ -286,15 +283,18 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
         A s1 = 0, s2 = 0;
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
+            A to_weight[kVec], to_bias[kVec];
 #pragma unroll
             for (int i = 0; i < kVec; ++i) {
                 const A xhat = xhat_at(c, i), grad = packet_compute<T>(g[c], i);
-                sums.weight[c * kVec + i] += grad * xhat;
-                if constexpr (kBiasSums) sums.bias[c * kVec + i] += grad;
+                to_weight[i] = grad * xhat;
+                to_bias[i] = grad;
                 const A gw = grad * packet_compute<T>(w[c], i);
                 s1 += gw;
                 s2 += gw * xhat;
             }
+            ColumnSums<T, kChunks>::add(sums.weight, c, to_weight);
+            if constexpr (kBiasSums) ColumnSums<T, kChunks>::add(sums.bias, c, to_bias);
         }
         A mean_g, mean_gx;
         means(a, s1, s2, mean_g, mean_gx);

@@ -4,7 +4,7 @@
 // rowwise_norm_ops.cuh; rowwise_kernels.cuh runs them over the rows.
 #pragma once
 
-#include "rowwise.cuh"
+#include "rowwise_column_sums.cuh"
 
 namespace lab {
 
