@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "dispatch.cuh"
 #include "reduce.cuh"
 #include "reducers.cuh"
@@ -79,6 +81,14 @@ __device__ __forceinline__ bool loads_vectorize(const Rows<R> &rows, const Reduc
     return true;
 }
 
+// Whether a reducer takes a 16-byte load's elements at once (R::add_vector, one input), rather than
+// one add an element.
+template <typename R, typename = void> constexpr bool kAddsVectors = false;
+template <typename R>
+constexpr bool
+    kAddsVectors<R, std::void_t<decltype(R::template add_vector<Packed16<typename R::In>::kCount>)>> =
+        R::kInputs == 1;
+
 // Which ways of walking the reduced elements a kernel compiles in: each one costs registers in
 // every kernel that carries it (ptxas, 2026-11-30: 64 -> 94 for argmax's rows with all three), so a
 // row kernel carries 16-byte loads for contiguous rows, a column kernel (whose reduced dimension is
@@ -119,9 +129,13 @@ __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const
             for (int u = 0; u < kInFlight; ++u) {
                 if (i + u * lanes < n_vectors) {
                     const int64_t at = first_vector + (i + u * lanes) * kVec;
+                    if constexpr (kAddsVectors<R>) {
+                        acc[u] = R::add_vector(acc[u], v[u][0].v, at);
+                    } else {
 #pragma unroll
-                    for (int e = 0; e < kVec; ++e)
-                        acc[u] = R::add(acc[u], vector_element<R>(v[u], e), at + e);
+                        for (int e = 0; e < kVec; ++e)
+                            acc[u] = R::add(acc[u], vector_element<R>(v[u], e), at + e);
+                    }
                 }
             }
         }
