@@ -58,8 +58,9 @@ template <typename T, int kGroup> struct SharedColumnSink {
 // SM - 41% and 73% of the copy with and without the bias (bench/bench_bandwidth.py, H200,
 // 2026-12-03). Each thread owns its slots, so the adds need no barrier and no atomics: a slot is laid
 // out by (16-byte piece, thread, element), so that a warp's 16-byte accesses fall on distinct banks.
-// `weight` and `bias` are the block's regions (bias null where no bias gradient is wanted);
-// rows_in_registers makes them, the other ops never touch them.
+// `weight` and `bias` are the block's regions (bias null where no bias gradient is wanted), in the
+// shared memory the launcher sizes (in_register_sums_bytes); rows_in_registers makes them, the other
+// ops never touch them.
 template <typename T, int kChunks> struct ColumnSums {
     using A = compute_t<T>;
     static constexpr int kSize = kChunks * kRowVec<T>; // sums a thread holds, in each region
@@ -68,10 +69,6 @@ template <typename T, int kChunks> struct ColumnSums {
     static_assert(kRowVec<T> % kPiece == 0, "a chunk's sums are whole pieces");
     A *weight, *bias;
 
-    // The shared memory they take for a block of `threads` (both regions where there is a bias).
-    static constexpr size_t bytes(int threads, bool with_bias) {
-        return sizeof(A) * size_t(threads) * kSize * (with_bias ? 2 : 1);
-    }
     // Sum k of thread t in a region.
     __device__ __forceinline__ static int slot(int k, int t) {
         return ((k / kPiece) * int(blockDim.x) + t) * kPiece + k % kPiece;

@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(RowBounds<Op, kChunks, Tiles>::threads,
     const int lane = threadIdx.x & (a.group - 1), slot = threadIdx.x >> group_shift;
     const int rows_per_block = blockDim.x >> group_shift;
     ColumnSums<T, kChunks> sums{nullptr, nullptr};
-    if constexpr (Op::kColumnSums) { // in the dynamic shared memory the launcher gave (ColumnSums::bytes)
+    if constexpr (Op::kColumnSums) { // in the dynamic shared memory the launcher gave
         extern __shared__ __align__(16) unsigned char column_sum_bytes[];
         sums.weight = reinterpret_cast<compute_t<T> *>(column_sum_bytes);
         sums.bias = Op::kBias ? sums.weight + blockDim.x * ColumnSums<T, kChunks>::kSize : nullptr;

@@ -123,6 +123,13 @@ auto row_kernel(bool streamed, int64_t chunks, bool whole = false) -> void (*)(R
     return rows_in_registers<Op, T, 1>;
 }
 
+// The unstaged kernels row_kernel chooses among (streamed; 1, 2 or 4 chunks), numbered for the caches
+// of their properties below.
+constexpr int kRowKernels = 4;
+inline int row_kernel_slot(bool streamed, int64_t chunks) {
+    return streamed ? 0 : chunks == 4 ? 3 : int(chunks);
+}
+
 // The blocks of `threads` the device's SMs hold at once, counted by thread slots alone: the grid of
 // the ops without partials. Their kernels take up to 64 registers a thread, so an SM really holds
 // half that many, and the grid is about two waves.
@@ -142,12 +149,12 @@ cudaError_t thread_slot_blocks(int threads, int64_t *blocks) {
 template <class Op, typename T>
 cudaError_t partial_row_blocks(bool streamed, int64_t chunks, int threads, size_t shared_bytes,
                                int64_t *blocks) {
-    static std::atomic<int> per_multiprocessor[4][11][2];
-    const int kernel_slot = streamed ? 0 : chunks == 4 ? 3 : int(chunks);
+    static std::atomic<int> per_multiprocessor[kRowKernels][11][2];
     int threads_slot = 0;
     while ((2 << threads_slot) <= threads && threads_slot < 10) ++threads_slot;
-    return resident_blocks(row_kernel<Op, T>(streamed, chunks), threads, shared_bytes,
-                           per_multiprocessor[kernel_slot][threads_slot][shared_bytes > 0], blocks);
+    return resident_blocks(
+        row_kernel<Op, T>(streamed, chunks), threads, shared_bytes,
+        per_multiprocessor[row_kernel_slot(streamed, chunks)][threads_slot][shared_bytes > 0], blocks);
 }
 
 // The dynamic shared memory a column-sum kernel (streamed, or in registers at `chunks` chunks) may
@@ -155,9 +162,9 @@ cudaError_t partial_row_blocks(bool streamed, int64_t chunks, int threads, size_
 // reductions'). Past 48 KB a kernel must opt in: its attribute is raised to that limit once per device
 // (a bit each; devices past 64 every time).
 template <class Op, typename T> cudaError_t column_sums_limit(bool streamed, int64_t chunks, size_t *bytes) {
-    static std::atomic<int> static_bytes_plus_one[4]; // 0: not asked yet
-    static std::atomic<uint64_t> raised_on[4];
-    const int slot = streamed ? 0 : chunks == 4 ? 3 : int(chunks);
+    static std::atomic<int> static_bytes_plus_one[kRowKernels]; // 0: not asked yet
+    static std::atomic<uint64_t> raised_on[kRowKernels];
+    const int slot = row_kernel_slot(streamed, chunks);
     const auto kernel = row_kernel<Op, T>(streamed, chunks);
     DeviceShape device{};
     cudaError_t err = current_device_shape(&device);
@@ -238,8 +245,8 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
         chunks = ceil_div(vectors, group);
         chunks = chunks == 3 ? 4 : chunks;
     }
-    // Rows in registers keep their column sums in shared memory; where those do not fit the device
-    // (n past 12288 float32 on 227 KB, with a bias), the row is streamed.
+    // Rows in registers keep their column sums in shared memory - 64 KB a block at most (bf16 rows of
+    // 8192 with a bias); on a GPU whose blocks cannot have that much, the row is streamed.
     size_t sums_limit = 0;
     if constexpr (Op::kColumnSums) {
         if (chunks > 0) {
