@@ -57,7 +57,9 @@ template <typename T, int kGroup> struct SharedColumnSink {
 // registers a lane each, and held in registers they left the bf16 backward 3 or 4 blocks of 128 an
 // SM - 41% and 73% of the copy with and without the bias (bench/bench_bandwidth.py, H200,
 // 2026-12-03). Each thread owns its slots, so the adds need no barrier and no atomics: a slot is laid
-// out by (16-byte piece, thread, element), so that a warp's 16-byte accesses fall on distinct banks.
+// out by (16-byte piece, thread, element), so that a warp's 16-byte accesses fall on distinct banks
+// (shared_slot's layout, one element an access, suits the streamed walk, which adds one element at a
+// time; a lane here adds a chunk's kRowVec at once).
 // `weight` and `bias` are the block's regions (bias null where no bias gradient is wanted), in the
 // shared memory the launcher sizes (in_register_sums_bytes); rows_in_registers makes them, the other
 // ops never touch them.

@@ -210,9 +210,10 @@ struct RowPlan {
 // 16 bytes), a row of at least the op's staged minimum (or rowwise_staged_min_vectors where a sweep
 // set it), its copies within kStagedBytes. A block
 // per row, of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax and layer_norm and
-// tied for rms_norm), more for longer rows, so that a thread walks at most 4 vectors.
+// tied for rms_norm), more for longer rows, so that a thread walks at most 4 vectors. Returns whether
+// it took the rows.
 template <class Op, typename T>
-void plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan) {
+bool plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan) {
     if constexpr (Staging<Op>::allowed) { // the others never instantiate the staged kernels
         constexpr int kSecond = Staging<Op>::second;
         const int64_t padded = ceil_div(l.n * int64_t(sizeof(T)), int64_t(16)) * 16;
@@ -222,10 +223,12 @@ void plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectori
         const int64_t bytes = padded * inputs;
         const int64_t min_vectors =
             rowwise_staged_min_vectors > 0 ? rowwise_staged_min_vectors : Staging<Op>::min_vectors;
-        if (!vectorized || vectors < min_vectors || bytes > kStagedBytes) return;
+        if (!vectorized || vectors < min_vectors || bytes > kStagedBytes) return false;
         *plan = RowPlan{RowLayout::staged, threads, threads, 0, std::min<int64_t>(l.rows, int64_t(1) << 30),
                         size_t(bytes),     padded,  false};
+        return true;
     }
+    return false;
 }
 
 // Rows in registers when they fit kMaxChunks chunks a lane with at most 1024 lanes a row, else
@@ -246,14 +249,18 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
         chunks = chunks == 3 ? 4 : chunks;
     }
     // Rows in registers keep their column sums in shared memory - 64 KB a block at most (bf16 rows of
-    // 8192 with a bias); on a GPU whose blocks cannot have that much, the row is streamed.
-    size_t sums_limit = 0;
+    // 8192 with a bias). Within kStagedBytes every kernel has them without opting in; past it the
+    // kernel opts in, and on a GPU whose blocks cannot have that much the row is streamed.
     if constexpr (Op::kColumnSums) {
-        if (chunks > 0) {
-            const int threads = std::max(group, RegisterShape<Op>::fewest_threads);
-            const cudaError_t err = column_sums_limit<Op, T>(false, chunks, &sums_limit);
+        const size_t bytes =
+            chunks > 0
+                ? in_register_sums_bytes<Op, T>(std::max(group, RegisterShape<Op>::fewest_threads), chunks)
+                : 0;
+        if (bytes > size_t(kStagedBytes)) {
+            size_t limit = 0;
+            const cudaError_t err = column_sums_limit<Op, T>(false, chunks, &limit);
             if (err != cudaSuccess) return err;
-            if (in_register_sums_bytes<Op, T>(threads, chunks) > sums_limit) chunks = 0, group = 1;
+            if (bytes > limit) chunks = 0, group = 1;
         }
     }
     const bool streamed = chunks == 0;
@@ -309,13 +316,20 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
         std::max<int64_t>(ceil_div(l.n, kRowVec<T>), 1); // an empty row still has its statistics
     const bool vectorized = rows_vectorizable<T>(l);
     RowPlan plan{};
-    cudaError_t err = plan_unstaged_rows<Op, T>(l, vectors, &plan);
-    if (err != cudaSuccess) return err;
-    // Rows that fill whole tiles stay in registers, where staging would otherwise take them (unless a
-    // sweep sets the staged minimum): layer_norm bf16 16384 x 4096 3.43 TB/s against 3.0 staged.
-    const bool whole = plan.layout == RowLayout::in_registers &&
-                       rows_fill_tiles<Op, T>(l, vectorized, plan.group, plan.chunks);
-    if (!whole || rowwise_staged_min_vectors > 0) plan_staged_rows<Op, T>(l, vectors, vectorized, &plan);
+    cudaError_t err = cudaSuccess;
+    // Staged where the op allows it - except that rows filling whole tiles stay in registers (unless a
+    // sweep sets the staged minimum): layer_norm bf16 16384 x 4096 3.43 TB/s against 3.0 staged. An op
+    // without whole tiles is planned unstaged only where staging does not take its rows.
+    bool whole = false;
+    if (kTakesWholeTiles<Op> || !plan_staged_rows<Op, T>(l, vectors, vectorized, &plan)) {
+        err = plan_unstaged_rows<Op, T>(l, vectors, &plan);
+        if (err != cudaSuccess) return err;
+        whole = plan.layout == RowLayout::in_registers &&
+                rows_fill_tiles<Op, T>(l, vectorized, plan.group, plan.chunks);
+        if (kTakesWholeTiles<Op> && (!whole || rowwise_staged_min_vectors > 0)) {
+            plan_staged_rows<Op, T>(l, vectors, vectorized, &plan);
+        }
+    }
     const bool want_sums =
         Op::kColumnSums && (l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS]);
 
