@@ -121,8 +121,22 @@ template <typename Derived, typename T, typename AccType> struct Reducer {
     using Element = T; // what one position of the reduced space holds
     using Acc = AccType;
     static constexpr int kInputs = 1;
+    // The blocks of 256 threads an SM that the kernels walking contiguous elements are built for
+    // (their __launch_bounds__ minimum; 1 leaves ptxas free): the most at which ptxas keeps the
+    // reducer's registers without spilling on sm_90, since blocks in flight are bytes in flight. A
+    // float accumulator fits 32 registers in reduce_slices (a block, one slice) and 64 in
+    // reduce_by_group (whose loop over outputs holds their positions); other accumulators are left free.
+    static constexpr int kSliceBlocks = std::is_same_v<AccType, float> ? 8 : 1;
+    static constexpr int kRowBlocks = std::is_same_v<AccType, float> ? 4 : 1;
     static __device__ __forceinline__ Acc add(Acc a, Element x, int64_t index) {
         return Derived::combine(a, Derived::lift(x, index));
+    }
+    // The elements of one 16-byte load (one input), from index `at` on: an add each, unless the
+    // reducer has a cheaper way (argmax).
+    static __device__ __forceinline__ Acc add_vector(Acc a, const Packet16 &x, int64_t at) {
+#pragma unroll
+        for (int e = 0; e < int(16 / sizeof(T)); ++e) a = Derived::add(a, packet_element<T>(x, e), at + e);
+        return a;
     }
     static __device__ void finish(char *out, const ReductionArgs &args, Acc a) {
         store_finished(out, args, a);
@@ -165,6 +179,8 @@ template <typename T, bool kMax>
 struct ArgExtremeReducer : Reducer<ArgExtremeReducer<T, kMax>, T, ValueIndex<compute_t<T>>> {
     using C = compute_t<T>;
     using Acc = ValueIndex<C>;
+    static constexpr bool kFloat32 = std::is_same_v<T, float>; // the others spill at these bounds
+    static constexpr int kSliceBlocks = kFloat32 ? 5 : 1, kRowBlocks = kFloat32 ? 4 : 1;
     static __device__ Acc identity() { return {kMax ? lowest<C>() : highest<C>(), INT64_MAX}; }
     static __device__ Acc lift(T v, int64_t index) { return {load_as_compute(v), index}; }
     // One element after those already in `a` (add's contract): a tie never replaces them, so only a
@@ -176,17 +192,16 @@ struct ArgExtremeReducer : Reducer<ArgExtremeReducer<T, kMax>, T, ValueIndex<com
         const bool better = kMax ? v > a.value : v < a.value;
         return (better || (is_nan(v) && !is_nan(a.value)) || a.index == INT64_MAX) ? Acc{v, index} : a;
     }
-    // A 16-byte load's kCount elements, from index `at` on, after those in `a`: their best by a 32-bit
+    // A 16-byte load's elements, from index `at` on, after those in `a`: their best by a 32-bit
     // position first (by the same rules: the first on ties, the first NaN), then one add - the 64-bit
     // index and the identity test once a load, not once an element (argmax ran at 72% of the copy's
     // bandwidth where amax, without them, ran at 100%: bench/bench_bandwidth.py, 2026-12-03).
-    template <int kCount>
-    static __device__ __forceinline__ Acc add_vector(Acc a, const T (&x)[kCount], int64_t at) {
-        C best = load_as_compute(x[0]);
+    static __device__ __forceinline__ Acc add_vector(Acc a, const Packet16 &x, int64_t at) {
+        C best = packet_compute<T>(x, 0);
         int where = 0;
 #pragma unroll
-        for (int e = 1; e < kCount; ++e) {
-            const C v = load_as_compute(x[e]);
+        for (int e = 1; e < int(16 / sizeof(T)); ++e) {
+            const C v = packet_compute<T>(x, e);
             if ((kMax ? v > best : v < best) || (is_nan(v) && !is_nan(best))) {
                 best = v;
                 where = e;
@@ -266,6 +281,7 @@ template <typename T> struct DotReducer : Reducer<DotReducer<T>, T, compute_t<T>
     using Acc = C;
     using Element = Pair<T>;
     static constexpr int kInputs = 2;
+    static constexpr int kSliceBlocks = 1, kRowBlocks = 1; // two inputs' loads: no room in 32 or 64
     static __device__ Acc identity() { return C(0); }
     static __device__ __forceinline__ Acc add(Acc a, Element x, int64_t) {
         return fma(load_as_compute(x.first), load_as_compute(x.second), a);

@@ -60,16 +60,6 @@ __device__ __forceinline__ typename R::Element load_element(const Rows<R> &rows,
     return element_at<R>(rows.in[0] + o[0], rows.in[1] + o[1]);
 }
 
-template <typename R>
-__device__ __forceinline__ typename R::Element vector_element(const Packed16<typename R::In> (&v)[R::kInputs],
-                                                              int e) {
-    if constexpr (R::kInputs == 2) {
-        return {v[0].v[e], v[1].v[e]};
-    } else {
-        return v[0].v[e];
-    }
-}
-
 // 16-byte loads need the reduced dimension contiguous in every input and, for two inputs, both
 // rows at the same distance from a 16-byte boundary.
 template <typename R>
@@ -81,70 +71,31 @@ __device__ __forceinline__ bool loads_vectorize(const Rows<R> &rows, const Reduc
     return true;
 }
 
-// Whether a reducer takes a 16-byte load's elements at once (R::add_vector, one input), rather than
-// one add an element.
-template <typename R, typename = void> constexpr bool kAddsVectors = false;
-template <typename R>
-constexpr bool
-    kAddsVectors<R, std::void_t<decltype(R::template add_vector<Packed16<typename R::In>::kCount>)>> =
-        R::kInputs == 1;
-
-// Which ways of walking the reduced elements a kernel compiles in: each one costs registers in
-// every kernel that carries it (ptxas, 2026-11-30: 64 -> 94 for argmax's rows with all three), so a
-// row kernel carries 16-byte loads for contiguous rows, a column kernel (whose reduced dimension is
-// never the contiguous one) a pointer walk along one strided dimension; both keep the general path.
-enum class Walk { kRows, kColumns };
+// Which way of walking the reduced elements a kernel compiles in, chosen on the host: each way costs
+// registers in every kernel that carries it (ptxas: argmax's rows 64 -> 94 with three ways in one
+// kernel; the float32 sum's slices 60 with the contiguous and the general way, 48 with the first
+// alone), so a kernel carries one.
+//  - kContiguous: one reduced dimension of unit stride in every input (ReducedSpace::contiguous) -
+//    16-byte loads where the inputs' alignment allows, else a pointer walk.
+//  - kStrided: any other layout - a pointer walk along one strided dimension, index divisions
+//    (indexing.cuh) for several.
+enum class Walk { kContiguous, kStrided };
 
 // Elements [begin, end) of one output, shared by `lanes` threads of which this is `lane`: each
 // thread issues kInFlight loads before combining them into separate accumulators, joined in a
 // fixed order at the end. A contiguous row goes 16 bytes per load: the elements before the first
 // 16-byte boundary one by one, then whole vectors, then the tail.
-template <typename R, int kInFlight = kLanesInFlight, Walk kWalk = Walk::kRows>
+template <typename R, int kInFlight, Walk kWalk>
 __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const ReducedSpace &space,
                                                       int64_t begin, int64_t end, int lane, int lanes) {
     using T = typename R::In;
-    using Vector = Packed16<T>;
     typename R::Acc acc[kInFlight];
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) acc[u] = R::identity();
-    if (kWalk == Walk::kRows && loads_vectorize(rows, space)) {
-        constexpr int kVec = Vector::kCount;
-        const uintptr_t address = reinterpret_cast<uintptr_t>(rows.in[0]) + begin * sizeof(T);
-        const int64_t head = smaller(((16 - address % 16) % 16) / sizeof(T), end - begin);
-        for (int64_t r = begin + lane; r < begin + head; r += lanes)
-            acc[0] = R::add(acc[0], load_element(rows, space, r), r);
-        const int64_t first_vector = begin + head, n_vectors = (end - first_vector) / kVec;
-        for (int64_t i = lane; i < n_vectors; i += kInFlight * lanes) {
-            Vector v[kInFlight][R::kInputs];
-#pragma unroll
-            for (int u = 0; u < kInFlight; ++u) {
-                if (i + u * lanes < n_vectors) {
-#pragma unroll
-                    for (int k = 0; k < R::kInputs; ++k)
-                        v[u][k] = reinterpret_cast<const Vector *>(rows.in[k] +
-                                                                   first_vector * sizeof(T))[i + u * lanes];
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < kInFlight; ++u) {
-                if (i + u * lanes < n_vectors) {
-                    const int64_t at = first_vector + (i + u * lanes) * kVec;
-                    if constexpr (kAddsVectors<R>) {
-                        acc[u] = R::add_vector(acc[u], v[u][0].v, at);
-                    } else {
-#pragma unroll
-                        for (int e = 0; e < kVec; ++e)
-                            acc[u] = R::add(acc[u], vector_element<R>(v[u], e), at + e);
-                    }
-                }
-            }
-        }
-        for (int64_t r = first_vector + n_vectors * kVec + lane; r < end; r += lanes)
-            acc[0] = R::add(acc[0], load_element(rows, space, r), r);
-    } else if (kWalk == Walk::kColumns && space.single) { // one reduced dimension: walk pointers
-        const int64_t step[2] = {space.stride[0] * lanes, space.stride[1] * lanes};
-        const char *at[2] = {rows.in[0] + (begin + lane) * space.stride[0],
-                             rows.in[1] + (begin + lane) * space.stride[1]};
+    // One element by pointers, for the walks without 16-byte loads.
+    auto walk_pointers = [&](int64_t step0, int64_t step1) {
+        const int64_t step[2] = {step0 * lanes, step1 * lanes};
+        const char *at[2] = {rows.in[0] + (begin + lane) * step0, rows.in[1] + (begin + lane) * step1};
         for (int64_t r = begin + lane; r < end; r += kInFlight * lanes) {
             typename R::Element x[kInFlight];
 #pragma unroll
@@ -158,6 +109,51 @@ __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const
             at[0] += kInFlight * step[0];
             at[1] += kInFlight * step[1];
         }
+    };
+    if constexpr (kWalk == Walk::kContiguous) {
+        constexpr int64_t kUnit = sizeof(T);
+        if (loads_vectorize(rows, space)) {
+            constexpr int kVec = 16 / kUnit;
+            const uintptr_t address = reinterpret_cast<uintptr_t>(rows.in[0]) + begin * kUnit;
+            const int64_t head = smaller(((16 - address % 16) % 16) / kUnit, end - begin);
+            for (int64_t r = begin + lane; r < begin + head; r += lanes)
+                acc[0] = R::add(acc[0], element_at<R>(rows.in[0] + r * kUnit, rows.in[1] + r * kUnit), r);
+            const int64_t first_vector = begin + head, n_vectors = (end - first_vector) / kVec;
+            for (int64_t i = lane; i < n_vectors; i += kInFlight * lanes) {
+                Packet16 v[kInFlight][R::kInputs];
+#pragma unroll
+                for (int u = 0; u < kInFlight; ++u) {
+                    if (i + u * lanes < n_vectors) {
+#pragma unroll
+                        for (int k = 0; k < R::kInputs; ++k)
+                            v[u][k].bits = reinterpret_cast<const uint4 *>(
+                                rows.in[k] + first_vector * kUnit)[i + u * lanes];
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < kInFlight; ++u) {
+                    if (i + u * lanes < n_vectors) {
+                        const int64_t at = first_vector + (i + u * lanes) * kVec;
+                        if constexpr (R::kInputs == 1) {
+                            acc[u] = R::add_vector(acc[u], v[u][0], at);
+                        } else {
+#pragma unroll
+                            for (int e = 0; e < kVec; ++e) {
+                                const typename R::Element x{packet_element<T>(v[u][0], e),
+                                                            packet_element<T>(v[u][1], e)};
+                                acc[u] = R::add(acc[u], x, at + e);
+                            }
+                        }
+                    }
+                }
+            }
+            for (int64_t r = first_vector + n_vectors * kVec + lane; r < end; r += lanes)
+                acc[0] = R::add(acc[0], element_at<R>(rows.in[0] + r * kUnit, rows.in[1] + r * kUnit), r);
+        } else {
+            walk_pointers(kUnit, kUnit);
+        }
+    } else if (space.single) { // one reduced dimension: walk pointers
+        walk_pointers(space.stride[0], space.stride[1]);
     } else {
         for (int64_t r = begin + lane; r < end; r += kInFlight * lanes) {
             typename R::Element x[kInFlight];
@@ -178,8 +174,9 @@ __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const
 
 // kGroup threads per output: four lanes, a warp or the whole block. The loop runs while any group
 // of the block has an output, so every lane reaches the shuffles.
-template <typename R, int kGroup, int kInFlight = kLanesInFlight>
-__global__ void __launch_bounds__(kReduceThreads) reduce_by_group(ReductionArgs a) {
+template <typename R, Walk kWalk, int kGroup, int kInFlight = kLanesInFlight>
+__global__ void __launch_bounds__(kReduceThreads, kWalk == Walk::kContiguous ? R::kRowBlocks : 1)
+    reduce_by_group(ReductionArgs a) {
     constexpr int kGroupsPerBlock = kReduceThreads / kGroup;
     const int lane = threadIdx.x % kGroup, group = threadIdx.x / kGroup;
     for (int64_t base = static_cast<int64_t>(blockIdx.x) * kGroupsPerBlock; base < a.n_outputs;
@@ -189,7 +186,8 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_by_group(ReductionArgs 
         typename R::Acc acc = R::identity();
         if (o < a.n_outputs) {
             byte_offsets(a.kept, o, offsets);
-            acc = accumulate<R, kInFlight>(rows_at<R>(a, offsets), a.reduced, 0, a.n_reduce, lane, kGroup);
+            acc = accumulate<R, kInFlight, kWalk>(rows_at<R>(a, offsets), a.reduced, 0, a.n_reduce, lane,
+                                                  kGroup);
         }
         if constexpr (kGroup <= 32) {
             acc = warp_reduce<kGroup>(acc, CombineOf<R>{});
@@ -224,7 +222,7 @@ __global__ void __launch_bounds__(kReduceThreads) reduce_columns(ReductionArgs a
         typename R::Acc acc = R::identity();
         if (o < a.n_outputs) {
             byte_offsets(a.kept, o, offsets);
-            acc = accumulate<R, kLanesInFlight, Walk::kColumns>(rows_at<R>(a, offsets), a.reduced, begin, end,
+            acc = accumulate<R, kLanesInFlight, Walk::kStrided>(rows_at<R>(a, offsets), a.reduced, begin, end,
                                                                 threadIdx.y, kColumnRows);
         }
         row_partials[threadIdx.y][threadIdx.x] = acc;
@@ -311,14 +309,15 @@ __global__ void __launch_bounds__(kReduceThreads)
 }
 
 // Split, pass 1: block b reduces slice b % slices of output b / slices into partials[b].
-template <typename R>
-__global__ void __launch_bounds__(kReduceThreads) reduce_slices(ReductionArgs a, typename R::Acc *partials) {
+template <typename R, Walk kWalk>
+__global__ void __launch_bounds__(kReduceThreads, kWalk == Walk::kContiguous ? R::kSliceBlocks : 1)
+    reduce_slices(ReductionArgs a, typename R::Acc *partials) {
     const int64_t o = blockIdx.x / a.slices;
     int64_t begin, end, offsets[3] = {0, 0, 0};
     slice_bounds(a, blockIdx.x % a.slices, begin, end);
     byte_offsets(a.kept, o, offsets);
-    typename R::Acc acc =
-        accumulate(rows_at<R>(a, offsets), a.reduced, begin, end, threadIdx.x, kReduceThreads);
+    typename R::Acc acc = accumulate<R, kLanesInFlight, kWalk>(rows_at<R>(a, offsets), a.reduced, begin, end,
+                                                               threadIdx.x, kReduceThreads);
     acc = block_reduce<kReduceThreads>(acc, CombineOf<R>{}, R::identity());
     if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }

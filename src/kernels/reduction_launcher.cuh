@@ -105,58 +105,76 @@ cudaError_t launch_columns(ReductionArgs &a, int64_t resident, int64_t outputs_p
                                 [&](typename R::Acc *partials) { kernel(grid, block, stream, a, partials); });
 }
 
-template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, cudaStream_t stream) {
-    ReductionArgs a = make_args<R>(l);
+// The strategy's kernels walking the reduced elements the kWalk way; each instantiation asks the
+// occupancy of its own kernels once (the two walks differ in registers).
+template <typename R, Walk kWalk>
+cudaError_t launch_walking(const lab_reduction_launch &l, ReductionArgs &a, cudaStream_t stream) {
     int64_t resident = 0;
     static std::atomic<int> columns_per_sm{0}, vectors_per_sm{0}, slices_per_sm{0}; // asked once each
     cudaError_t err = cudaSuccess;
     switch (l.strategy) {
     case LAB_REDUCE_BY_QUAD:
         // rows of at most 64 elements: two 16-byte loads in flight cover a row of 32 floats
-        reduce_by_group<R, 4, 2><<<grid_for(l.n_outputs, kReduceThreads / 4), kReduceThreads, 0, stream>>>(a);
+        reduce_by_group<R, kWalk, 4, 2>
+            <<<grid_for(l.n_outputs, kReduceThreads / 4), kReduceThreads, 0, stream>>>(a);
         return cudaGetLastError();
     case LAB_REDUCE_BY_WARP:
-        reduce_by_group<R, 32><<<grid_for(l.n_outputs, kReduceThreads / 32), kReduceThreads, 0, stream>>>(a);
+        reduce_by_group<R, kWalk, 32>
+            <<<grid_for(l.n_outputs, kReduceThreads / 32), kReduceThreads, 0, stream>>>(a);
         return cudaGetLastError();
     case LAB_REDUCE_BY_BLOCK:
-        reduce_by_group<R, kReduceThreads><<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
+        reduce_by_group<R, kWalk, kReduceThreads><<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
         return cudaGetLastError();
     case LAB_REDUCE_BY_COLUMN: {
-        if constexpr (R::kInputs == 1) {
-            if (columns_vectorize<R>(l)) {
-                err = resident_blocks(reduce_column_vectors<R>, kReduceThreads, 0, vectors_per_sm, &resident);
-                if (err != cudaSuccess) return err;
-                return launch_columns<R>(
-                    a, resident, kColumnVector<typename R::In> * 32, stream,
-                    [](dim3 grid, dim3 block, cudaStream_t s, ReductionArgs args, auto *partials) {
-                        reduce_column_vectors<R><<<grid, block, 0, s>>>(args, partials);
-                    });
+        // The reduced dimension of a column reduction is never the contiguous one.
+        if constexpr (kWalk == Walk::kStrided) {
+            if constexpr (R::kInputs == 1) {
+                if (columns_vectorize<R>(l)) {
+                    err = resident_blocks(reduce_column_vectors<R>, kReduceThreads, 0, vectors_per_sm,
+                                          &resident);
+                    if (err != cudaSuccess) return err;
+                    return launch_columns<R>(
+                        a, resident, kColumnVector<typename R::In> * 32, stream,
+                        [](dim3 grid, dim3 block, cudaStream_t s, ReductionArgs args, auto *partials) {
+                            reduce_column_vectors<R><<<grid, block, 0, s>>>(args, partials);
+                        });
+                }
             }
+            err = resident_blocks(reduce_columns<R>, kReduceThreads, 0, columns_per_sm, &resident);
+            if (err != cudaSuccess) return err;
+            return launch_columns<R>(
+                a, resident, 32, stream,
+                [](dim3 grid, dim3 block, cudaStream_t s, ReductionArgs args, auto *partials) {
+                    reduce_columns<R><<<grid, block, 0, s>>>(args, partials);
+                });
         }
-        err = resident_blocks(reduce_columns<R>, kReduceThreads, 0, columns_per_sm, &resident);
-        if (err != cudaSuccess) return err;
-        return launch_columns<R>(
-            a, resident, 32, stream,
-            [](dim3 grid, dim3 block, cudaStream_t s, ReductionArgs args, auto *partials) {
-                reduce_columns<R><<<grid, block, 0, s>>>(args, partials);
-            });
+        return cudaErrorInvalidValue;
     }
     case LAB_REDUCE_SPLIT: {
-        err = resident_blocks(reduce_slices<R>, kReduceThreads, 0, slices_per_sm, &resident);
+        err = resident_blocks(reduce_slices<R, kWalk>, kReduceThreads, 0, slices_per_sm, &resident);
         if (err != cudaSuccess) return err;
         // Enough blocks to fill the device once (whole waves), none with fewer than 8192 elements.
         a.slices = static_cast<int>(larger(1, smaller(resident / l.n_outputs, ceil_div(l.n_reduce, 8192))));
         if (a.slices == 1) {
-            reduce_by_group<R, kReduceThreads><<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
+            reduce_by_group<R, kWalk, kReduceThreads>
+                <<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
             return cudaGetLastError();
         }
         const unsigned int blocks = static_cast<unsigned int>(l.n_outputs * a.slices);
         return run_in_two_passes<R>(a, stream, [&](typename R::Acc *partials) {
-            reduce_slices<R><<<blocks, kReduceThreads, 0, stream>>>(a, partials);
+            reduce_slices<R, kWalk><<<blocks, kReduceThreads, 0, stream>>>(a, partials);
         });
     }
     }
     return cudaErrorInvalidValue;
+}
+
+template <typename R> cudaError_t launch_reducer(const lab_reduction_launch &l, cudaStream_t stream) {
+    ReductionArgs a = make_args<R>(l);
+    if (a.reduced.contiguous && l.strategy != LAB_REDUCE_BY_COLUMN) {
+        return launch_walking<R, Walk::kContiguous>(l, a, stream);
+    }
+    return launch_walking<R, Walk::kStrided>(l, a, stream);
 }
 
 } // namespace

@@ -126,53 +126,21 @@ __device__ __forceinline__ Index tile_column(Index chunk, int i, int lane, int g
     return (chunk * group + lane) * kRowVec<T> + i;
 }
 
-// 16 bytes of a row as loaded, kept as four 32-bit words whatever T is: four registers a packet (a
-// Packed16<bf16> is eight, one an element), and the same registers whether the 16-byte load or the
-// element-by-element one filled them. The second matters most: where the two paths join on
-// different layouts, ptxas unpacks right after the load, which waits for the data before the next
-// chunk's load can issue - every chunk a round trip to DRAM (SASS of the norms' backward,
-// 2026-11-30: 317 us against 118 for the same layout without the join).
-struct RowPacket {
-    uint4 bits;
-};
-
-// Element i of a packet of T.
-template <typename T> __device__ __forceinline__ T packet_element(const RowPacket &p, int i) {
-    static_assert(sizeof(T) <= 8 && 16 % sizeof(T) == 0, "an element is a whole part of 16 bytes");
-    const unsigned words[4] = {p.bits.x, p.bits.y, p.bits.z, p.bits.w};
-    T v;
-    if constexpr (sizeof(T) == 8) {
-        const unsigned long long both =
-            words[2 * i] | (static_cast<unsigned long long>(words[2 * i + 1]) << 32);
-        memcpy(&v, &both, 8);
-    } else {
-        constexpr int kPerWord = 4 / sizeof(T);
-        const unsigned part = words[i / kPerWord] >> (8 * sizeof(T) * (i % kPerWord));
-        memcpy(&v, &part, sizeof(T)); // the low bytes (little-endian)
-    }
-    return v;
-}
-
-// Element i of a packet of T, in the compute type.
-template <typename T> __device__ __forceinline__ compute_t<T> packet_compute(const RowPacket &p, int i) {
-    return load_as_compute(packet_element<T>(p, i));
-}
-
 // A chunk's values rounded to T, as a packet.
-template <typename T> __device__ __forceinline__ RowPacket to_packet(const compute_t<T> (&v)[kRowVec<T>]) {
+template <typename T> __device__ __forceinline__ Packet16 to_packet(const compute_t<T> (&v)[kRowVec<T>]) {
     T elements[kRowVec<T>];
 #pragma unroll
     for (int i = 0; i < kRowVec<T>; ++i) elements[i] = store_from_compute<T>(v[i]);
-    RowPacket p;
+    Packet16 p;
     memcpy(&p.bits, elements, 16);
     return p;
 }
 
 // Loads this lane's kChunks chunks of a row (chunk indices chunk0, chunk0 + 1, ... in units of the
-// group) as stored, one RowPacket a chunk; positions past the row's end, or of an invalid row (a
+// group) as stored, one Packet16 a chunk; positions past the row's end, or of an invalid row (a
 // group with no row left), get `fill`.
 template <typename T, int kChunks, typename Index = int, class Tiles = PartialTiles>
-__device__ __forceinline__ void load_packets(RowPacket (&p)[kChunks], const char *row, int64_t stride,
+__device__ __forceinline__ void load_packets(Packet16 (&p)[kChunks], const char *row, int64_t stride,
                                              const RowArgs &a, int lane, Index chunk0, bool valid, T fill) {
     constexpr int kVec = kRowVec<T>;
     if constexpr (Tiles::kWhole) { // every chunk inside the row: one test for all of them
@@ -218,8 +186,8 @@ __device__ __forceinline__ void load_row(compute_t<T> (&v)[kChunks * kRowVec<T>]
                                          int64_t stride, const RowArgs &a, int lane, Index chunk0, bool valid,
                                          compute_t<T> fill) {
     constexpr int kVec = kRowVec<T>;
-    if constexpr (kChunks > 1) { // all chunks' loads issued before any is converted (RowPacket)
-        RowPacket packets[kChunks];
+    if constexpr (kChunks > 1) { // all chunks' loads issued before any is converted (Packet16)
+        Packet16 packets[kChunks];
         load_packets<T, kChunks, Index>(packets, row, stride, a, lane, chunk0, valid,
                                         store_from_compute<T>(fill));
 #pragma unroll

@@ -72,7 +72,7 @@ template <bool kCentered> struct NormForward {
         rstd = row_rsqrt(var + A(a.eps));
     }
 
-    // The row (x, or h = x + residual), the weight and the bias stay packets (RowPacket) as stored,
+    // The row (x, or h = x + residual), the weight and the bias stay packets (Packet16) as stored,
     // converted where a pass uses them: a bf16 row of 4096 in 128 lanes of four chunks is 16
     // registers of x and 16 of weight, where converted on load it was 64 and spilled. The weight's and
     // bias's loads issue before the reduction, so they are in flight while it runs.
@@ -84,8 +84,8 @@ template <bool kCentered> struct NormForward {
         const T zero = store_from_compute<T>(A(0));
         // The weight (and bias) as packets (1 and 0 where absent). With whole tiles they load first: there
         // ptxas put x's first conversion ahead of their loads, so they issued only once x had arrived.
-        RowPacket x[kChunks], w[kChunks];
-        RowPacket b[kCentered ? kChunks : 1]; // layer_norm's bias (0 where there is none)
+        Packet16 x[kChunks], w[kChunks];
+        Packet16 b[kCentered ? kChunks : 1]; // layer_norm's bias (0 where there is none)
         auto load_columns = [&] {
             load_packets<T, kChunks, int, Tiles>(w, a.col[LAB_COL_WEIGHT], a.col_data_stride[LAB_COL_WEIGHT],
                                                  a, lane, 0, a.col[LAB_COL_WEIGHT] != nullptr,
@@ -99,7 +99,7 @@ template <bool kCentered> struct NormForward {
         load_packets<T, kChunks, int, Tiles>(x, row_at<Tiles>(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a,
                                              lane, 0, valid, zero);
         if (!kCentered && a.row[LAB_ROW_RESIDUAL]) { // rms_norm only: the shift stays 0
-            RowPacket r[kChunks];
+            Packet16 r[kChunks];
             load_packets<T, kChunks, int, Tiles>(r, row_at<Tiles>(a, row, LAB_ROW_RESIDUAL),
                                                  a.col_stride[LAB_ROW_RESIDUAL], a, lane, 0, valid, zero);
 #pragma unroll
@@ -261,7 +261,7 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
         mean_gx = sums.second / A(a.n);
     }
 
-    // x, grad_out and the weight stay packets (RowPacket) in storage type; each pass converts what it uses.
+    // x, grad_out and the weight stay packets (Packet16) in storage type; each pass converts what it uses.
     template <typename T, int kChunks>
     __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
                                ColumnSums<T, kChunks> &sums) {
@@ -269,7 +269,7 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
         constexpr int kVec = kRowVec<T>;
         A mean, rstd;
         statistics(a, row, valid, mean, rstd);
-        RowPacket x[kChunks], g[kChunks], w[kChunks];
+        Packet16 x[kChunks], g[kChunks], w[kChunks];
         const T zero = store_from_compute<T>(A(0));
         load_packets<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
                                  zero);
