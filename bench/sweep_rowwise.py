@@ -1,6 +1,8 @@
 """How the row-wise kernels' layouts were chosen: each op at a few row lengths as lab launches it (rows
-staged in shared memory where the op and row allow), then with staging off and the cap on 16-byte
-chunks a lane holds at 4, 2 and 1 (lab.lab._rowwise_max_chunks), TB/s moved. Where lab.nn's host
+staged in shared memory where the op and row allow), then staged with 4, 8 and 16 16-byte vectors a
+thread (lab.lab._rowwise_staged_vectors_per_thread: more make smaller blocks, more of them an SM), then
+with staging off and the cap on 16-byte chunks a lane holds at 4, 2 and 1 (lab.lab._rowwise_max_chunks),
+TB/s moved. Where lab.nn's host
 time goes is bench/host_cost.py's.
     python3 bench/sweep_rowwise.py [name ...]   (only the ops whose names contain one of these)
 """
@@ -20,12 +22,16 @@ def main():
     torch, _ = found
     timer = torch_timer(torch)
     # The library's own settings, read from the knobs (each returns the value it replaces) and put back
-    # after every op. Columns (name, fewest vectors a staged row needs, chunk cap): as lab launches;
-    # every aligned row staged; staging off, the register-held layout at each chunk cap.
-    defaults = (lab.lab._rowwise_staged_min_vectors(1), lab.lab._rowwise_max_chunks(4))
-    settings = [("as launched", *defaults), ("staged", 1, defaults[1])] + \
-        [(f"chunks<={c}", 1 << 62, c) for c in (4, 2, 1)]
-    print(f"{'op':34s} " + " ".join(f"{name:>11s}" for name, _, _ in settings) + "   (TB/s)")
+    # after every op. Columns (name, fewest vectors a staged row needs, chunk cap, staged vectors a
+    # thread): as lab launches; every aligned row staged, at 4, 8 and 16 vectors a thread; staging off,
+    # the register-held layout at each chunk cap.
+    knobs = (lab.lab._rowwise_staged_min_vectors, lab.lab._rowwise_max_chunks,
+             lab.lab._rowwise_staged_vectors_per_thread)
+    defaults = tuple(knob(value) for knob, value in zip(knobs, (1, 4, 0)))
+    settings = [("as launched", *defaults)] + \
+        [(f"staged/{v}", 1, defaults[1], v) for v in (4, 8, 16)] + \
+        [(f"chunks<={c}", 1 << 62, c, defaults[2]) for c in (4, 2, 1)]
+    print(f"{'op':34s} " + " ".join(f"{setting[0]:>11s}" for setting in settings) + "   (TB/s)")
     for dtype, n in ((torch.bfloat16, 4096), (torch.bfloat16, 1024), (torch.float32, 4096), (torch.bfloat16, 16384),
                      (torch.bfloat16, 8192), (torch.float32, 2048)):
         rows = (1 << 26) // n
@@ -44,12 +50,12 @@ def main():
             if wanted and not any(part in name for part in wanted):
                 continue
             speeds = []
-            for _, min_vectors, cap in settings:
-                lab.lab._rowwise_staged_min_vectors(min_vectors)
-                lab.lab._rowwise_max_chunks(cap)
+            for _, *values in settings:
+                for knob, value in zip(knobs, values):
+                    knob(value)
                 speeds.append(passes * x.numel() * x.element_size() / median_ms(fn, *timer, repeats=20) / 1e9)
-            lab.lab._rowwise_staged_min_vectors(defaults[0])
-            lab.lab._rowwise_max_chunks(defaults[1])
+            for knob, value in zip(knobs, defaults):
+                knob(value)
             label = f"{name} {str(dtype)[6:]} {rows}x{n}"
             print(f"{label:34s} " + " ".join(f"{s:11.2f}" for s in speeds))
     return 0

@@ -338,3 +338,23 @@ def test_cross_entropy_backward_operands():
     base = fake_pointer()
     with pytest.raises(ValueError, match=r"arguments 'grad' and 'grad_loss' share memory"):
         call("cross_entropy_backward", grad=rows(ptr=base), grad_loss=rows((6,), ptr=base + 8))
+
+
+@pytest.mark.parametrize("knob, bad, good", [
+    ("_rowwise_max_chunks", 3, 2),
+    ("_rowwise_staged_min_vectors", -1, 1 << 62),
+    ("_rowwise_staged_vectors_per_thread", 65, 16),
+])
+def test_tuning_knobs_check_their_value_and_return_the_previous(knob, bad, good):
+    """The tuning sweeps' private knobs: a value out of range is refused and changes nothing; a good one
+    returns the setting it replaced, so the caller can put it back."""
+    set_knob = getattr(lab.lab, knob)
+    with pytest.raises(ValueError, match=knob):
+        set_knob(bad)
+    default = set_knob(good)
+    try:
+        assert set_knob(good) == good
+    finally:
+        assert set_knob(default) == good
+    with pytest.raises(TypeError):
+        set_knob("4")

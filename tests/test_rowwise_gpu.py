@@ -199,14 +199,16 @@ def test_rms_norm_with_residual(dtype, shape, torch_producer):
 STAGING_SHAPES = [(1, 7), (1, 2051), (5, 1000), (64, 4096), (3, 5000)]
 
 
-@pytest.mark.parametrize("staging", ["forced", "off"])
+@pytest.mark.parametrize("staging", ["forced", "forced, 16 vectors a thread", "off"])
 @pytest.mark.parametrize("shape", STAGING_SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_staged_and_unstaged_rows(dtype, shape, staging):
     """The ops that may be staged, with staging forced on every contiguous aligned row (cutting the copy's
-    last piece short) and with it turned off (the register-held and streamed layouts take those rows)."""
+    last piece short; also with 16 vectors a thread, so that threads loop over several) and with it turned
+    off (the register-held and streamed layouts take those rows)."""
     p = producer_or_skip("torch", dtype)
-    previous = lab.lab._rowwise_staged_min_vectors(1 if staging == "forced" else 1 << 62)
+    previous = lab.lab._rowwise_staged_min_vectors(1 if staging.startswith("forced") else 1 << 62)
+    per_thread = lab.lab._rowwise_staged_vectors_per_thread(16 if "16" in staging else 0)
     try:
         for op in ("softmax", "log_softmax"):
             test_softmax_forward(op, dtype, shape, p)
@@ -218,6 +220,7 @@ def test_staged_and_unstaged_rows(dtype, shape, staging):
             test_rms_norm_with_residual(dtype, shape, p)
     finally:
         lab.lab._rowwise_staged_min_vectors(previous)
+        lab.lab._rowwise_staged_vectors_per_thread(per_thread)
 
 
 @pytest.mark.parametrize("cap", [4, 2, 1])

@@ -283,6 +283,10 @@ int lab_rowwise_set_max_chunks(int chunks);
 /* Test-only tuning: the fewest 16-byte vectors a row needs for the staged kernel (256 by default; a
  * larger value than any row turns staging off). Returns the previous value. */
 int64_t lab_rowwise_set_staged_min_vectors(int64_t vectors);
+/* Test-only tuning: the 16-byte vectors of a staged row each thread copies and computes, for every
+ * op (0, the default, leaves each op its own): blocks of 128 to 1024 threads, the fewest that keep
+ * to it. Returns the previous value. */
+int lab_rowwise_set_staged_vectors_per_thread(int vectors);
 
 /* ---- rotary position embedding: q and k rotated pairwise by angles from cos/sin tables ---- */
 

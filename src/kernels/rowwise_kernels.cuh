@@ -186,15 +186,25 @@ template <class Op, typename = void> struct StagedMinVectors {
 template <class Op> struct StagedMinVectors<Op, std::void_t<decltype(Op::kStagedMinVectors)>> {
     static constexpr int64_t value = Op::kStagedMinVectors;
 };
+// `vectors_per_thread`: the 16-byte vectors of a row each thread of a staged block takes - 4, or
+// Op::kStagedVectorsPerThread where the op sets it (the launcher picks blocks of 128 to 1024 threads).
+template <class Op, typename = void> struct StagedVectorsPerThread {
+    static constexpr int value = 4;
+};
+template <class Op> struct StagedVectorsPerThread<Op, std::void_t<decltype(Op::kStagedVectorsPerThread)>> {
+    static constexpr int value = Op::kStagedVectorsPerThread;
+};
 template <class Op, typename = void> struct Staging {
     static constexpr bool allowed = false;
     static constexpr int second = LAB_ROW_X;
     static constexpr int64_t min_vectors = 0;
+    static constexpr int vectors_per_thread = 4;
 };
 template <class Op> struct Staging<Op, std::void_t<decltype(Op::kStagedInput)>> {
     static constexpr bool allowed = true;
     static constexpr int second = Op::kStagedInput;
     static constexpr int64_t min_vectors = StagedMinVectors<Op>::value;
+    static constexpr int vectors_per_thread = StagedVectorsPerThread<Op>::value;
 };
 
 // Staged rows: a block per row (grid-stride past the grid), the row's inputs copied into shared

@@ -3,7 +3,8 @@
 
 namespace lab {
 int rowwise_max_chunks = 4;
-int64_t rowwise_staged_min_vectors = 0; // each op its own (Staging<Op>::min_vectors)
+int64_t rowwise_staged_min_vectors = 0;    // each op its own (Staging<Op>::min_vectors)
+int rowwise_staged_vectors_per_thread = 0; // each op its own (Staging<Op>::vectors_per_thread)
 } // namespace lab
 
 extern "C" int lab_rowwise_set_max_chunks(int chunks) {
@@ -15,6 +16,12 @@ extern "C" int lab_rowwise_set_max_chunks(int chunks) {
 extern "C" int64_t lab_rowwise_set_staged_min_vectors(int64_t vectors) {
     const int64_t previous = lab::rowwise_staged_min_vectors;
     lab::rowwise_staged_min_vectors = vectors;
+    return previous;
+}
+
+extern "C" int lab_rowwise_set_staged_vectors_per_thread(int vectors) {
+    const int previous = lab::rowwise_staged_vectors_per_thread;
+    lab::rowwise_staged_vectors_per_thread = vectors;
     return previous;
 }
 

@@ -19,6 +19,10 @@ extern int rowwise_max_chunks;
 // for the tuning sweep and the tests that force a layout); 0, the default, leaves each op its own
 // (Staging<Op>::min_vectors in rowwise_kernels.cuh).
 extern int64_t rowwise_staged_min_vectors;
+// The 16-byte vectors each thread of a staged block takes, for every op
+// (lab_rowwise_set_staged_vectors_per_thread, for the sweep and tests); 0, the default, leaves each op
+// its own (Staging<Op>::vectors_per_thread).
+extern int rowwise_staged_vectors_per_thread;
 
 // A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in, less 1 KB
 // for the reductions' own; longer rows are streamed (their second read mostly hits L2).
@@ -219,7 +223,9 @@ bool plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectori
         const int64_t padded = ceil_div(l.n * int64_t(sizeof(T)), int64_t(16)) * 16;
         const int64_t inputs = kSecond != LAB_ROW_X && l.row_data[kSecond] ? 2 : 1;
         int threads = 128;
-        while (threads < 1024 && int64_t(threads) * 4 < vectors) threads *= 2;
+        const int per_thread = rowwise_staged_vectors_per_thread > 0 ? rowwise_staged_vectors_per_thread
+                                                                     : Staging<Op>::vectors_per_thread;
+        while (threads < 1024 && int64_t(threads) * per_thread < vectors) threads *= 2;
         const int64_t bytes = padded * inputs;
         const int64_t min_vectors =
             rowwise_staged_min_vectors > 0 ? rowwise_staged_min_vectors : Staging<Op>::min_vectors;

@@ -173,7 +173,26 @@ static PyObject *py_rowwise_staged_min_vectors(PyObject *module, PyObject *arg) 
     return PyLong_FromLongLong(lab_rowwise_set_staged_min_vectors((int64_t)n));
 }
 
+/* _rowwise_staged_vectors_per_thread(n): how many 16-byte vectors of a staged row each thread takes,
+ * for every op (1 to 64; 0, the default, leaves each op its own) - more make smaller blocks, so more
+ * rows fit a multiprocessor's shared memory - for bench/sweep_rowwise.py and the tests. Returns the
+ * previous setting. */
+static PyObject *py_rowwise_staged_vectors_per_thread(PyObject *module, PyObject *arg) {
+    const long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0 || n > 64) {
+        PyErr_SetString(PyExc_ValueError, "_rowwise_staged_vectors_per_thread(): a count from 0 to 64");
+        return NULL;
+    }
+    return PyLong_FromLong(lab_rowwise_set_staged_vectors_per_thread((int)n));
+}
+
 PyMethodDef lab_introspect_methods[] = {
+    {"_rowwise_staged_vectors_per_thread", py_rowwise_staged_vectors_per_thread, METH_O,
+     "_rowwise_staged_vectors_per_thread(n, /)\n--\n\nPrivate: the 16-byte vectors of a staged row each "
+     "thread takes, for every op (1 to 64; 0, the default, leaves each op its own); blocks have 128 to 1024 "
+     "threads. Returns the previous value. "
+     "For tuning sweeps and tests."},
     {"_rowwise_staged_min_vectors", py_rowwise_staged_min_vectors, METH_O,
      "_rowwise_staged_min_vectors(n, /)\n--\n\nPrivate: the fewest 16-byte vectors a row needs for the "
      "staged row-wise kernel, for every op; a count larger than any row turns staging off, 0 (the "
