@@ -96,6 +96,17 @@ struct StagedRows {
     }
 };
 
+// How an op's rows are staged, where it allows it (`static constexpr StagedShape kStaged`): `second`,
+// the input copied beside X (LAB_ROW_X for none); `min_vectors`, the fewest 16-byte vectors a row
+// needs - 256 unless the op says (shorter rows ran faster in registers); `vectors_per_thread`, the
+// 16-byte vectors of a row each thread of a staged block takes - 4 unless the op says (the launcher
+// picks blocks of 128 to 1024 threads).
+struct StagedShape {
+    int second;
+    int64_t min_vectors = 256;
+    int vectors_per_thread = 4;
+};
+
 // Copies `bytes` (a 16-byte aligned row) to shared memory in 16-byte pieces, thread t taking pieces
 // t, t + blockDim.x, ... - the chunks the streamed walk gives lane t, so a thread reads back what its
 // own copies wrote. A short last piece (a row whose bytes are not a multiple of 16) is copied byte by

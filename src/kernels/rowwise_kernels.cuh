@@ -171,40 +171,20 @@ __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<O
     }
 }
 
-// Which ops may be staged (Op::kStagedInput names the second input copied beside X, or LAB_ROW_X
-// for none): the forwards and softmax's backward. Not the norms' backward: staged with two buffers and
-// its column sums in shared memory it ran slower than in registers (bf16 16384 x 4096, rms_norm
-// forward + backward 0.413 ms against 0.341, `make gpu-check` 2026-11-30). Not cross-entropy's
-// forward: its rows are longer than shared memory. Not the GLU backwards and cross-entropy's backward:
-// they read each element once, so a copy in shared memory would save nothing (their streamed walks
-// take a Rows they do not use).
-// `min_vectors`: the fewest 16-byte vectors a row needs to be staged - 256 (shorter rows ran faster
-// in registers), or Op::kStagedMinVectors where the op sets it.
-template <class Op, typename = void> struct StagedMinVectors {
-    static constexpr int64_t value = 256;
-};
-template <class Op> struct StagedMinVectors<Op, std::void_t<decltype(Op::kStagedMinVectors)>> {
-    static constexpr int64_t value = Op::kStagedMinVectors;
-};
-// `vectors_per_thread`: the 16-byte vectors of a row each thread of a staged block takes - 4, or
-// Op::kStagedVectorsPerThread where the op sets it (the launcher picks blocks of 128 to 1024 threads).
-template <class Op, typename = void> struct StagedVectorsPerThread {
-    static constexpr int value = 4;
-};
-template <class Op> struct StagedVectorsPerThread<Op, std::void_t<decltype(Op::kStagedVectorsPerThread)>> {
-    static constexpr int value = Op::kStagedVectorsPerThread;
-};
+// Which ops may be staged: those with a StagedShape kStaged (rowwise.cuh) - the forwards and softmax's
+// backward. Not the norms' backward: staged with two buffers and its column sums in shared memory it ran
+// slower than in registers (bf16 16384 x 4096, rms_norm forward + backward 0.413 ms against 0.341, `make
+// gpu-check` 2026-11-30). Not cross-entropy's forward: its rows are longer than shared memory. Not the GLU
+// backwards and cross-entropy's backward: they read each element once, so a copy in shared memory would save
+// nothing (their streamed walks take a Rows they do not use).
 template <class Op, typename = void> struct Staging {
     static constexpr bool allowed = false;
-    static constexpr int second = LAB_ROW_X;
-    static constexpr int64_t min_vectors = 0;
-    static constexpr int vectors_per_thread = 4;
 };
-template <class Op> struct Staging<Op, std::void_t<decltype(Op::kStagedInput)>> {
+template <class Op> struct Staging<Op, std::void_t<decltype(Op::kStaged)>> {
     static constexpr bool allowed = true;
-    static constexpr int second = Op::kStagedInput;
-    static constexpr int64_t min_vectors = StagedMinVectors<Op>::value;
-    static constexpr int vectors_per_thread = StagedVectorsPerThread<Op>::value;
+    static constexpr int second = Op::kStaged.second;
+    static constexpr int64_t min_vectors = Op::kStaged.min_vectors;
+    static constexpr int vectors_per_thread = Op::kStaged.vectors_per_thread;
 };
 
 // Staged rows: a block per row (grid-stride past the grid), the row's inputs copied into shared

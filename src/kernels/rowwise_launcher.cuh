@@ -214,8 +214,8 @@ struct RowPlan {
 // 16 bytes), a row of at least the op's staged minimum (or rowwise_staged_min_vectors where a sweep
 // set it), its copies within kStagedBytes. A block
 // per row, of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax and layer_norm and
-// tied for rms_norm), more for longer rows, so that a thread walks at most 4 vectors. Returns whether
-// it took the rows.
+// tied for rms_norm), more for longer rows, so that a thread walks at most the op's vectors_per_thread.
+// Returns whether it took the rows.
 template <class Op, typename T>
 bool plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan) {
     if constexpr (Staging<Op>::allowed) { // the others never instantiate the staged kernels

@@ -48,9 +48,8 @@ template <bool kCentered> struct NormForward {
     // layer_norm's are staged from 256 vectors (in registers 16384 x 4096 ran 2.67 against 2.89) unless
     // they fill whole tiles (launch_rows): then 3.43 against 2.97, 8192 x 8192 3.12 against 2.89
     // (2026-12-03).
-    static constexpr int64_t kStagedMinVectors = kCentered ? 256 : 1025;
+    static constexpr StagedShape kStaged{LAB_ROW_RESIDUAL, kCentered ? 256 : 1025}; // a residual beside X
     static constexpr bool kColumnSums = false;
-    static constexpr int kStagedInput = LAB_ROW_RESIDUAL; // where there is one
     struct WholeTileShape { // row() takes WholeTiles (rowwise.cuh): 80 registers, six blocks of 128 an SM
         static constexpr int most_lanes = 256, min_blocks = 3;
     };

@@ -33,7 +33,7 @@ struct OnlineSoftmaxCombine {
 struct SoftmaxForward {
     static constexpr int kMaxChunks = 4;
     static constexpr bool kColumnSums = false;
-    static constexpr int kStagedInput = LAB_ROW_X; // X alone
+    static constexpr StagedShape kStaged{LAB_ROW_X}; // X alone
 
     // Each lane's own (max, sum) over its elements, then one group reduction of the pairs: one pass
     // through shared memory per row instead of two (max, then sum).
@@ -135,7 +135,7 @@ struct SoftmaxForward {
 struct SoftmaxBackward {
     static constexpr int kMaxChunks = 2;
     static constexpr bool kColumnSums = false;
-    static constexpr int kStagedInput = LAB_ROW_GRAD;
+    static constexpr StagedShape kStaged{LAB_ROW_GRAD};
 
     template <typename T, int K>
     __device__ static void finish(const RowArgs &a, compute_t<T> (&y)[K], const compute_t<T> (&dy)[K],
