@@ -246,14 +246,19 @@ profile-jax:
 # Nsight Compute's per-SASS-instruction counters, grouped by how often each instruction ran - per row
 # (the prologue, the reductions) or per step along it (bench/ncu_source_summary.py). The export lands
 # beside logs.tgz as staged-sass.csv.
-# SASS_KERNELS picks other kernels of the same run: 'rows_in_registers' for rms_norm's in-register forward.
+# SASS_KERNELS picks other kernels of the same run: 'rows_in_registers' for rms_norm's in-register forward;
+# SASS_CASES other calls: '--cross-entropy' (with SASS_KERNELS=rows_streamed) for cross-entropy's long rows.
 SASS_KERNELS ?= rows_staged
+SASS_CASES ?= --forwards
 profile-rowwise-sass:
 	mkdir -p $(LOGS)
-	timeout 200 ncu --clock-control none --kernel-name regex:'$(SASS_KERNELS)' --section SourceCounters -f \
-	  -o $(LOGS)/staged $(PYTHON) bench/profile_rowwise.py --forwards > $(LOGS)/staged-ncu.txt 2>&1; \
+	timeout 200 ncu --clock-control none --kernel-name regex:'$(SASS_KERNELS)' --section SourceCounters \
+	  --section SpeedOfLight --section WarpStateStats -f \
+	  -o $(LOGS)/staged $(PYTHON) bench/profile_rowwise.py $(SASS_CASES) > $(LOGS)/staged-ncu.txt 2>&1; \
 	  echo "ncu exit code: $$?"
 	ncu --import $(LOGS)/staged.ncu-rep --page source --csv --print-source sass > $(OUT)/staged-sass.csv
+	ncu --import $(LOGS)/staged.ncu-rep --page details > $(LOGS)/staged-details.txt
+	grep -E "^  [a-z_]+<|Duration|DRAM Throughput|Warp Cycles Per Issued|Issue Slots Busy" $(LOGS)/staged-details.txt
 	rm -f $(LOGS)/staged.ncu-rep
 	$(PYTHON) bench/ncu_source_summary.py $(OUT)/staged-sass.csv
 

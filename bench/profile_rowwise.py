@@ -5,7 +5,8 @@ on rows of 1024 (bench_rowwise.py's 16384 x 1024), lab's and torch's; rms_norm's
 rows (4096 x 16384), lab's and torch's forward + backward; cross_entropy with its gradient
 on 4096 x 131072 logits (bench_losses.py's), torch's cross_entropy forward and backward kernels beside
 it, and the SwiGLU backward. With --forwards: the three staged forwards alone (softmax, layer_norm,
-rms_norm), for `make profile-rowwise-sass`."""
+rms_norm), for `make profile-rowwise-sass`; with --cross-entropy: lab's cross_entropy alone (its streamed
+rows, `make profile-rowwise-sass SASS_KERNELS=rows_streamed SASS_CASES=--cross-entropy`)."""
 import os
 import sys
 
@@ -13,9 +14,22 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 
 
-def main(forwards_only=False):
+def cross_entropy(torch):
+    """lab's cross_entropy on bench_losses.py's logits (bfloat16 4096 x 131072), the gradient into them."""
+    logits = torch.randn(4096, 131072, device="cuda", dtype=torch.bfloat16)
+    target, loss = torch.randint(0, 131072, (4096,), device="cuda"), torch.empty((), device="cuda")
+    print("lab cross_entropy (grad=logits)", file=sys.stderr)
+    lab.cross_entropy(logits, target, loss, grad=logits)
+    return logits, target, loss
+
+
+def main(forwards_only=False, cross_entropy_only=False):
     import torch
     F = torch.nn.functional
+    if cross_entropy_only:
+        cross_entropy(torch)
+        torch.cuda.synchronize()
+        return
     x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
     w, dy = torch.randn(4096, device="cuda", dtype=torch.bfloat16), torch.randn_like(x)
     out, gx, gw, gb = torch.empty_like(x), torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
@@ -55,15 +69,12 @@ def main(forwards_only=False):
         print(name, file=sys.stderr)
         fn()
     del x, dy, out, gx, short, short_out, long_x, long_dy, long_leaf
-    logits = torch.randn(4096, 131072, device="cuda", dtype=torch.bfloat16)
-    target, loss = torch.randint(0, 131072, (4096,), device="cuda"), torch.empty((), device="cuda")
+    logits, target, loss = cross_entropy(torch)
     leaf = logits.clone().requires_grad_()
-    print("lab cross_entropy (grad=logits)", file=sys.stderr)
-    lab.cross_entropy(logits, target, loss, grad=logits)
     print("torch cross_entropy forward + backward", file=sys.stderr)
     torch.autograd.grad(F.cross_entropy(leaf, target), (leaf,))
     torch.cuda.synchronize()
 
 
 if __name__ == "__main__":
-    main(forwards_only="--forwards" in sys.argv)
+    main(forwards_only="--forwards" in sys.argv, cross_entropy_only="--cross-entropy" in sys.argv)

@@ -13,7 +13,7 @@ from producers import FLOAT_DTYPES, producer_or_skip
 pytestmark = pytest.mark.gpu
 
 RTOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-5, "float64": 1e-11}
-VOCABS = [(1, 7), (257, 7), (33, 1000), (5, 50257), (3, 131072), (2, 262144), (4099, 32)]
+VOCABS = [(1, 7), (257, 7), (33, 1000), (5, 50257), (3, 20000), (3, 131072), (2, 262144), (4099, 32)]
 VOCAB_IDS = [f"{r}x{v}" for r, v in VOCABS]
 IGNORE = -100
 

@@ -192,15 +192,16 @@ __device__ __forceinline__ void load_packets(Packet16 (&p)[kChunks], const char 
 // issues before any is converted. One chunk (the streamed and staged walks) keeps the direct form:
 // through packets it shifted those kernels' registers (the staged bf16 NormForward's spills 48 -> 68
 // bytes) and has no second load to overlap.
-template <typename T, int kChunks, typename Index = int>
+template <typename T, int kChunks, typename Index = int, class Tiles = PartialTiles>
 __device__ __forceinline__ void load_row(compute_t<T> (&v)[kChunks * kRowVec<T>], const char *row,
                                          int64_t stride, const RowArgs &a, int lane, Index chunk0, bool valid,
                                          compute_t<T> fill) {
     constexpr int kVec = kRowVec<T>;
-    if constexpr (kChunks > 1) { // all chunks' loads issued before any is converted (Packet16)
+    if constexpr (kChunks > 1 ||
+                  Tiles::kWhole) { // all chunks' loads issued before any is converted (Packet16)
         Packet16 packets[kChunks];
-        load_packets<T, kChunks, Index>(packets, row, stride, a, lane, chunk0, valid,
-                                        store_from_compute<T>(fill));
+        load_packets<T, kChunks, Index, Tiles>(packets, row, stride, a, lane, chunk0, valid,
+                                               store_from_compute<T>(fill));
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
