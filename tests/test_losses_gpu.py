@@ -80,7 +80,30 @@ def test_cross_entropy(dtype, shape, reduction, smoothing, torch_producer):
     check(p.to_host(grad), want_grad, dtype, scale, "grad")
 
 
-@pytest.mark.parametrize("shape", [(64, 4096), (3, 131072)], ids=["registers", "streamed"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_misaligned_rows_with_targets_in_their_heads(dtype, smoothing, torch_producer):
+    """An odd vocabulary: row r starts r * 50257 elements in, so each row has its own few columns before
+    a 16-byte boundary (walked one a lane) and a body (walked in vectors). Targets in the first columns -
+    inside a row's head or right after it - and at the row's end."""
+    p = torch_producer
+    rows, n = 17, 50257
+    rng = np.random.default_rng(17)
+    x, x_stored = p.from_host(rng.normal(0.0, 3.0, size=(rows, n)), dtype)
+    target_host = np.array([r % 9 for r in range(rows)])
+    target_host[[5, 11]] = n - 1
+    target_host[13] = IGNORE
+    target, _ = p.from_host(target_host, "int64")
+    loss = p.empty_poisoned((rows,), dtype)
+    grad = p.empty_poisoned((rows, n), dtype)
+    lab.cross_entropy(x, target, loss, reduction="none", label_smoothing=smoothing, grad=grad)
+    want_loss, want_grad = numpy_cross_entropy(x_stored, target_host, IGNORE, smoothing, "none")
+    check(p.to_host(loss), want_loss, dtype, np.log(n) + np.mean(np.abs(x_stored)) * 1e-3, "loss")
+    scale = np.broadcast_to(np.mean(np.abs(want_grad), axis=-1, keepdims=True), want_grad.shape)
+    check(p.to_host(grad), want_grad, dtype, scale, "grad")
+
+
+@pytest.mark.parametrize("shape", [(64, 4096), (3, 131072), (9, 50257)], ids=["registers", "streamed", "misaligned"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_gradient_overwrites_the_logits(dtype, shape, torch_producer):
     p = torch_producer

@@ -81,13 +81,22 @@ template <typename T> constexpr int kRowVec = Packed16<T>::kCount;
 // (GRAD for the backwards, RESIDUAL for rms_norm's residual path), contiguous like the operands they
 // copy; every other operand from device memory. `k` is a constant at every call, so the choice folds.
 struct GlobalRows {
-    using Index = int64_t; // rows in device memory may pass 2^31 elements
+    using Index = int64_t;                // rows in device memory may pass 2^31 elements
+    static constexpr bool kHeads = false; // see HeadedRows
     __device__ __forceinline__ const char *at(const RowArgs &a, int64_t row, int k) const {
         return row_at(a, row, k);
     }
 };
+// Rows in device memory that are not 16-byte aligned but whose operands are misaligned alike (the
+// launcher's rows_misaligned_alike): each row's few columns before a 16-byte boundary are its head,
+// the rest walked in 16-byte vectors. A kernel of its own (rows_streamed's kHeads), so that the
+// aligned rows' walk keeps its registers.
+struct HeadedRows : GlobalRows {
+    static constexpr bool kHeads = true;
+};
 struct StagedRows {
     using Index = int; // a staged row is at most kStagedBytes long
+    static constexpr bool kHeads = false;
     const char *x, *second;
     __device__ __forceinline__ const char *at(const RowArgs &a, int64_t row, int k) const {
         if (k == LAB_ROW_X) return x;

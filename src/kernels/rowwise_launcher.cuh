@@ -73,6 +73,11 @@ RowArgs make_row_args(const lab_rowwise_launch &l, int group, bool vectorized) {
     return a;
 }
 
+// The row operands that hold one value a row (statistics, targets, losses), not a row of n.
+inline bool one_per_row(int k) {
+    return k == LAB_ROW_MEAN || k == LAB_ROW_RSTD || k == LAB_ROW_TARGET || k == LAB_ROW_LOSS;
+}
+
 // 16-byte packets work when every row and column operand walks its elements contiguously and every
 // row (and the column operands) starts 16-byte aligned.
 template <typename T> bool rows_vectorizable(const lab_rowwise_launch &l) {
@@ -80,9 +85,7 @@ template <typename T> bool rows_vectorizable(const lab_rowwise_launch &l) {
         return reinterpret_cast<uintptr_t>(p) % 16 == 0 && stride == int64_t(sizeof(T));
     };
     for (int k = 0; k < LAB_ROW_OPERANDS; ++k) {
-        const bool per_row =
-            k == LAB_ROW_MEAN || k == LAB_ROW_RSTD || k == LAB_ROW_TARGET || k == LAB_ROW_LOSS;
-        if (!l.row_data[k] || per_row) continue;
+        if (!l.row_data[k] || one_per_row(k)) continue;
         if (!aligned(l.row_data[k], l.col_strides[k])) return false;
         for (int d = 0; d < l.lead_ndim; ++d) {
             if (l.lead_strides[k][d] % 16 != 0) return false;
@@ -92,6 +95,34 @@ template <typename T> bool rows_vectorizable(const lab_rowwise_launch &l) {
         if (l.col_data[k] && !aligned(l.col_data[k], l.col_data_strides[k])) return false;
     }
     return true;
+}
+
+// Rows that are not 16-byte aligned but past the same few leading elements would be: every row operand
+// contiguous, each row of each operand as far from a 16-byte boundary as X's same row, and no column
+// operand (cross-entropy's logits and gradient for a vocabulary like 50257). A streamed walk can take
+// those leading elements one a lane and the rest in 16-byte vectors.
+template <typename T> bool rows_misaligned_alike(const lab_rowwise_launch &l) {
+    const uintptr_t x = reinterpret_cast<uintptr_t>(l.row_data[LAB_ROW_X]);
+    for (int k = 0; k < LAB_ROW_OPERANDS; ++k) {
+        if (!l.row_data[k] || one_per_row(k)) continue;
+        if (l.col_strides[k] != int64_t(sizeof(T))) return false;
+        if ((reinterpret_cast<uintptr_t>(l.row_data[k]) - x) % 16 != 0) return false;
+        for (int d = 0; d < l.lead_ndim; ++d) {
+            if ((l.lead_strides[k][d] - l.lead_strides[LAB_ROW_X][d]) % 16 != 0) return false;
+        }
+    }
+    for (int k = 0; k < LAB_COL_OPERANDS; ++k) {
+        if (l.col_data[k]) return false;
+    }
+    return true;
+}
+
+// Whether an op's streamed walk takes HeadedRows (it sets Op::kHeadedRows), and its kernel for them.
+template <class Op, typename = void> constexpr bool kWalksHeads = false;
+template <class Op> constexpr bool kWalksHeads<Op, std::void_t<decltype(Op::kHeadedRows)>> = Op::kHeadedRows;
+template <class Op, typename T> auto headed_row_kernel() -> void (*)(RowArgs) {
+    if constexpr (kWalksHeads<Op>) return rows_streamed<Op, T, true>;
+    return rows_streamed<Op, T>;
 }
 
 // Whether an op's row() takes WholeTiles (it sets Op::WholeTileShape).
@@ -357,7 +388,10 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
                        int(ceil_div(l.n, int64_t(plan.threads) * kRowVec<T>)));
             }
         } else {
-            launch(row_kernel<Op, T>(plan.layout == RowLayout::streamed, plan.chunks, whole));
+            const bool streamed = plan.layout == RowLayout::streamed;
+            launch(streamed && kWalksHeads<Op> && !vectorized && rows_misaligned_alike<T>(l)
+                       ? headed_row_kernel<Op, T>()
+                       : row_kernel<Op, T>(streamed, plan.chunks, whole));
         }
         err = cudaGetLastError();
     }
