@@ -88,9 +88,9 @@ struct GlobalRows {
     }
 };
 // Rows in device memory that are not 16-byte aligned but whose operands are misaligned alike (the
-// launcher's rows_misaligned_alike): each row's few columns before a 16-byte boundary are its head,
-// the rest walked in 16-byte vectors. A kernel of its own (rows_streamed's kHeads), so that the
-// aligned rows' walk keeps its registers.
+// launcher's RowAlignment::kMisalignedAlike): each row's few columns before a 16-byte boundary are its
+// head, the rest walked in 16-byte vectors. A kernel of its own (rows_streamed<Op, T, HeadedRows>), so
+// that the aligned rows' walk keeps its registers.
 struct HeadedRows : GlobalRows {
     static constexpr bool kHeads = true;
 };

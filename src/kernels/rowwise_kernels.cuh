@@ -117,16 +117,17 @@ template <class Op> struct StreamShape<Op, std::void_t<decltype(Op::kStreamChunk
     static constexpr int chunks = Op::kStreamChunks, threads = Op::kStreamThreads;
 };
 
-// Streamed rows: a block per row, grid-stride; kHeads for an op that walks HeadedRows (Op::kHeadedRows)
-// where the launcher found them. Ops with column sums keep them in this block's
-// partial rows, or, where a.streamed_sums_in_shared, in dynamic shared memory until the last row
-// (GlobalColumnSink, SharedColumnSink).
-template <class Op, typename T, bool kHeads = false>
+// Streamed rows: a block per row, grid-stride; Rows is GlobalRows, or HeadedRows for an op that walks
+// them (Op::kHeadedRows) where the launcher found the rows misaligned alike. Ops with column sums keep
+// them in this block's partial rows, or, where a.streamed_sums_in_shared, in dynamic shared memory until
+// the last row (GlobalColumnSink, SharedColumnSink).
+template <class Op, typename T, class Rows = GlobalRows>
 __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<Op>::threads)
     rows_streamed(RowArgs a) {
     const int64_t steps = ceil_div(a.n, int64_t(a.group) * kRowVec<T> * StreamShape<Op>::chunks);
     if constexpr (Op::kColumnSums) {
         static_assert(StreamShape<Op>::chunks == 1, "column sums are slotted by one chunk a step");
+        static_assert(!Rows::kHeads, "column sums walk GlobalRows");
         using A = compute_t<T>;
         A *partials = static_cast<A *>(a.partials);
         const bool bias = partials && a.col[LAB_COL_GRAD_BIAS];
@@ -166,7 +167,6 @@ __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<O
             }
         }
     } else {
-        using Rows = std::conditional_t<kHeads, HeadedRows, GlobalRows>;
         for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
             Op::template streamed_row<T>(a, row, steps, Rows{});
         }

@@ -78,52 +78,47 @@ inline bool one_per_row(int k) {
     return k == LAB_ROW_MEAN || k == LAB_ROW_RSTD || k == LAB_ROW_TARGET || k == LAB_ROW_LOSS;
 }
 
-// 16-byte packets work when every row and column operand walks its elements contiguously and every
-// row (and the column operands) starts 16-byte aligned.
+// How a launch's rows lie against 16-byte boundaries. kAligned: every row and column operand walks
+// its elements contiguously and every row (and the column operands) starts 16-byte aligned - 16-byte
+// packets work. kMisalignedAlike: not aligned, but every row operand contiguous, each row of each
+// operand as far from a 16-byte boundary as the first row operand's same row, and no column operand
+// (cross-entropy's logits and gradient for a vocabulary like 50257) - a streamed walk takes each row's
+// few leading elements one a lane and the rest in packets (HeadedRows). kUnaligned: element by element.
+enum class RowAlignment { kAligned, kMisalignedAlike, kUnaligned };
+template <typename T> RowAlignment row_alignment(const lab_rowwise_launch &l) {
+    int first = -1; // the operand the others' misalignment is compared with
+    bool aligned = true;
+    for (int k = 0; k < LAB_ROW_OPERANDS; ++k) {
+        if (!l.row_data[k] || one_per_row(k)) continue;
+        if (l.col_strides[k] != int64_t(sizeof(T))) return RowAlignment::kUnaligned;
+        first = first < 0 ? k : first;
+        const uintptr_t start = reinterpret_cast<uintptr_t>(l.row_data[k]),
+                        reference = reinterpret_cast<uintptr_t>(l.row_data[first]);
+        aligned = aligned && start % 16 == 0;
+        if ((start - reference) % 16 != 0) return RowAlignment::kUnaligned;
+        for (int d = 0; d < l.lead_ndim; ++d) {
+            aligned = aligned && l.lead_strides[k][d] % 16 == 0;
+            if ((l.lead_strides[k][d] - l.lead_strides[first][d]) % 16 != 0) return RowAlignment::kUnaligned;
+        }
+    }
+    bool columns = false;
+    for (int k = 0; k < LAB_COL_OPERANDS; ++k) {
+        if (!l.col_data[k]) continue;
+        columns = true;
+        aligned = aligned && reinterpret_cast<uintptr_t>(l.col_data[k]) % 16 == 0 &&
+                  l.col_data_strides[k] == int64_t(sizeof(T));
+    }
+    return aligned   ? RowAlignment::kAligned
+           : columns ? RowAlignment::kUnaligned
+                     : RowAlignment::kMisalignedAlike;
+}
 template <typename T> bool rows_vectorizable(const lab_rowwise_launch &l) {
-    auto aligned = [](const void *p, int64_t stride) {
-        return reinterpret_cast<uintptr_t>(p) % 16 == 0 && stride == int64_t(sizeof(T));
-    };
-    for (int k = 0; k < LAB_ROW_OPERANDS; ++k) {
-        if (!l.row_data[k] || one_per_row(k)) continue;
-        if (!aligned(l.row_data[k], l.col_strides[k])) return false;
-        for (int d = 0; d < l.lead_ndim; ++d) {
-            if (l.lead_strides[k][d] % 16 != 0) return false;
-        }
-    }
-    for (int k = 0; k < LAB_COL_OPERANDS; ++k) {
-        if (l.col_data[k] && !aligned(l.col_data[k], l.col_data_strides[k])) return false;
-    }
-    return true;
+    return row_alignment<T>(l) == RowAlignment::kAligned;
 }
 
-// Rows that are not 16-byte aligned but past the same few leading elements would be: every row operand
-// contiguous, each row of each operand as far from a 16-byte boundary as X's same row, and no column
-// operand (cross-entropy's logits and gradient for a vocabulary like 50257). A streamed walk can take
-// those leading elements one a lane and the rest in 16-byte vectors.
-template <typename T> bool rows_misaligned_alike(const lab_rowwise_launch &l) {
-    const uintptr_t x = reinterpret_cast<uintptr_t>(l.row_data[LAB_ROW_X]);
-    for (int k = 0; k < LAB_ROW_OPERANDS; ++k) {
-        if (!l.row_data[k] || one_per_row(k)) continue;
-        if (l.col_strides[k] != int64_t(sizeof(T))) return false;
-        if ((reinterpret_cast<uintptr_t>(l.row_data[k]) - x) % 16 != 0) return false;
-        for (int d = 0; d < l.lead_ndim; ++d) {
-            if ((l.lead_strides[k][d] - l.lead_strides[LAB_ROW_X][d]) % 16 != 0) return false;
-        }
-    }
-    for (int k = 0; k < LAB_COL_OPERANDS; ++k) {
-        if (l.col_data[k]) return false;
-    }
-    return true;
-}
-
-// Whether an op's streamed walk takes HeadedRows (it sets Op::kHeadedRows), and its kernel for them.
+// Whether an op's streamed walk takes HeadedRows (it sets Op::kHeadedRows).
 template <class Op, typename = void> constexpr bool kWalksHeads = false;
 template <class Op> constexpr bool kWalksHeads<Op, std::void_t<decltype(Op::kHeadedRows)>> = Op::kHeadedRows;
-template <class Op, typename T> auto headed_row_kernel() -> void (*)(RowArgs) {
-    if constexpr (kWalksHeads<Op>) return rows_streamed<Op, T, true>;
-    return rows_streamed<Op, T>;
-}
 
 // Whether an op's row() takes WholeTiles (it sets Op::WholeTileShape).
 template <class Op, typename = void> constexpr bool kTakesWholeTiles = false;
@@ -141,10 +136,14 @@ bool rows_fill_tiles(const lab_rowwise_launch &l, bool vectorized, int group, in
     return false;
 }
 
-// The unstaged kernel an op runs: streamed, or in registers with `chunks` chunks a lane (1, 2 or 4,
-// within Op::kMaxChunks) - at four, WholeTiles where the op takes them and the rows fill their tiles.
+// The unstaged kernel an op runs: streamed (over HeadedRows where the op walks them and the rows are
+// `headed`, misaligned alike), or in registers with `chunks` chunks a lane (1, 2 or 4, within
+// Op::kMaxChunks) - at four, WholeTiles where the op takes them and the rows fill their tiles.
 template <class Op, typename T>
-auto row_kernel(bool streamed, int64_t chunks, bool whole = false) -> void (*)(RowArgs) {
+auto row_kernel(bool streamed, int64_t chunks, bool whole = false, bool headed = false) -> void (*)(RowArgs) {
+    if constexpr (kWalksHeads<Op>) {
+        if (streamed && headed) return rows_streamed<Op, T, HeadedRows>;
+    }
     if (streamed) return rows_streamed<Op, T>;
     if constexpr (Op::kMaxChunks >= 4) {
         if constexpr (kTakesWholeTiles<Op>) {
@@ -351,7 +350,8 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
     using A = compute_t<T>;
     const int64_t vectors =
         std::max<int64_t>(ceil_div(l.n, kRowVec<T>), 1); // an empty row still has its statistics
-    const bool vectorized = rows_vectorizable<T>(l);
+    const RowAlignment alignment = row_alignment<T>(l);
+    const bool vectorized = alignment == RowAlignment::kAligned;
     RowPlan plan{};
     cudaError_t err = cudaSuccess;
     // Staged where the op allows it - except that rows filling whole tiles stay in registers (unless a
@@ -388,10 +388,8 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
                        int(ceil_div(l.n, int64_t(plan.threads) * kRowVec<T>)));
             }
         } else {
-            const bool streamed = plan.layout == RowLayout::streamed;
-            launch(streamed && kWalksHeads<Op> && !vectorized && rows_misaligned_alike<T>(l)
-                       ? headed_row_kernel<Op, T>()
-                       : row_kernel<Op, T>(streamed, plan.chunks, whole));
+            launch(row_kernel<Op, T>(plan.layout == RowLayout::streamed, plan.chunks, whole,
+                                     alignment == RowAlignment::kMisalignedAlike));
         }
         err = cudaGetLastError();
     }
