@@ -373,9 +373,9 @@ bench-swiglu: peers-site
 
 # A Llama training step end to end (torch eager, torch.compile per layer, Liger-Kernel, lab.nn.patch),
 # each in a process of its own. Too long to share a GPU call with the other benchmarks: on the GPU
-# machine it is `make gpu-llama OUT=$$OUT`, its own call.
+# machine it is `make gpu-llama OUT=$$OUT`, its own call. LLAMA_ARGS="--case 4x2048": one case only.
 bench-llama: peers-site
-	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_llama.py --out-dir $(BENCH_OUT)
+	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_llama.py --out-dir $(BENCH_OUT) $(LLAMA_ARGS)
 
 gpu-llama:
 	mkdir -p $(OUT)/bench

@@ -9,10 +9,13 @@ same weights (one seed) and batch, so patches and allocator peaks do not leak be
     where importable (carried as a wheel: make bench-llama);
   - lab.nn.patch (RMSNorm, SwiGLU, rope, fused linear cross-entropy), and the same keeping the
     SwiGLU's output for the backward (recompute_mlp=False) instead of making it again there.
-Prints ms/step (median of event-timed steps after warm-up), tokens/s and the allocator's peak beyond
-the model's weights and gradients; writes llama.json and llama.png (tokens/s and memory by
-implementation) into --out-dir.
-    python3 bench/bench_llama.py [--out-dir DIR] [--quick]
+Prints ms/step (median of event-timed steps after warm-up, each after the previous one's
+synchronization), tokens/s, the allocator's peak beyond the model's weights and gradients, and two
+diagnostics (measure() says how they are made): the step after the GPU rested ~0.1 s (its clocks
+then not held down by its power limit) and the same with the step queued while the GPU rested (the
+GPU then never waits on the host's Python). Writes llama.json and llama.png (tokens/s and memory by
+implementation) into --out-dir. --case runs one case only.
+    python3 bench/bench_llama.py [--out-dir DIR] [--quick] [--case 4x2048]
 """
 import json
 import os
@@ -25,6 +28,7 @@ CONFIG = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_h
               num_attention_heads=16, num_key_value_heads=8, max_position_embeddings=8192, rope_theta=500000.0,
               tie_word_embeddings=False, attn_implementation="sdpa")
 CASES = {"4x2048": (4, 2048), "4x4096": (4, 4096)}
+REST_CYCLES = 200_000_000  # torch.cuda._sleep's spin: ~0.1 s at the H200's ~1.98 GHz
 KEEPING = "lab.nn.patch, MLP output kept"
 IMPLEMENTATIONS = ["torch eager", "torch.compile per layer", "Liger-Kernel", "lab.nn.patch", KEEPING]
 
@@ -74,11 +78,23 @@ def measure(implementation, case, steps):
         torch.cuda.reset_peak_memory_stats()
         ms = median_ms(step, *torch_timer(torch), repeats=steps, warmup=2)
         peak = torch.cuda.max_memory_allocated() - weights_and_grads
+        # Two diagnostics, each step after ~0.1 s in which the GPU only waits (torch.cuda._sleep: one
+        # thread spinning). Rested: the wait synchronized before the step - steps back to back keep the
+        # GPU at its power limit, and `ms` - rested is what that costs in clock speed. Host ahead: the
+        # step queued during the wait, so the GPU never waits on the host's Python - rested - ahead is
+        # what those waits cost.
+        def rest():
+            torch.cuda._sleep(REST_CYCLES)
+            torch.cuda.synchronize()
+        rested = median_ms(step, *torch_timer(torch), repeats=steps, warmup=0, before=rest)
+        ahead = median_ms(step, *torch_timer(torch), repeats=steps, warmup=0,
+                          before=lambda: torch.cuda._sleep(REST_CYCLES))
     except torch.OutOfMemoryError:
         print(json.dumps(dict(implementation=implementation, case=case, out_of_memory=True)))
         return
     print(json.dumps(dict(implementation=implementation, case=case, ms=ms, tokens_per_s=batch * positions / ms * 1e3,
-                          peak_gib=peak / 2**30, parameters=parameters)))
+                          peak_gib=peak / 2**30, parameters=parameters, ms_rested=rested,
+                          ms_host_ahead=ahead)))
 
 
 def plot(rows, path):
@@ -88,13 +104,14 @@ def plot(rows, path):
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for ax, key, label in ((axes[0], "tokens_per_s", "tokens/s (higher is better)"),
                            (axes[1], "peak_gib", "peak GiB beyond weights and grads (lower is better)")):
-        width = 0.8 / len(CASES)
-        for k, case in enumerate(CASES):
+        cases = [case for case in CASES if any(r["case"] == case for r in rows)]
+        width = 0.8 / len(cases)
+        for k, case in enumerate(cases):
             xs, heights = [], []
             for i, name in enumerate(IMPLEMENTATIONS):
                 row = next((r for r in rows if r["implementation"] == name and r["case"] == case and key in r), None)
                 if row:
-                    xs.append(i + (k - (len(CASES) - 1) / 2) * width)
+                    xs.append(i + (k - (len(cases) - 1) / 2) * width)
                     heights.append(row[key])
             ax.bar(xs, heights, width, label=case)
         ax.set_xticks(range(len(IMPLEMENTATIONS)), IMPLEMENTATIONS, rotation=20, ha="right", fontsize=8)
@@ -110,6 +127,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out-dir")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--case", choices=list(CASES), help="this case only")
     parser.add_argument("--one", nargs=2, metavar=("IMPLEMENTATION", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     steps = 3 if args.quick else 10
@@ -127,7 +145,7 @@ def main():
         print("bench_llama.py: needs a CUDA GPU")
         return
     rows = []
-    for case in CASES:
+    for case in [args.case] if args.case else CASES:
         for name in IMPLEMENTATIONS:
             done = subprocess.run([sys.executable, __file__, "--one", name, case] + (["--quick"] if args.quick else []),
                                   capture_output=True, text=True, timeout=900)
@@ -140,12 +158,14 @@ def main():
                 print(f"{name}: {row['skipped']}")
                 continue
             rows.append(row)
-    print(f"\n{'case':8s} {'implementation':30s} {'ms/step':>9s} {'tokens/s':>10s} {'peak GiB':>9s}")
+    print(f"\n{'case':8s} {'implementation':30s} {'ms/step':>9s} {'tokens/s':>10s} {'peak GiB':>9s} {'rested':>7s}"
+          f" {'host ahead':>10s}")
     for r in rows:
         if r.get("out_of_memory"):
             print(f"{r['case']:8s} {r['implementation']:30s} {'out of memory':>30s}")
             continue
-        print(f"{r['case']:8s} {r['implementation']:30s} {r['ms']:9.1f} {r['tokens_per_s']:10.0f} {r['peak_gib']:9.2f}")
+        print(f"{r['case']:8s} {r['implementation']:30s} {r['ms']:9.1f} {r['tokens_per_s']:10.0f} {r['peak_gib']:9.2f}"
+              f" {r['ms_rested']:7.1f} {r['ms_host_ahead']:10.1f}")
     by = {(r["implementation"], r["case"]): r for r in rows if not r.get("out_of_memory")}
     ours = by.get(("lab.nn.patch", "4x2048"))
     goals = []

@@ -2,13 +2,16 @@
 a warm-up, on the producer's current stream (where lab launches too)."""
 
 
-def median_ms(fn, new_event, elapsed_ms, repeats=20, warmup=3):
-    """Median milliseconds of fn(), timed by device events from new_event(); elapsed_ms(start, end)."""
+def median_ms(fn, new_event, elapsed_ms, repeats=20, warmup=3, before=None):
+    """Median milliseconds of fn(), timed by device events from new_event(); elapsed_ms(start, end).
+    before(), where given, runs ahead of each timed call, outside the timing."""
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeats):
         start, end = new_event(), new_event()
+        if before is not None:
+            before()
         start.record()
         fn()
         end.record()
