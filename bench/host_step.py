@@ -1,0 +1,65 @@
+"""How long the host takes to queue one bench_llama 4 x 2048 training step (the GPU kept busy ~0.2 s
+ahead of it, so that queueing never waits on the GPU - unless the step itself synchronizes, and then
+the time includes that wait), and with --profile N the N functions where the host's time goes
+(cProfile, one step). bench_llama.py's "host ahead" column is what the GPU takes when it never waits.
+    python3 bench/host_step.py IMPLEMENTATION [--profile N]"""
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+HEAD_START_CYCLES = 400_000_000  # torch.cuda._sleep's spin: ~0.2 s at the H200's ~1.98 GHz
+
+
+def main():
+    import argparse
+    from bench_llama import CONFIG, IMPLEMENTATIONS, build
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("implementation", choices=IMPLEMENTATIONS)
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions")
+    args = parser.parse_args()
+    import torch
+    import transformers
+    name, top = args.implementation, args.profile
+    model = build(torch, transformers, name)
+    if model is None:
+        return
+    g = torch.Generator(device="cuda").manual_seed(1)
+    ids = torch.randint(0, CONFIG["vocab_size"], (4, 2048), device="cuda", generator=g)
+
+    def step():
+        model(input_ids=ids, labels=ids).loss.backward()
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    host, forward = [], []
+    for _ in range(7):
+        torch.cuda._sleep(HEAD_START_CYCLES)
+        t0 = time.perf_counter()
+        loss = model(input_ids=ids, labels=ids).loss
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        torch.cuda.synchronize()
+        host.append((t2 - t0) * 1e3)
+        forward.append((t1 - t0) * 1e3)
+    print(f"{name}: host time to queue a step {statistics.median(host):.1f} ms "
+          f"(forward {statistics.median(forward):.1f} ms)", flush=True)
+    if top:
+        torch.cuda._sleep(HEAD_START_CYCLES)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        step()
+        profiler.disable()
+        torch.cuda.synchronize()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+
+
+if __name__ == "__main__":
+    main()
