@@ -56,11 +56,17 @@ struct RowArgs {
 // most of the difference between rms_norm's in-register kernel and a bare one of the same layout: 565
 // instructions a warp a row against 368, the first load at the 89th instead of the 21st
 // (bench/results/2026-12-03-h200-norm-forward-sass.txt).
+// LastUseTiles: WholeTiles whose loads are the data's last use and whose stores are not read again
+// soon (a row's second pass: cross-entropy's gradient), both with the evict-first hint, so that L2
+// keeps the rows whose second pass is still to come.
 struct PartialTiles {
-    static constexpr bool kWhole = false;
+    static constexpr bool kWhole = false, kLastUse = false;
 };
 struct WholeTiles {
-    static constexpr bool kWhole = true;
+    static constexpr bool kWhole = true, kLastUse = false;
+};
+struct LastUseTiles {
+    static constexpr bool kWhole = true, kLastUse = true;
 };
 
 // Where operand k's row `row` starts. One leading dimension (any contiguous input) is one multiply;
@@ -170,7 +176,11 @@ __device__ __forceinline__ void load_packets(Packet16 (&p)[kChunks], const char 
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
             if (valid) {
-                p[c].bits = reinterpret_cast<const uint4 *>(row)[lane + (chunk0 + c) * a.group];
+                if constexpr (Tiles::kLastUse) {
+                    p[c].bits = __ldcs(reinterpret_cast<const uint4 *>(row) + lane + (chunk0 + c) * a.group);
+                } else {
+                    p[c].bits = reinterpret_cast<const uint4 *>(row)[lane + (chunk0 + c) * a.group];
+                }
             } else {
                 memcpy(&p[c].bits, fills, 16);
             }
@@ -263,7 +273,13 @@ __device__ __forceinline__ void store_row(const compute_t<T> (&v)[kChunks * kRow
             Packed16<T> packet;
 #pragma unroll
             for (int i = 0; i < kVec; ++i) packet.v[i] = store_from_compute<T>(v[c * kVec + i]);
-            *reinterpret_cast<Packed16<T> *>(row + int64_t(first) * int64_t(sizeof(T))) = packet;
+            if constexpr (Tiles::kLastUse) {
+                uint4 bits;
+                memcpy(&bits, &packet, 16);
+                __stcs(reinterpret_cast<uint4 *>(row + int64_t(first) * int64_t(sizeof(T))), bits);
+            } else {
+                *reinterpret_cast<Packed16<T> *>(row + int64_t(first) * int64_t(sizeof(T))) = packet;
+            }
         } else {
 #pragma unroll
             for (int i = 0; i < kVec; ++i) {

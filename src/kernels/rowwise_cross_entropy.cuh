@@ -279,7 +279,7 @@ struct CrossEntropy {
             const int64_t chunk0 = step * kStreamChunks;
             A x[kSize];
             if (step < whole_steps) {
-                load_row<T, kStreamChunks, int64_t, WholeTiles>(x, in, 0, body, lane, chunk0, true, A(0));
+                load_row<T, kStreamChunks, int64_t, LastUseTiles>(x, in, 0, body, lane, chunk0, true, A(0));
             } else {
                 load_row<T, kStreamChunks, int64_t>(x, in, a.col_stride[LAB_ROW_X], body, lane, chunk0, true,
                                                     A(0));
@@ -302,7 +302,7 @@ struct CrossEntropy {
                 }
             }
             if (step < whole_steps) {
-                store_row<T, kStreamChunks, int64_t, WholeTiles>(x, out, 0, body, lane, chunk0, true);
+                store_row<T, kStreamChunks, int64_t, LastUseTiles>(x, out, 0, body, lane, chunk0, true);
             } else {
                 store_row<T, kStreamChunks, int64_t>(x, out, a.col_stride[LAB_ROW_OUT], body, lane, chunk0,
                                                      true);
