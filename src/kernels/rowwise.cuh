@@ -56,15 +56,15 @@ struct RowArgs {
 // most of the difference between rms_norm's in-register kernel and a bare one of the same layout: 565
 // instructions a warp a row against 368, the first load at the 89th instead of the 21st
 // (bench/results/2026-12-03-h200-norm-forward-sass.txt).
-// LastUseTiles: WholeTiles whose loads are the data's last use and whose stores are not read again
-// soon (a row's second pass: cross-entropy's gradient), both with the evict-first hint, so that L2
-// keeps the rows whose second pass is still to come.
 struct PartialTiles {
     static constexpr bool kWhole = false, kLastUse = false;
 };
 struct WholeTiles {
     static constexpr bool kWhole = true, kLastUse = false;
 };
+// LastUseTiles: WholeTiles whose loads are the data's last use and whose stores are not read again
+// soon (a row's second pass: cross-entropy's gradient), both with the evict-first hint, so that L2
+// keeps the rows whose second pass is still to come.
 struct LastUseTiles {
     static constexpr bool kWhole = true, kLastUse = true;
 };
