@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -408,6 +408,25 @@ device-unpack:
 	$(PYTHON) -c "import glob, lzma, os, shutil; [shutil.copyfileobj(lzma.open(f), open(os.path.join('lab', \
 	  os.path.basename(f)[:-3]), 'wb')) for f in glob.glob('$(DEVICE_BUILD)/*.so.xz')]"
 	$(PYTHON) -c "import lab; print('device-unpack:', lab.__file__, lab.compiled_architectures())"
+
+# A change against its base in one GPU call, on one machine (two machine starts differ by 1-3% in
+# bench_bandwidth): here `make device-build` and `make device-build-base BASE=<rev>`, then on the GPU
+# machine, carrying both builds, `make device-ab PYTHON=python3 [AB_COMMAND="..."]` runs AB_COMMAND on
+# the change's build, the base's, the change's, the base's - and leaves the change's in place.
+AB_COMMAND ?= $(PYTHON) bench/bench_bandwidth.py
+DEVICE_BASE = build/device-base
+device-ab:
+	@for build in $(DEVICE_BUILD) $(DEVICE_BASE) $(DEVICE_BUILD) $(DEVICE_BASE); do \
+	  $(MAKE) --no-print-directory device-unpack DEVICE_BUILD=$$build > /dev/null && echo "== $$build" && \
+	  $(AB_COMMAND) || exit 1; done
+	@$(MAKE) --no-print-directory device-unpack > /dev/null
+device-build-base:
+	@test -n "$(BASE)" || (echo "device-build-base: say which revision, BASE=<rev>"; exit 1)
+	-git worktree remove --force /tmp/lab-device-base 2> /dev/null; rm -rf /tmp/lab-device-base
+	git worktree add --detach /tmp/lab-device-base $(BASE)
+	$(MAKE) -C /tmp/lab-device-base --no-print-directory device-build DEVICE_PYTHON=$(DEVICE_PYTHON)
+	rm -rf $(DEVICE_BASE) && cp -r /tmp/lab-device-base/$(DEVICE_BUILD) $(DEVICE_BASE)
+	git worktree remove --force /tmp/lab-device-base
 
 clean:
 	rm -rf build lab/*.so $(VENV) .pytest_cache
