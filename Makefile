@@ -409,8 +409,8 @@ device-unpack:
 	  os.path.basename(f)[:-3]), 'wb')) for f in glob.glob('$(DEVICE_BUILD)/*.so.xz')]"
 	$(PYTHON) -c "import lab; print('device-unpack:', lab.__file__, lab.compiled_architectures())"
 
-# A change against its base in one GPU call, on one machine (two machine starts differ by 1-3% in
-# bench_bandwidth): here `make device-build` and `make device-build-base BASE=<rev>`, then on the GPU
+# A change against its base in one GPU call, on one machine (runs on two machine starts have differed
+# by 1% in bench_bandwidth's cross-entropy rows, 3-5% in bench_llama's steps): here `make device-build` and `make device-build-base BASE=<rev>`, then on the GPU
 # machine, carrying both builds, `make device-ab PYTHON=python3 [AB_COMMAND="..."]` runs AB_COMMAND on
 # the change's build, the base's, the change's, the base's - and leaves the change's in place.
 AB_COMMAND ?= $(PYTHON) bench/bench_bandwidth.py
