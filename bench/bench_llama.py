@@ -56,6 +56,18 @@ def build(torch, transformers, implementation):
     return model
 
 
+def training_step(torch, model, case):
+    """The batch of `case` (one seed: the same tokens for every implementation and tool) and a step()
+    that runs the forward and backward of the model's causal-LM loss on it."""
+    batch, positions = CASES[case]
+    g = torch.Generator(device="cuda").manual_seed(1)
+    input_ids = torch.randint(0, CONFIG["vocab_size"], (batch, positions), device="cuda", generator=g)
+
+    def step():
+        model(input_ids=input_ids, labels=input_ids).loss.backward()
+    return input_ids, step
+
+
 def measure(implementation, case, steps):
     """One implementation on one case, in this process: a JSON line on stdout."""
     import torch
@@ -65,12 +77,8 @@ def measure(implementation, case, steps):
     if model is None:
         return
     batch, positions = CASES[case]
-    g = torch.Generator(device="cuda").manual_seed(1)
-    input_ids = torch.randint(0, CONFIG["vocab_size"], (batch, positions), device="cuda", generator=g)
+    _, step = training_step(torch, model, case)
     parameters = sum(p.numel() for p in model.parameters())
-
-    def step():
-        model(input_ids=input_ids, labels=input_ids).loss.backward()
     try:
         step()  # gradients exist from here on, so the peak below is the step's own
         torch.cuda.synchronize()

@@ -4,24 +4,20 @@ and 16384 tokens, bf16, forward + backward (the input's gradient summed from the
 autograd, against one product) and forward alone; event-timed medians, torch only.
     python3 bench/fused_projections.py
 """
-import statistics
+import os
+import sys
 
 import torch
 import torch.nn.functional as F
 
-def timed(fn, reps=30, warm=5):
-    """Median ms of fn() over `reps` event-timed calls after `warm` untimed ones."""
-    for _ in range(warm):
-        fn()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from lab._timing import median_ms, torch_timer  # noqa: E402
+
+
+def timed(fn):
+    """Median ms of fn(): 30 event-timed calls after 5 untimed."""
+    return median_ms(fn, *torch_timer(torch), repeats=30, warmup=5)
+
 
 def case(tokens, hidden, outs):
     """Prints one comparison; returns the ms the single product saves, forward + backward."""
@@ -31,20 +27,24 @@ def case(tokens, hidden, outs):
     fused = torch.cat([w.detach() for w in ws]).requires_grad_()
     grads = [torch.randn(tokens, o, device=dev, dtype=torch.bfloat16) for o in outs]
     gfused = torch.cat(grads, dim=1)
+
     def separate():
         ys = [F.linear(x, w) for w in ws]
         torch.autograd.backward(ys, grads)
         x.grad = None
         for w in ws:
             w.grad = None
+
     def one():
         y = F.linear(x, fused)
         y.backward(gfused)
         x.grad = None
         fused.grad = None
+
     def separate_fwd():
         with torch.no_grad():
             [F.linear(x, w) for w in ws]
+
     def one_fwd():
         with torch.no_grad():
             F.linear(x, fused)
@@ -53,6 +53,7 @@ def case(tokens, hidden, outs):
     print(f"{tokens}x{hidden} -> {outs}: fwd+bwd separate {a:.3f} ms fused {b:.3f} ms (saves {a-b:.3f}); "
           f"fwd {c:.3f} / {d:.3f}", flush=True)
     return a - b
+
 
 def main():
     if not torch.cuda.is_available():

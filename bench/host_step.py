@@ -14,12 +14,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-HEAD_START_CYCLES = 400_000_000  # torch.cuda._sleep's spin: ~0.2 s at the H200's ~1.98 GHz
-
-
 def main():
     import argparse
-    from bench_llama import CONFIG, IMPLEMENTATIONS, build
+    from bench_llama import IMPLEMENTATIONS, REST_CYCLES, build, training_step
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("implementation", choices=IMPLEMENTATIONS)
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions")
@@ -30,17 +27,13 @@ def main():
     model = build(torch, transformers, name)
     if model is None:
         return
-    g = torch.Generator(device="cuda").manual_seed(1)
-    ids = torch.randint(0, CONFIG["vocab_size"], (4, 2048), device="cuda", generator=g)
-
-    def step():
-        model(input_ids=ids, labels=ids).loss.backward()
+    ids, step = training_step(torch, model, "4x2048")
     for _ in range(3):
         step()
     torch.cuda.synchronize()
     host, forward = [], []
     for _ in range(7):
-        torch.cuda._sleep(HEAD_START_CYCLES)
+        torch.cuda._sleep(2 * REST_CYCLES)  # ~0.2 s: longer than the host takes to queue a step
         t0 = time.perf_counter()
         loss = model(input_ids=ids, labels=ids).loss
         t1 = time.perf_counter()
@@ -52,7 +45,7 @@ def main():
     print(f"{name}: host time to queue a step {statistics.median(host):.1f} ms "
           f"(forward {statistics.median(forward):.1f} ms)", flush=True)
     if top:
-        torch.cuda._sleep(HEAD_START_CYCLES)
+        torch.cuda._sleep(2 * REST_CYCLES)
         profiler = cProfile.Profile()
         profiler.enable()
         step()

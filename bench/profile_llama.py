@@ -79,20 +79,19 @@ def profile(implementation, gaps=0):
     import torch
     import transformers
     from torch.profiler import ProfilerActivity
-    from bench_llama import CONFIG, build
+    from bench_llama import build, training_step
     model = build(torch, transformers, implementation)
     if model is None:
         return
-    g = torch.Generator(device="cuda").manual_seed(1)
-    input_ids = torch.randint(0, CONFIG["vocab_size"], (4, 2048), device="cuda", generator=g)
+    _, step = training_step(torch, model, "4x2048")
     for _ in range(3):
-        model(input_ids=input_ids, labels=input_ids).loss.backward()
+        step()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     activities = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if gaps else [])
     with torch.profiler.profile(activities=activities, with_stack=bool(gaps)) as prof:
         start.record()
-        model(input_ids=input_ids, labels=input_ids).loss.backward()
+        step()
         end.record()
         torch.cuda.synchronize()
     kernels = {}
