@@ -68,16 +68,29 @@ def training_step(torch, model, case):
     return input_ids, step
 
 
+def prepared(torch, transformers, implementation, case, warmup):
+    """(model, batch, step) - build() and training_step() - after `warmup` steps and a
+    synchronization; None where the implementation cannot be applied here."""
+    model = build(torch, transformers, implementation)
+    if model is None:
+        return None
+    input_ids, step = training_step(torch, model, case)
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    return model, input_ids, step
+
+
 def measure(implementation, case, steps):
     """One implementation on one case, in this process: a JSON line on stdout."""
     import torch
     import transformers
     from lab._timing import median_ms, torch_timer
-    model = build(torch, transformers, implementation)
-    if model is None:
+    ready = prepared(torch, transformers, implementation, case, warmup=0)
+    if ready is None:
         return
+    model, _, step = ready
     batch, positions = CASES[case]
-    _, step = training_step(torch, model, case)
     parameters = sum(p.numel() for p in model.parameters())
     try:
         step()  # gradients exist from here on, so the peak below is the step's own

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def main():
     import argparse
-    from bench_llama import IMPLEMENTATIONS, REST_CYCLES, build, training_step
+    from bench_llama import IMPLEMENTATIONS, REST_CYCLES, prepared
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("implementation", choices=IMPLEMENTATIONS)
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the N costliest functions")
@@ -24,13 +24,10 @@ def main():
     import torch
     import transformers
     name, top = args.implementation, args.profile
-    model = build(torch, transformers, name)
-    if model is None:
+    ready = prepared(torch, transformers, name, "4x2048", warmup=3)
+    if ready is None:
         return
-    ids, step = training_step(torch, model, "4x2048")
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
+    model, ids, step = ready
     host, forward = [], []
     for _ in range(7):
         torch.cuda._sleep(2 * REST_CYCLES)  # ~0.2 s: longer than the host takes to queue a step

@@ -79,14 +79,11 @@ def profile(implementation, gaps=0):
     import torch
     import transformers
     from torch.profiler import ProfilerActivity
-    from bench_llama import build, training_step
-    model = build(torch, transformers, implementation)
-    if model is None:
+    from bench_llama import prepared
+    ready = prepared(torch, transformers, implementation, "4x2048", warmup=3)
+    if ready is None:
         return
-    _, step = training_step(torch, model, "4x2048")
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
+    _, _, step = ready
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     activities = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if gaps else [])
     with torch.profiler.profile(activities=activities, with_stack=bool(gaps)) as prof:
