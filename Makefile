@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -223,6 +223,14 @@ profile-rowwise:
 	  $(PYTHON) bench/profile_rowwise.py > $(LOGS)/rowwise-ncu.csv 2> $(LOGS)/rowwise-ncu-cases.txt; echo "ncu exit code: $$?"
 	cp $(LOGS)/rowwise-ncu.csv $(OUT)/
 	$(PYTHON) bench/ncu_summary.py $(LOGS)/rowwise-ncu.csv
+
+# The same counters for cross-entropy's ring rows against its streamed rows (bench/profile_cross_entropy.py).
+profile-cross-entropy:
+	mkdir -p $(LOGS)
+	timeout 200 ncu --clock-control none --kernel-name regex:'rows_' --csv --metrics $(ROW_METRICS) \
+	  $(PYTHON) bench/profile_cross_entropy.py > $(LOGS)/cross-entropy-ncu.csv 2> $(LOGS)/cross-entropy-ncu-cases.txt; \
+	  echo "ncu exit code: $$?"
+	$(PYTHON) bench/ncu_summary.py $(LOGS)/cross-entropy-ncu.csv
 
 # Nsight Compute counters for the rotary embedding's kernels and SwiGLU's (called directly, and through
 # lab.nn.swiglu) on their benchmarks' inputs: time, DRAM throughput, registers, occupancy, stalls.

@@ -2,7 +2,8 @@
 staged in shared memory where the op and row allow), then staged with 4, 8 and 16 16-byte vectors a
 thread (lab.lab._rowwise_staged_vectors_per_thread: more make smaller blocks, more of them an SM), then
 with staging off and the cap on 16-byte chunks a lane holds at 4, 2 and 1 (lab.lab._rowwise_max_chunks),
-TB/s moved. Where lab.nn's host
+TB/s moved. Cross-entropy with its gradient (asked for by name, `cross_entropy`) as launched and with
+its ring of shared memory (lab.lab._rowwise_ring_steps) at 1 to 7 steps and off. Where lab.nn's host
 time goes is bench/host_cost.py's.
     python3 bench/sweep_rowwise.py [name ...]   (only the ops whose names contain one of these)
 """
@@ -31,6 +32,10 @@ def main():
     settings = [("as launched", *defaults)] + \
         [(f"staged/{v}", 1, defaults[1], v) for v in (4, 8, 16)] + \
         [(f"chunks<={c}", 1 << 62, c, defaults[2]) for c in (4, 2, 1)]
+    if "cross_entropy" in sys.argv[1:]:
+        sweep_cross_entropy(torch, timer)
+        if sys.argv[1:] == ["cross_entropy"]:
+            return 0
     print(f"{'op':34s} " + " ".join(f"{setting[0]:>11s}" for setting in settings) + "   (TB/s)")
     for dtype, n in ((torch.bfloat16, 4096), (torch.bfloat16, 1024), (torch.float32, 4096), (torch.bfloat16, 16384),
                      (torch.bfloat16, 8192), (torch.float32, 2048)):
@@ -59,6 +64,32 @@ def main():
             label = f"{name} {str(dtype)[6:]} {rows}x{n}"
             print(f"{label:34s} " + " ".join(f"{s:11.2f}" for s in speeds))
     return 0
+
+
+def sweep_cross_entropy(torch, timer):
+    """Cross-entropy writing its gradient, TB/s on one read and one write of the logits, as launched and
+    with the ring's steps capped (0: the streamed walk, every row read twice)."""
+    caps = (-1, 1, 2, 4, 6, 7, 0)
+    print(f"{'cross_entropy':34s} " + " ".join(f"{'ring<=' + str(c) if c > 0 else ('launched' if c < 0 else 'off'):>9s}"
+                                               for c in caps) + "   (TB/s)")
+    for dtype, rows, n in ((torch.bfloat16, 4096, 128256), (torch.bfloat16, 8192, 32000),
+                           (torch.bfloat16, 4096, 50257), (torch.float32, 4096, 32000),
+                           (torch.bfloat16, 4096, 65536), (torch.float32, 4096, 50000),
+                           (torch.bfloat16, 2048, 262144)):
+        x = torch.randn(rows, n, device="cuda", dtype=dtype)
+        target = torch.randint(0, n, (rows,), device="cuda")
+        loss, grad = torch.empty((), device="cuda", dtype=dtype), torch.empty_like(x)
+        speeds = []
+        for cap in caps:
+            default = lab.lab._rowwise_ring_steps(cap)
+            try:
+                ms = median_ms(lambda: lab.cross_entropy(x, target, loss, grad=grad), *timer, repeats=20)
+            finally:
+                lab.lab._rowwise_ring_steps(default)
+            speeds.append(2 * x.numel() * x.element_size() / ms / 1e9)
+        label = f"{str(dtype)[6:]} {rows}x{n}"
+        print(f"{label:34s} " + " ".join(f"{s:9.2f}" for s in speeds))
+        del x, grad
 
 
 if __name__ == "__main__":

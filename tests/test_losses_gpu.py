@@ -119,6 +119,63 @@ def test_gradient_overwrites_the_logits(dtype, shape, torch_producer):
     check(p.to_host(x), want_grad, dtype, scale, "grad in the logits")
 
 
+@pytest.fixture
+def ring_steps(request):
+    """The most steps of a row the ring-rows kernel keeps in shared memory for this test (-1: as many as
+    fit, lab's default; 0: ring rows off, the streamed walk), put back afterwards."""
+    previous = lab.lab._rowwise_ring_steps(request.param)
+    yield request.param
+    lab.lab._rowwise_ring_steps(previous)
+
+
+# Long rows with the gradient wanted take the ring: rows past the grid (one block an SM) so that every
+# block refills its ring with a next row; a ring of one or two steps leaves the row's rest in device memory;
+# a row whose last 16-byte vector is partial (padded rows, still aligned) reads that vector from there.
+RING_SHAPES = [(300, 20000, 20000), (140, 131072, 131072), (200, 20001, 20008)]
+
+
+@pytest.mark.parametrize("ring_steps", [1, 2, -1, 0], ids=["ring1", "ring2", "ring", "streamed"], indirect=True)
+@pytest.mark.parametrize("shape", RING_SHAPES, ids=["20000", "131072", "padded20001"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_ring_rows(dtype, shape, ring_steps, torch_producer):
+    p = torch_producer
+    rows, n, width = shape
+    rng = np.random.default_rng(n)
+    x_full, x_full_stored = p.from_host(rng.normal(0.0, 3.0, size=(rows, width)), dtype)
+    x, x_stored = x_full[:, :n], x_full_stored[:, :n]
+    target_host = targets_for(rng, rows, n)
+    target, _ = p.from_host(target_host, "int64")
+    loss = p.empty_poisoned((rows,), dtype)
+    grad_full = p.empty_poisoned((rows, width), dtype)
+    smoothing = 0.1 if width != n else 0.0
+    lab.cross_entropy(x, target, loss, reduction="none", label_smoothing=smoothing, grad=grad_full[:, :n])
+    want_loss, want_grad = numpy_cross_entropy(x_stored, target_host, IGNORE, smoothing, "none")
+    check(p.to_host(loss), want_loss, dtype, np.log(n) + np.mean(np.abs(x_stored)) * 1e-3, "loss")
+    scale = np.broadcast_to(np.mean(np.abs(want_grad), axis=-1, keepdims=True), want_grad.shape)
+    grad_host = p.to_host(grad_full)
+    check(grad_host[:, :n], want_grad, dtype, scale, "grad")
+    assert np.isnan(grad_host[:, n:].astype(np.float64)).all(), "the padding past each row was written"
+
+
+@pytest.mark.parametrize("ring_steps", [1, -1], ids=["ring1", "ring"], indirect=True)
+def test_ring_rows_in_place_with_softcap_and_z_loss(ring_steps):
+    """The gradient into the logits themselves (the ring's next row is read while this one is written),
+    with softcap and z-loss, against torch in float64."""
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    g = torch.Generator(device="cuda").manual_seed(0)
+    logits = torch.randn(200, 32000, device="cuda", generator=g) * 4
+    target = torch.randint(0, 32000, (200,), device="cuda", generator=g)
+    x = logits.double().requires_grad_()
+    loss = torch.empty((), device="cuda")
+    lab.cross_entropy(logits, target, loss, softcap=5.0, z_loss=1e-3, grad=logits)
+    capped = 5.0 * torch.tanh(x / 5.0)
+    want = (F.cross_entropy(capped, target, reduction="none") + 1e-3 * torch.logsumexp(capped, -1) ** 2).mean()
+    want.backward()
+    torch.testing.assert_close(loss.double(), want.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(logits.double(), x.grad, rtol=1e-4, atol=1e-7)
+
+
 def test_loss_without_gradient_and_other_dtypes():
     """No grad: only the loss; a float32 loss for bfloat16 logits; ignore_index inside [0, n)."""
     torch = pytest.importorskip("torch")

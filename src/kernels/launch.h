@@ -287,6 +287,10 @@ int64_t lab_rowwise_set_staged_min_vectors(int64_t vectors);
  * op (0, the default, leaves each op its own): blocks of 128 to 1024 threads, the fewest that keep
  * to it. Returns the previous value. */
 int lab_rowwise_set_staged_vectors_per_thread(int vectors);
+/* Test-only tuning: the most steps of a row (two 16-byte vectors a thread each) a ring-rows kernel keeps in
+ * shared memory (cross-entropy with its gradient): -1, the default, as many as fit; 0 turns ring rows
+ * off. Returns the previous value. */
+int lab_rowwise_set_ring_steps(int steps);
 
 /* ---- rotary position embedding: q and k rotated pairwise by angles from cos/sin tables ---- */
 

@@ -89,6 +89,7 @@ template <typename T> constexpr int kRowVec = Packed16<T>::kCount;
 struct GlobalRows {
     using Index = int64_t;                // rows in device memory may pass 2^31 elements
     static constexpr bool kHeads = false; // see HeadedRows
+    static constexpr bool kRing = false;  // see RingRows (rowwise_ring.cuh)
     __device__ __forceinline__ const char *at(const RowArgs &a, int64_t row, int k) const {
         return row_at(a, row, k);
     }
@@ -102,7 +103,7 @@ struct HeadedRows : GlobalRows {
 };
 struct StagedRows {
     using Index = int; // a staged row is at most kStagedBytes long
-    static constexpr bool kHeads = false;
+    static constexpr bool kHeads = false, kRing = false;
     const char *x, *second;
     __device__ __forceinline__ const char *at(const RowArgs &a, int64_t row, int k) const {
         if (k == LAB_ROW_X) return x;

@@ -23,6 +23,9 @@ extern int64_t rowwise_staged_min_vectors;
 // (lab_rowwise_set_staged_vectors_per_thread, for the sweep and tests); 0, the default, leaves each op
 // its own (Staging<Op>::vectors_per_thread).
 extern int rowwise_staged_vectors_per_thread;
+// The most steps of a row a ring holds (lab_rowwise_set_ring_steps, for the sweep and the tests): -1, the
+// default, as many as shared memory takes; 0 turns ring rows off.
+extern int rowwise_ring_steps;
 
 // A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in, less 1 KB
 // for the reductions' own; longer rows are streamed (their second read mostly hits L2).
@@ -191,33 +194,41 @@ cudaError_t partial_row_blocks(bool streamed, int64_t chunks, int threads, size_
         per_multiprocessor[row_kernel_slot(streamed, chunks)][threads_slot][shared_bytes > 0], blocks);
 }
 
-// The dynamic shared memory a column-sum kernel (streamed, or in registers at `chunks` chunks) may
-// give its sums: the device's opt-in limit less the kernel's own static shared memory (its group
-// reductions'). Past 48 KB a kernel must opt in: its attribute is raised to that limit once per device
-// (a bit each; devices past 64 every time).
-template <class Op, typename T> cudaError_t column_sums_limit(bool streamed, int64_t chunks, size_t *bytes) {
-    static std::atomic<int> static_bytes_plus_one[kRowKernels]; // 0: not asked yet
-    static std::atomic<uint64_t> raised_on[kRowKernels];
-    const int slot = row_kernel_slot(streamed, chunks);
-    const auto kernel = row_kernel<Op, T>(streamed, chunks);
+// The dynamic shared memory `kernel` may take: the device's opt-in limit less the kernel's own static
+// shared memory (its group reductions'). Past 48 KB a kernel must opt in: its attribute is raised to
+// that limit once per device (a bit each in `raised_on`; devices past 64 every time). The caller keeps
+// the two caches per kernel.
+template <typename Kernel>
+cudaError_t opt_in_shared_limit(Kernel kernel, std::atomic<int> &static_bytes_plus_one,
+                                std::atomic<uint64_t> &raised_on, size_t *bytes) {
     DeviceShape device{};
     cudaError_t err = current_device_shape(&device);
-    int own = static_bytes_plus_one[slot].load(std::memory_order_relaxed) - 1;
+    int own = static_bytes_plus_one.load(std::memory_order_relaxed) - 1; // -1: not asked yet
     if (err == cudaSuccess && own < 0) {
         cudaFuncAttributes attributes{};
         err = cudaFuncGetAttributes(&attributes, kernel);
         own = int(attributes.sharedSizeBytes);
-        if (err == cudaSuccess) static_bytes_plus_one[slot].store(own + 1, std::memory_order_relaxed);
+        if (err == cudaSuccess) static_bytes_plus_one.store(own + 1, std::memory_order_relaxed);
     }
     if (err != cudaSuccess) return err;
     const int limit = device.shared_per_block_opt_in - own;
     const uint64_t bit = device.device < 64 ? uint64_t(1) << device.device : 0;
-    if (limit > 0 && !(raised_on[slot].load(std::memory_order_relaxed) & bit)) {
+    if (limit > 0 && !(raised_on.load(std::memory_order_relaxed) & bit)) {
         err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
-        if (err == cudaSuccess) raised_on[slot].fetch_or(bit, std::memory_order_relaxed);
+        if (err == cudaSuccess) raised_on.fetch_or(bit, std::memory_order_relaxed);
     }
     *bytes = limit > 0 ? size_t(limit) : 0;
     return err;
+}
+
+// The dynamic shared memory a column-sum kernel (streamed, or in registers at `chunks` chunks) may
+// give its sums.
+template <class Op, typename T> cudaError_t column_sums_limit(bool streamed, int64_t chunks, size_t *bytes) {
+    static std::atomic<int> static_bytes_plus_one[kRowKernels];
+    static std::atomic<uint64_t> raised_on[kRowKernels];
+    const int slot = row_kernel_slot(streamed, chunks);
+    return opt_in_shared_limit(row_kernel<Op, T>(streamed, chunks), static_bytes_plus_one[slot],
+                               raised_on[slot], bytes);
 }
 
 // The shared memory rows in registers give their column sums (ColumnSums): each thread's chunks of
@@ -230,7 +241,7 @@ template <class Op, typename T> size_t in_register_sums_bytes(int threads, int64
 }
 
 // How launch_rows runs an op: its kernel, block and grid, and the dynamic shared memory it takes.
-enum class RowLayout { staged, in_registers, streamed };
+enum class RowLayout { staged, in_registers, streamed, ring };
 struct RowPlan {
     RowLayout layout;
     int group, threads;
@@ -238,6 +249,7 @@ struct RowPlan {
     size_t shared_bytes;
     int64_t padded;      // staged: one row's copy, rounded up to 16 bytes
     bool sums_in_shared; // streamed with column sums: the block's sums in its shared memory
+    int ring_steps = 0;  // ring: the steps of a row its ring holds
 };
 
 // Staged (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async copies
@@ -342,6 +354,64 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
     return cudaSuccess;
 }
 
+// Whether an op's streamed walk takes RingRows (it sets Op::kRingRows).
+template <class Op, typename = void> constexpr bool kWalksRing = false;
+template <class Op> constexpr bool kWalksRing<Op, std::void_t<decltype(Op::kRingRows)>> = Op::kRingRows;
+
+// Ring rows (rows_ring) instead of streamed ones, for an op that walks them, where every operand is
+// aligned and contiguous (cp.async copies 16 bytes), the op writes a second pass (LAB_ROW_OUT: without
+// it the walk reads each row once anyway, and the ring would not be refilled), the rows are float32 and
+// the ring holds at least half of a row. The ring holds as many of a row's steps as leave an SM its
+// streamed blocks (two of 512: seven steps of 16 KB each on the H200), at most rowwise_ring_steps where a
+// sweep or a test set it (0: never; a cap also lifts the float32 and half-a-row rules); the grid is those
+// blocks. Measured (bench/sweep_rowwise.py cross_entropy, H200, 2026-12-03, TB/s ring / streamed):
+// float32 4096 x 32000 (seven steps of eight held) 3.22 / 2.90, 4096 x 50000 (seven of thirteen) 3.01 /
+// 2.72; but bfloat16 4096 x 65536 (seven of eight) 2.49 / 2.80, 4096 x 128256 2.45 / 2.60, 8192 x 32000
+// (the whole row) 2.26 / 2.31. Eight bf16 elements a 16-byte vector are twice float32's work a byte,
+// and the ring's waits and shared loads cost bf16 rows more than the second read they save (ncu on 4096 x
+// 128256: 460 M warp instructions against 407 M, 842 us against 793).
+template <class Op, typename T>
+cudaError_t plan_ring_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
+    if constexpr (kWalksRing<Op>) {
+        if (plan->layout != RowLayout::streamed || !vectorized || !l.row_data[LAB_ROW_OUT] ||
+            rowwise_ring_steps == 0) {
+            return cudaSuccess;
+        }
+        constexpr int kThreads = StreamShape<Op>::threads, kBlocksPerSM = 1024 / kThreads;
+        constexpr int64_t kStepBytes = int64_t(kThreads) * StreamShape<Op>::chunks * 16;
+        static std::atomic<int> static_bytes_plus_one;
+        static std::atomic<uint64_t> raised_on;
+        size_t limit = 0;
+        cudaError_t err = opt_in_shared_limit(rows_ring<Op, T>, static_bytes_plus_one, raised_on, &limit);
+        if (err != cudaSuccess) return err;
+        const int64_t steps = ceil_div(l.n, int64_t(kThreads) * kRowVec<T> * StreamShape<Op>::chunks);
+        int64_t staged = std::min<int64_t>({steps, int64_t(limit) / kStepBytes, int64_t(kMaxRingSteps)});
+        if (rowwise_ring_steps > 0) staged = std::min<int64_t>(staged, rowwise_ring_steps);
+        static std::atomic<int> per_multiprocessor[kMaxRingSteps + 1];
+        DeviceShape device{};
+        err = current_device_shape(&device);
+        for (; staged >= 1 && err == cudaSuccess; --staged) {
+            if (rowwise_ring_steps < 0 && (sizeof(T) != 4 || staged * 2 < steps)) break;
+            int64_t resident = 0;
+            err = resident_blocks(rows_ring<Op, T>, kThreads, size_t(staged * kStepBytes),
+                                  per_multiprocessor[staged], &resident);
+            if (err != cudaSuccess || resident < int64_t(device.multiprocessors) * kBlocksPerSM) continue;
+            *plan = RowPlan{RowLayout::ring,
+                            kThreads,
+                            kThreads,
+                            0,
+                            std::min(l.rows, resident),
+                            size_t(staged * kStepBytes),
+                            0,
+                            false,
+                            int(staged)};
+            break;
+        }
+        return err;
+    }
+    return cudaSuccess;
+}
+
 // Launches Op for storage type T as planned: staged where plan_staged_rows takes it, else rows in
 // registers or streamed. Ops with column sums get partials from the scratch pool, combined by
 // sum_partial_columns in a fixed order, and freed on the stream.
@@ -367,6 +437,8 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
             plan_staged_rows<Op, T>(l, vectors, vectorized, &plan);
         }
     }
+    err = plan_ring_rows<Op, T>(l, vectorized, &plan);
+    if (err != cudaSuccess) return err;
     const bool want_sums =
         Op::kColumnSums && (l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS]);
 
@@ -382,7 +454,9 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
         auto launch = [&](auto kernel, auto... extra) {
             kernel<<<unsigned(plan.grid), plan.threads, plan.shared_bytes, stream>>>(a, extra...);
         };
-        if (plan.layout == RowLayout::staged) {
+        if (plan.layout == RowLayout::ring) {
+            if constexpr (kWalksRing<Op>) launch(rows_ring<Op, T>, plan.ring_steps);
+        } else if (plan.layout == RowLayout::staged) {
             if constexpr (Staging<Op>::allowed) {
                 launch(rows_staged<Op, T>, int(plan.padded),
                        int(ceil_div(l.n, int64_t(plan.threads) * kRowVec<T>)));
