@@ -224,11 +224,12 @@ profile-rowwise:
 	cp $(LOGS)/rowwise-ncu.csv $(OUT)/
 	$(PYTHON) bench/ncu_summary.py $(LOGS)/rowwise-ncu.csv
 
-# The same counters for cross-entropy's ring rows against its streamed rows (bench/profile_cross_entropy.py).
+# The same counters for cross-entropy's ring rows against its streamed rows
+# (bench/profile_rowwise.py --cross-entropy-walks).
 profile-cross-entropy:
 	mkdir -p $(LOGS)
 	timeout 200 ncu --clock-control none --kernel-name regex:'rows_' --csv --metrics $(ROW_METRICS) \
-	  $(PYTHON) bench/profile_cross_entropy.py > $(LOGS)/cross-entropy-ncu.csv 2> $(LOGS)/cross-entropy-ncu-cases.txt; \
+	  $(PYTHON) bench/profile_rowwise.py --cross-entropy-walks > $(LOGS)/cross-entropy-ncu.csv 2> $(LOGS)/cross-entropy-ncu-cases.txt; \
 	  echo "ncu exit code: $$?"
 	$(PYTHON) bench/ncu_summary.py $(LOGS)/cross-entropy-ncu.csv
 

@@ -6,7 +6,10 @@ rows (4096 x 16384), lab's and torch's forward + backward; cross_entropy with it
 on 4096 x 131072 logits (bench_losses.py's), torch's cross_entropy forward and backward kernels beside
 it, and the SwiGLU backward. With --forwards: the three staged forwards alone (softmax, layer_norm,
 rms_norm), for `make profile-rowwise-sass`; with --cross-entropy: lab's cross_entropy alone (its streamed
-rows, `make profile-rowwise-sass SASS_KERNELS=rows_streamed SASS_CASES=--cross-entropy`)."""
+rows, `make profile-rowwise-sass SASS_KERNELS=rows_streamed SASS_CASES=--cross-entropy`); with
+--cross-entropy-walks: its ring rows (as launched, lab.lab._rowwise_ring_steps(-1)) and streamed rows
+(_rowwise_ring_steps(0)) on bfloat16 8192 x 32000 and 4096 x 128256 and float32 4096 x 32000, each case
+named on stderr (`make profile-cross-entropy`)."""
 import os
 import sys
 
@@ -23,9 +26,28 @@ def cross_entropy(torch):
     return logits, target, loss
 
 
-def main(forwards_only=False, cross_entropy_only=False):
+def cross_entropy_walks(torch):
+    """cross_entropy with its gradient, its ring forced on (a cap of seven steps) and then off."""
+    for dtype, rows, n in ((torch.bfloat16, 8192, 32000), (torch.bfloat16, 4096, 128256), (torch.float32, 4096, 32000)):
+        logits = torch.randn(rows, n, device="cuda", dtype=dtype)
+        target, loss = torch.randint(0, n, (rows,), device="cuda"), torch.empty((), device="cuda")
+        grad = torch.empty_like(logits)
+        for label, steps in (("ring of at most 7 steps", 7), ("streamed", 0)):
+            previous = lab.lab._rowwise_ring_steps(steps)
+            try:
+                print(f"cross_entropy {dtype} {rows} x {n}, {label}", file=sys.stderr)
+                lab.cross_entropy(logits, target, loss, grad=grad)
+            finally:
+                lab.lab._rowwise_ring_steps(previous)
+        torch.cuda.synchronize()
+
+
+def main(forwards_only=False, cross_entropy_only=False, cross_entropy_walks_only=False):
     import torch
     F = torch.nn.functional
+    if cross_entropy_walks_only:
+        cross_entropy_walks(torch)
+        return
     if cross_entropy_only:
         cross_entropy(torch)
         torch.cuda.synchronize()
@@ -77,4 +99,5 @@ def main(forwards_only=False, cross_entropy_only=False):
 
 
 if __name__ == "__main__":
-    main(forwards_only="--forwards" in sys.argv, cross_entropy_only="--cross-entropy" in sys.argv)
+    main(forwards_only="--forwards" in sys.argv, cross_entropy_only="--cross-entropy" in sys.argv,
+         cross_entropy_walks_only="--cross-entropy-walks" in sys.argv)
