@@ -134,7 +134,7 @@ def ring_steps(request):
 RING_SHAPES = [(300, 20000, 20000), (140, 131072, 131072), (200, 20001, 20008)]
 
 
-@pytest.mark.parametrize("ring_steps", [1, 2, -1, 0], ids=["ring1", "ring2", "ring", "streamed"], indirect=True)
+@pytest.mark.parametrize("ring_steps", [1, 2, -1, 0], ids=["ring1", "ring2", "default", "streamed"], indirect=True)
 @pytest.mark.parametrize("shape", RING_SHAPES, ids=["20000", "131072", "padded20001"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_ring_rows(dtype, shape, ring_steps, torch_producer):
@@ -157,7 +157,7 @@ def test_ring_rows(dtype, shape, ring_steps, torch_producer):
     assert np.isnan(grad_host[:, n:].astype(np.float64)).all(), "the padding past each row was written"
 
 
-@pytest.mark.parametrize("ring_steps", [1, -1], ids=["ring1", "ring"], indirect=True)
+@pytest.mark.parametrize("ring_steps", [1, -1], ids=["ring1", "default"], indirect=True)
 def test_ring_rows_in_place_with_softcap_and_z_loss(ring_steps):
     """The gradient into the logits themselves (the ring's next row is read while this one is written),
     with softcap and z-loss, against torch in float64."""

@@ -93,6 +93,7 @@ struct GlobalRows {
     __device__ __forceinline__ const char *at(const RowArgs &a, int64_t row, int k) const {
         return row_at(a, row, k);
     }
+    __device__ __forceinline__ int ring_steps() const { return 0; } // the steps a ring holds: none
 };
 // Rows in device memory that are not 16-byte aligned but whose operands are misaligned alike (the
 // launcher's RowAlignment::kMisalignedAlike): each row's few columns before a 16-byte boundary are its

@@ -218,7 +218,7 @@ struct CrossEntropy {
             s.sum = x == A(-INFINITY) ? A(0) : A(1);
         }
         // RingRows: the ring's steps come first, each waited for in the order the copies were started.
-        const int staged = ring_steps(rows);
+        const int staged = rows.ring_steps();
         for (int64_t step = 0; step < steps; ++step) {
             const int64_t chunk0 = step * kStreamChunks;
             A x[kSize];
@@ -330,15 +330,6 @@ struct CrossEntropy {
                     ring_fill_step<T, kStreamChunks>(rows, rows.next, a, lane, int(step));
                 }
             }
-        }
-    }
-
-    // The steps of a row the walk reads from its ring: none but for RingRows.
-    template <class Rows> __device__ static int ring_steps(const Rows &rows) {
-        if constexpr (Rows::kRing) {
-            return rows.staged_steps;
-        } else {
-            return 0;
         }
     }
 };

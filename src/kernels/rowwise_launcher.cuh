@@ -373,8 +373,9 @@ template <class Op> constexpr bool kWalksRing<Op, std::void_t<decltype(Op::kRing
 template <class Op, typename T>
 cudaError_t plan_ring_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
     if constexpr (kWalksRing<Op>) {
+        const bool by_default = rowwise_ring_steps < 0;
         if (plan->layout != RowLayout::streamed || !vectorized || !l.row_data[LAB_ROW_OUT] ||
-            rowwise_ring_steps == 0) {
+            rowwise_ring_steps == 0 || (by_default && sizeof(T) != 4)) {
             return cudaSuccess;
         }
         constexpr int kThreads = StreamShape<Op>::threads, kBlocksPerSM = 1024 / kThreads;
@@ -386,12 +387,11 @@ cudaError_t plan_ring_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan
         if (err != cudaSuccess) return err;
         const int64_t steps = ceil_div(l.n, int64_t(kThreads) * kRowVec<T> * StreamShape<Op>::chunks);
         int64_t staged = std::min<int64_t>({steps, int64_t(limit) / kStepBytes, int64_t(kMaxRingSteps)});
-        if (rowwise_ring_steps > 0) staged = std::min<int64_t>(staged, rowwise_ring_steps);
+        if (!by_default) staged = std::min<int64_t>(staged, rowwise_ring_steps);
         static std::atomic<int> per_multiprocessor[kMaxRingSteps + 1];
         DeviceShape device{};
         err = current_device_shape(&device);
-        for (; staged >= 1 && err == cudaSuccess; --staged) {
-            if (rowwise_ring_steps < 0 && (sizeof(T) != 4 || staged * 2 < steps)) break;
+        for (; staged >= 1 && err == cudaSuccess && !(by_default && staged * 2 < steps); --staged) {
             int64_t resident = 0;
             err = resident_blocks(rows_ring<Op, T>, kThreads, size_t(staged * kStepBytes),
                                   per_multiprocessor[staged], &resident);

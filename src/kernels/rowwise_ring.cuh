@@ -19,6 +19,7 @@ struct RingRows : GlobalRows {
     unsigned shared;  // the ring's address in the shared window
     int staged_steps; // the steps of a row the ring holds
     const char *next; // the next row's X, refilled into the ring; null for the block's last row
+    __device__ __forceinline__ int ring_steps() const { return staged_steps; }
 };
 
 // Waits until this thread's copies but the last `pending` groups have landed (cp.async.wait_group
