@@ -67,11 +67,12 @@ def main():
 
 
 def sweep_cross_entropy(torch, timer):
-    """Cross-entropy writing its gradient, TB/s on one read and one write of the logits, as launched and
-    with the ring's steps capped (0: the streamed walk, every row read twice)."""
-    caps = (-1, 1, 2, 4, 6, 7, 0)
-    print(f"{'cross_entropy':34s} " + " ".join(f"{'ring<=' + str(c) if c > 0 else ('launched' if c < 0 else 'off'):>9s}"
-                                               for c in caps) + "   (TB/s)")
+    """Cross-entropy writing its gradient, TB/s on one read and one write of the logits, as launched, with
+    the ring's steps capped and the window's depth set (lab.lab._rowwise_ring_steps,
+    _rowwise_window_depth; both 0: the streamed walk, every row read twice from registers' loads)."""
+    settings = [("launched", -1, None), ("ring<=4", 4, 0), ("ring<=7", 7, 0), ("window2", 0, 2),
+                ("window4", 0, 4), ("window6", 0, 6), ("streamed", 0, 0)]
+    print(f"{'cross_entropy':34s} " + " ".join(f"{label:>9s}" for label, _, _ in settings) + "   (TB/s)")
     for dtype, rows, n in ((torch.bfloat16, 4096, 128256), (torch.bfloat16, 8192, 32000),
                            (torch.bfloat16, 4096, 50257), (torch.float32, 4096, 32000),
                            (torch.bfloat16, 4096, 65536), (torch.float32, 4096, 50000),
@@ -80,12 +81,15 @@ def sweep_cross_entropy(torch, timer):
         target = torch.randint(0, n, (rows,), device="cuda")
         loss, grad = torch.empty((), device="cuda", dtype=dtype), torch.empty_like(x)
         speeds = []
-        for cap in caps:
-            default = lab.lab._rowwise_ring_steps(cap)
+        for _, ring, window in settings:
+            ring_default = lab.lab._rowwise_ring_steps(ring)
+            window_default = lab.lab._rowwise_window_depth(window) if window is not None else None
             try:
                 ms = median_ms(lambda: lab.cross_entropy(x, target, loss, grad=grad), *timer, repeats=20)
             finally:
-                lab.lab._rowwise_ring_steps(default)
+                lab.lab._rowwise_ring_steps(ring_default)
+                if window_default is not None:
+                    lab.lab._rowwise_window_depth(window_default)
             speeds.append(2 * x.numel() * x.element_size() / ms / 1e9)
         label = f"{str(dtype)[6:]} {rows}x{n}"
         print(f"{label:34s} " + " ".join(f"{s:9.2f}" for s in speeds))

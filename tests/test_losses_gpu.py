@@ -121,11 +121,16 @@ def test_gradient_overwrites_the_logits(dtype, shape, torch_producer):
 
 @pytest.fixture
 def ring_steps(request):
-    """The most steps of a row the ring-rows kernel keeps in shared memory for this test (-1: as many as
-    fit, lab's default; 0: ring rows off, the streamed walk), put back afterwards."""
-    previous = lab.lab._rowwise_ring_steps(request.param)
+    """(ring, window) for this test: the most steps of a row the ring-rows kernel keeps in shared memory
+    (-1: as many as fit, lab's default; 0: ring rows off) and the window-rows kernel's depth (0: off;
+    both off: the streamed walk), put back afterwards."""
+    ring, window = request.param if isinstance(request.param, tuple) else (request.param, None)
+    previous = lab.lab._rowwise_ring_steps(ring)
+    previous_window = lab.lab._rowwise_window_depth(window) if window is not None else None
     yield request.param
     lab.lab._rowwise_ring_steps(previous)
+    if previous_window is not None:
+        lab.lab._rowwise_window_depth(previous_window)
 
 
 # Long rows with the gradient wanted take the ring: rows past the grid (one block an SM) so that every
@@ -134,7 +139,8 @@ def ring_steps(request):
 RING_SHAPES = [(300, 20000, 20000), (140, 131072, 131072), (200, 20001, 20008)]
 
 
-@pytest.mark.parametrize("ring_steps", [1, 2, -1, 0], ids=["ring1", "ring2", "default", "streamed"], indirect=True)
+@pytest.mark.parametrize("ring_steps", [1, 2, -1, (0, 1), (0, 4), (0, 0)],
+                         ids=["ring1", "ring2", "default", "window1", "window4", "streamed"], indirect=True)
 @pytest.mark.parametrize("shape", RING_SHAPES, ids=["20000", "131072", "padded20001"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_ring_rows(dtype, shape, ring_steps, torch_producer):
@@ -157,7 +163,7 @@ def test_ring_rows(dtype, shape, ring_steps, torch_producer):
     assert np.isnan(grad_host[:, n:].astype(np.float64)).all(), "the padding past each row was written"
 
 
-@pytest.mark.parametrize("ring_steps", [1, -1], ids=["ring1", "default"], indirect=True)
+@pytest.mark.parametrize("ring_steps", [1, -1, (0, 2)], ids=["ring1", "default", "window2"], indirect=True)
 def test_ring_rows_in_place_with_softcap_and_z_loss(ring_steps):
     """The gradient into the logits themselves (the ring's next row is read while this one is written),
     with softcap and z-loss, against torch in float64."""

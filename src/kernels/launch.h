@@ -291,6 +291,9 @@ int lab_rowwise_set_staged_vectors_per_thread(int vectors);
  * shared memory (cross-entropy with its gradient): -1, the default, as many as fit; 0 turns ring rows
  * off. Returns the previous value. */
 int lab_rowwise_set_ring_steps(int steps);
+/* Test-only tuning: the steps of copies a window-rows kernel keeps in flight (cross-entropy's streamed
+ * rows): 4 by default, 0 turns window rows off. Returns the previous value. */
+int lab_rowwise_set_window_depth(int depth);
 
 /* ---- rotary position embedding: q and k rotated pairwise by angles from cos/sin tables ---- */
 

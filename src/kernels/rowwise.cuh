@@ -87,9 +87,10 @@ template <typename T> constexpr int kRowVec = Packed16<T>::kCount;
 // (GRAD for the backwards, RESIDUAL for rms_norm's residual path), contiguous like the operands they
 // copy; every other operand from device memory. `k` is a constant at every call, so the choice folds.
 struct GlobalRows {
-    using Index = int64_t;                // rows in device memory may pass 2^31 elements
-    static constexpr bool kHeads = false; // see HeadedRows
-    static constexpr bool kRing = false;  // see RingRows (rowwise_ring.cuh)
+    using Index = int64_t;                 // rows in device memory may pass 2^31 elements
+    static constexpr bool kHeads = false;  // see HeadedRows
+    static constexpr bool kRing = false;   // see RingRows (rowwise_ring.cuh)
+    static constexpr bool kWindow = false; // see WindowRows (rowwise_ring.cuh)
     __device__ __forceinline__ const char *at(const RowArgs &a, int64_t row, int k) const {
         return row_at(a, row, k);
     }
@@ -104,7 +105,7 @@ struct HeadedRows : GlobalRows {
 };
 struct StagedRows {
     using Index = int; // a staged row is at most kStagedBytes long
-    static constexpr bool kHeads = false, kRing = false;
+    static constexpr bool kHeads = false, kRing = false, kWindow = false;
     const char *x, *second;
     __device__ __forceinline__ const char *at(const RowArgs &a, int64_t row, int k) const {
         if (k == LAB_ROW_X) return x;

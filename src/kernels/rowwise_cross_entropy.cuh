@@ -164,6 +164,7 @@ struct CrossEntropy {
     static constexpr int kStreamThreads = 512;
     static constexpr bool kHeadedRows = true; // its streamed walk takes HeadedRows
     static constexpr bool kRingRows = true;   // and RingRows (rows_ring), where the gradient is written
+    static constexpr bool kWindowRows = true; // and WindowRows (rows_window)
 
     // A streamed step's columns counted from its first (lane 0's first element of chunk0), in 32
     // bits: this lane's element i is column(i); the target (-1: not in this step) and the row's end
@@ -219,10 +220,18 @@ struct CrossEntropy {
         }
         // RingRows: the ring's steps come first, each waited for in the order the copies were started.
         const int staged = rows.ring_steps();
+        int slot = 0; // WindowRows: this step's slot
+        if constexpr (Rows::kWindow) {
+            for (int d = 0; d < rows.depth; ++d)
+                fill_slot<T, kStreamChunks>(rows.shared, d, in, body, lane, d);
+        }
         for (int64_t step = 0; step < steps; ++step) {
             const int64_t chunk0 = step * kStreamChunks;
             A x[kSize];
-            if (step < staged) {
+            if constexpr (Rows::kWindow) {
+                async_copy_wait_pending(rows.depth - 1);
+                load_slot<T, kStreamChunks>(x, rows.shared, slot, in, body, lane, step, A(-INFINITY));
+            } else if (step < staged) {
                 if constexpr (Rows::kRing) {
                     async_copy_wait_pending(staged - 1 - int(step));
                     load_ring_step<T, kStreamChunks>(x, rows, in, body, lane, int(step), A(-INFINITY));
@@ -266,6 +275,10 @@ struct CrossEntropy {
 #pragma unroll
                 for (int i = 0; i < kSize; ++i) s.sum += exp_minus_max(x[i]);
             }
+            if constexpr (Rows::kWindow) { // the step `depth` ahead into the slot this one freed
+                fill_slot<T, kStreamChunks>(rows.shared, slot, in, body, lane, step + rows.depth);
+                slot = slot + 1 == rows.depth ? 0 : slot + 1;
+            }
         }
         const LogitStats<A> total = group_reduce(s, LogitStatsCombine{}, a.group);
         if (lane == 0) store_loss(a, row, loss_of(a, total, t));
@@ -288,11 +301,16 @@ struct CrossEntropy {
         // the order the next row's first pass waits for them. (Ring steps first, so that their copies
         // fly while the rest is done, was slower: bf16 4096 x 128256 886 us against 842, L2 hits 51%
         // against 57% - the rest's second read found less of it in L2. ncu, 2026-12-03.)
+        // WindowRows: the window still holds the row's last steps, the first this pass reads.
+        if constexpr (Rows::kWindow) slot = int((steps - 1) % rows.depth);
         for (int64_t k = 0; k < steps; ++k) {
             const int64_t step = k < steps - staged ? steps - 1 - k : k - (steps - staged);
             const int64_t chunk0 = step * kStreamChunks;
             A x[kSize];
-            if (step < staged) {
+            if constexpr (Rows::kWindow) {
+                async_copy_wait_pending(rows.depth - 1);
+                load_slot<T, kStreamChunks>(x, rows.shared, slot, in, body, lane, step, A(0));
+            } else if (step < staged) {
                 if constexpr (Rows::kRing) {
                     load_ring_step<T, kStreamChunks>(x, rows, in, body, lane, int(step), A(0));
                 }
@@ -329,6 +347,10 @@ struct CrossEntropy {
                 if (step < staged && rows.next) {
                     ring_fill_step<T, kStreamChunks>(rows, rows.next, a, lane, int(step));
                 }
+            }
+            if constexpr (Rows::kWindow) { // the step `depth` behind into the slot this one freed
+                fill_slot<T, kStreamChunks>(rows.shared, slot, in, body, lane, step - rows.depth);
+                slot = slot == 0 ? rows.depth - 1 : slot - 1;
             }
         }
     }

@@ -202,6 +202,22 @@ __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<O
     }
 }
 
+// Window rows: streamed rows of an op that walks WindowRows (Op::kWindowRows), shaped as its streamed
+// blocks, each thread keeping `depth` steps of cp.async copies in flight in a window of dynamic shared
+// memory instead of the one step its registers hold. Where the launcher takes it: plan_window_rows.
+template <class Op, typename T>
+__global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<Op>::threads)
+    rows_window(RowArgs a, int depth) {
+    extern __shared__ __align__(16) unsigned char window_bytes[];
+    const int64_t steps = ceil_div(a.n, int64_t(a.group) * kRowVec<T> * StreamShape<Op>::chunks);
+    WindowRows window{};
+    window.shared = static_cast<unsigned>(__cvta_generic_to_shared(window_bytes));
+    window.depth = depth;
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        Op::template streamed_row<T>(a, row, steps, window);
+    }
+}
+
 // Which ops may be staged: those with a StagedShape kStaged (rowwise.cuh) - the forwards and softmax's
 // backward. Not the norms' backward: staged with two buffers and its column sums in shared memory it ran
 // slower than in registers (bf16 16384 x 4096, rms_norm forward + backward 0.413 ms against 0.341, `make

@@ -6,6 +6,7 @@ int rowwise_max_chunks = 4;
 int64_t rowwise_staged_min_vectors = 0;    // each op its own (Staging<Op>::min_vectors)
 int rowwise_staged_vectors_per_thread = 0; // each op its own (Staging<Op>::vectors_per_thread)
 int rowwise_ring_steps = -1;               // as many as shared memory takes
+int rowwise_window_depth = 4;
 } // namespace lab
 
 extern "C" int lab_rowwise_set_max_chunks(int chunks) {
@@ -29,6 +30,12 @@ extern "C" int lab_rowwise_set_staged_vectors_per_thread(int vectors) {
 extern "C" int lab_rowwise_set_ring_steps(int steps) {
     const int previous = lab::rowwise_ring_steps;
     lab::rowwise_ring_steps = steps;
+    return previous;
+}
+
+extern "C" int lab_rowwise_set_window_depth(int depth) {
+    const int previous = lab::rowwise_window_depth;
+    lab::rowwise_window_depth = depth;
     return previous;
 }
 

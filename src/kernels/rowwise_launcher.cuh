@@ -26,6 +26,8 @@ extern int rowwise_staged_vectors_per_thread;
 // The most steps of a row a ring holds (lab_rowwise_set_ring_steps, for the sweep and the tests): -1, the
 // default, as many as shared memory takes; 0 turns ring rows off.
 extern int rowwise_ring_steps;
+// The steps a window-rows kernel keeps in flight (lab_rowwise_set_window_depth); 0 turns window rows off.
+extern int rowwise_window_depth;
 
 // A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in, less 1 KB
 // for the reductions' own; longer rows are streamed (their second read mostly hits L2).
@@ -241,7 +243,7 @@ template <class Op, typename T> size_t in_register_sums_bytes(int threads, int64
 }
 
 // How launch_rows runs an op: its kernel, block and grid, and the dynamic shared memory it takes.
-enum class RowLayout { staged, in_registers, streamed, ring };
+enum class RowLayout { staged, in_registers, streamed, ring, window };
 struct RowPlan {
     RowLayout layout;
     int group, threads;
@@ -249,7 +251,7 @@ struct RowPlan {
     size_t shared_bytes;
     int64_t padded;      // staged: one row's copy, rounded up to 16 bytes
     bool sums_in_shared; // streamed with column sums: the block's sums in its shared memory
-    int ring_steps = 0;  // ring: the steps of a row its ring holds
+    int ring_steps = 0;  // ring: the steps of a row its ring holds; window: the window's steps
 };
 
 // Staged (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async copies
@@ -412,6 +414,36 @@ cudaError_t plan_ring_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan
     return cudaSuccess;
 }
 
+// Whether an op's streamed walk takes WindowRows (it sets Op::kWindowRows).
+template <class Op, typename = void> constexpr bool kWalksWindow = false;
+template <class Op> constexpr bool kWalksWindow<Op, std::void_t<decltype(Op::kWindowRows)>> = Op::kWindowRows;
+
+// Window rows (rows_window) instead of streamed ones, for an op that walks them, where every operand is
+// aligned and contiguous (cp.async copies 16 bytes) and no ring took the rows: a window of
+// rowwise_window_depth steps (0: never), the grid the streamed one's.
+template <class Op, typename T>
+cudaError_t plan_window_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
+    if constexpr (kWalksWindow<Op>) {
+        if (plan->layout != RowLayout::streamed || !vectorized || rowwise_window_depth <= 0)
+            return cudaSuccess;
+        constexpr int kThreads = StreamShape<Op>::threads;
+        constexpr int64_t kStepBytes = int64_t(kThreads) * StreamShape<Op>::chunks * 16;
+        static std::atomic<int> static_bytes_plus_one;
+        static std::atomic<uint64_t> raised_on;
+        size_t limit = 0;
+        const cudaError_t err =
+            opt_in_shared_limit(rows_window<Op, T>, static_bytes_plus_one, raised_on, &limit);
+        if (err != cudaSuccess) return err;
+        const int64_t depth =
+            std::min<int64_t>({rowwise_window_depth, int64_t(limit) / kStepBytes, kMaxRingSteps});
+        if (depth < 1) return cudaSuccess;
+        plan->layout = RowLayout::window;
+        plan->shared_bytes = size_t(depth * kStepBytes);
+        plan->ring_steps = int(depth);
+    }
+    return cudaSuccess;
+}
+
 // Launches Op for storage type T as planned: staged where plan_staged_rows takes it, else rows in
 // registers or streamed. Ops with column sums get partials from the scratch pool, combined by
 // sum_partial_columns in a fixed order, and freed on the stream.
@@ -438,6 +470,7 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
         }
     }
     err = plan_ring_rows<Op, T>(l, vectorized, &plan);
+    if (err == cudaSuccess) err = plan_window_rows<Op, T>(l, vectorized, &plan);
     if (err != cudaSuccess) return err;
     const bool want_sums =
         Op::kColumnSums && (l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS]);
@@ -456,6 +489,8 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
         };
         if (plan.layout == RowLayout::ring) {
             if constexpr (kWalksRing<Op>) launch(rows_ring<Op, T>, plan.ring_steps);
+        } else if (plan.layout == RowLayout::window) {
+            if constexpr (kWalksWindow<Op>) launch(rows_window<Op, T>, plan.ring_steps);
         } else if (plan.layout == RowLayout::staged) {
             if constexpr (Staging<Op>::allowed) {
                 launch(rows_staged<Op, T>, int(plan.padded),

@@ -200,7 +200,22 @@ static PyObject *py_rowwise_ring_steps(PyObject *module, PyObject *arg) {
     return PyLong_FromLong(lab_rowwise_set_ring_steps((int)n));
 }
 
+/* _rowwise_window_depth(n): the steps of copies a window-rows kernel keeps in flight (0: window rows
+ * off), for bench/sweep_rowwise.py and the tests. Returns the previous setting. */
+static PyObject *py_rowwise_window_depth(PyObject *module, PyObject *arg) {
+    const long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0 || n > 8) {
+        PyErr_SetString(PyExc_ValueError, "_rowwise_window_depth(): 0 (off) or 1 to 8");
+        return NULL;
+    }
+    return PyLong_FromLong(lab_rowwise_set_window_depth((int)n));
+}
+
 PyMethodDef lab_introspect_methods[] = {
+    {"_rowwise_window_depth", py_rowwise_window_depth, METH_O,
+     "_rowwise_window_depth(n, /)\n--\n\nPrivate: the steps of copies the window-rows kernel keeps in "
+     "flight (0 turns window rows off). Returns the previous value. For tuning sweeps and tests."},
     {"_rowwise_ring_steps", py_rowwise_ring_steps, METH_O,
      "_rowwise_ring_steps(n, /)\n--\n\nPrivate: the most steps of a row (two 16-byte vectors a thread each) "
      "the "
