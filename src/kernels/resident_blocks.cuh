@@ -1,7 +1,8 @@
 // resident_blocks.cuh - how many blocks of a kernel the current device runs at once (one full wave):
 // its multiprocessors times the blocks one of them holds. Grids that must not depend on the input
 // (the reductions' splits, the weight-gradient partials of the norms' backward) are sized from it.
-// Included by the reduction and row-wise launchers.
+// And how much dynamic shared memory a kernel may opt in to. Included by the reduction and row-wise
+// launchers.
 #pragma once
 
 #include <atomic>
@@ -61,6 +62,33 @@ cudaError_t resident_blocks(Kernel kernel, int threads, size_t shared_bytes, std
     if (err == cudaSuccess) err = current_device_shape(&device);
     *blocks =
         static_cast<int64_t>(device.multiprocessors) * (per_multiprocessor > 0 ? per_multiprocessor : 1);
+    return err;
+}
+
+// The dynamic shared memory `kernel` may take: the device's opt-in limit less the kernel's own static
+// shared memory (its group reductions'). Past 48 KB a kernel must opt in: its attribute is raised to
+// that limit once per device (a bit each in `raised_on`; devices past 64 every time). The caller keeps
+// the two caches per kernel.
+template <typename Kernel>
+cudaError_t opt_in_shared_limit(Kernel kernel, std::atomic<int> &static_bytes_plus_one,
+                                std::atomic<uint64_t> &raised_on, size_t *bytes) {
+    DeviceShape device{};
+    cudaError_t err = current_device_shape(&device);
+    int own = static_bytes_plus_one.load(std::memory_order_relaxed) - 1; // -1: not asked yet
+    if (err == cudaSuccess && own < 0) {
+        cudaFuncAttributes attributes{};
+        err = cudaFuncGetAttributes(&attributes, kernel);
+        own = int(attributes.sharedSizeBytes);
+        if (err == cudaSuccess) static_bytes_plus_one.store(own + 1, std::memory_order_relaxed);
+    }
+    if (err != cudaSuccess) return err;
+    const int limit = device.shared_per_block_opt_in - own;
+    const uint64_t bit = device.device < 64 ? uint64_t(1) << device.device : 0;
+    if (limit > 0 && !(raised_on.load(std::memory_order_relaxed) & bit)) {
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
+        if (err == cudaSuccess) raised_on.fetch_or(bit, std::memory_order_relaxed);
+    }
+    *bytes = limit > 0 ? size_t(limit) : 0;
     return err;
 }
 

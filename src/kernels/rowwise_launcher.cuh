@@ -196,33 +196,6 @@ cudaError_t partial_row_blocks(bool streamed, int64_t chunks, int threads, size_
         per_multiprocessor[row_kernel_slot(streamed, chunks)][threads_slot][shared_bytes > 0], blocks);
 }
 
-// The dynamic shared memory `kernel` may take: the device's opt-in limit less the kernel's own static
-// shared memory (its group reductions'). Past 48 KB a kernel must opt in: its attribute is raised to
-// that limit once per device (a bit each in `raised_on`; devices past 64 every time). The caller keeps
-// the two caches per kernel.
-template <typename Kernel>
-cudaError_t opt_in_shared_limit(Kernel kernel, std::atomic<int> &static_bytes_plus_one,
-                                std::atomic<uint64_t> &raised_on, size_t *bytes) {
-    DeviceShape device{};
-    cudaError_t err = current_device_shape(&device);
-    int own = static_bytes_plus_one.load(std::memory_order_relaxed) - 1; // -1: not asked yet
-    if (err == cudaSuccess && own < 0) {
-        cudaFuncAttributes attributes{};
-        err = cudaFuncGetAttributes(&attributes, kernel);
-        own = int(attributes.sharedSizeBytes);
-        if (err == cudaSuccess) static_bytes_plus_one.store(own + 1, std::memory_order_relaxed);
-    }
-    if (err != cudaSuccess) return err;
-    const int limit = device.shared_per_block_opt_in - own;
-    const uint64_t bit = device.device < 64 ? uint64_t(1) << device.device : 0;
-    if (limit > 0 && !(raised_on.load(std::memory_order_relaxed) & bit)) {
-        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
-        if (err == cudaSuccess) raised_on.fetch_or(bit, std::memory_order_relaxed);
-    }
-    *bytes = limit > 0 ? size_t(limit) : 0;
-    return err;
-}
-
 // The dynamic shared memory a column-sum kernel (streamed, or in registers at `chunks` chunks) may
 // give its sums.
 template <class Op, typename T> cudaError_t column_sums_limit(bool streamed, int64_t chunks, size_t *bytes) {
@@ -366,12 +339,8 @@ template <class Op> constexpr bool kWalksRing<Op, std::void_t<decltype(Op::kRing
 // the ring holds at least half of a row. The ring holds as many of a row's steps as leave an SM its
 // streamed blocks (two of 512: seven steps of 16 KB each on the H200), at most rowwise_ring_steps where a
 // sweep or a test set it (0: never; a cap also lifts the float32 and half-a-row rules); the grid is those
-// blocks. Measured (bench/sweep_rowwise.py cross_entropy, H200, 2026-12-03, TB/s ring / streamed):
-// float32 4096 x 32000 (seven steps of eight held) 3.22 / 2.90, 4096 x 50000 (seven of thirteen) 3.01 /
-// 2.72; but bfloat16 4096 x 65536 (seven of eight) 2.49 / 2.80, 4096 x 128256 2.45 / 2.60, 8192 x 32000
-// (the whole row) 2.26 / 2.31. Eight bf16 elements a 16-byte vector are twice float32's work a byte,
-// and the ring's waits and shared loads cost bf16 rows more than the second read they save (ncu on 4096 x
-// 128256: 460 M warp instructions against 407 M, 842 us against 793).
+// blocks. Measured: float32 rows 11-13% faster than streamed; bfloat16 rows, issue-bound, slower
+// (rowwise-measurements.md, bench/sweep_rowwise.py cross_entropy).
 template <class Op, typename T>
 cudaError_t plan_ring_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
     if constexpr (kWalksRing<Op>) {
