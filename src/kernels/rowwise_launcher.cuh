@@ -393,8 +393,9 @@ template <class Op> constexpr bool kWalksWindow<Op, std::void_t<decltype(Op::kWi
 template <class Op, typename T>
 cudaError_t plan_window_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
     if constexpr (kWalksWindow<Op>) {
-        if (plan->layout != RowLayout::streamed || !vectorized || rowwise_window_depth <= 0)
+        if (plan->layout != RowLayout::streamed || !vectorized || rowwise_window_depth <= 0) {
             return cudaSuccess;
+        }
         constexpr int kThreads = StreamShape<Op>::threads;
         constexpr int64_t kStepBytes = int64_t(kThreads) * StreamShape<Op>::chunks * 16;
         static std::atomic<int> static_bytes_plus_one;
