@@ -224,7 +224,7 @@ profile-rowwise:
 	cp $(LOGS)/rowwise-ncu.csv $(OUT)/
 	$(PYTHON) bench/ncu_summary.py $(LOGS)/rowwise-ncu.csv
 
-# The same counters for cross-entropy's ring rows against its streamed rows
+# The same counters for cross-entropy's window rows against its streamed rows
 # (bench/profile_rowwise.py --cross-entropy-walks).
 profile-cross-entropy:
 	mkdir -p $(LOGS)

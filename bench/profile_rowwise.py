@@ -7,9 +7,9 @@ on 4096 x 131072 logits (bench_losses.py's), torch's cross_entropy forward and b
 it, and the SwiGLU backward. With --forwards: the three staged forwards alone (softmax, layer_norm,
 rms_norm), for `make profile-rowwise-sass`; with --cross-entropy: lab's cross_entropy alone (its streamed
 rows, `make profile-rowwise-sass SASS_KERNELS=rows_streamed SASS_CASES=--cross-entropy`); with
---cross-entropy-walks: its ring rows (as launched, lab.lab._rowwise_ring_steps(-1)) and streamed rows
-(_rowwise_ring_steps(0)) on bfloat16 8192 x 32000 and 4096 x 128256 and float32 4096 x 32000, each case
-named on stderr (`make profile-cross-entropy`)."""
+--cross-entropy-walks: its window rows (as launched, lab.lab._rowwise_window_depth(-1)) and streamed
+rows (_rowwise_window_depth(0)) on bfloat16 4096 x 128256 and 4096 x 65536 and float32 4096 x 32000,
+each case named on stderr (`make profile-cross-entropy`)."""
 import os
 import sys
 
@@ -27,18 +27,19 @@ def cross_entropy(torch):
 
 
 def cross_entropy_walks(torch):
-    """cross_entropy with its gradient, its ring forced on (a cap of seven steps) and then off."""
-    for dtype, rows, n in ((torch.bfloat16, 8192, 32000), (torch.bfloat16, 4096, 128256), (torch.float32, 4096, 32000)):
+    """cross_entropy with its gradient through each of its long-row walks: a window of copies in flight
+    (as launched) and the streamed walk."""
+    for dtype, rows, n in ((torch.bfloat16, 4096, 128256), (torch.bfloat16, 4096, 65536), (torch.float32, 4096, 32000)):
         logits = torch.randn(rows, n, device="cuda", dtype=dtype)
         target, loss = torch.randint(0, n, (rows,), device="cuda"), torch.empty((), device="cuda")
         grad = torch.empty_like(logits)
-        for label, steps in (("ring of at most 7 steps", 7), ("streamed", 0)):
-            previous = lab.lab._rowwise_ring_steps(steps)
+        for label, depth in (("window (as launched)", -1), ("streamed", 0)):
+            default = lab.lab._rowwise_window_depth(depth)
             try:
                 print(f"cross_entropy {dtype} {rows} x {n}, {label}", file=sys.stderr)
                 lab.cross_entropy(logits, target, loss, grad=grad)
             finally:
-                lab.lab._rowwise_ring_steps(previous)
+                lab.lab._rowwise_window_depth(default)
         torch.cuda.synchronize()
 
 

@@ -3,7 +3,7 @@ staged in shared memory where the op and row allow), then staged with 4, 8 and 1
 thread (lab.lab._rowwise_staged_vectors_per_thread: more make smaller blocks, more of them an SM), then
 with staging off and the cap on 16-byte chunks a lane holds at 4, 2 and 1 (lab.lab._rowwise_max_chunks),
 TB/s moved. Cross-entropy with its gradient (asked for by name, `cross_entropy`) as launched and with
-its ring of shared memory (lab.lab._rowwise_ring_steps) at 1 to 7 steps and off. Where lab.nn's host
+its window of copies in flight (lab.lab._rowwise_window_depth) 2 to 8 steps deep and off. Where lab.nn's host
 time goes is bench/host_cost.py's.
     python3 bench/sweep_rowwise.py [name ...]   (only the ops whose names contain one of these)
 """
@@ -67,29 +67,27 @@ def main():
 
 
 def sweep_cross_entropy(torch, timer):
-    """Cross-entropy writing its gradient, TB/s on one read and one write of the logits, as launched, with
-    the ring's steps capped and the window's depth set (lab.lab._rowwise_ring_steps,
-    _rowwise_window_depth; both 0: the streamed walk, every row read twice from registers' loads)."""
-    settings = [("launched", -1, None), ("ring<=4", 4, 0), ("ring<=7", 7, 0), ("window2", 0, 2),
-                ("window4", 0, 4), ("window6", 0, 6), ("streamed", 0, 0)]
-    print(f"{'cross_entropy':34s} " + " ".join(f"{label:>9s}" for label, _, _ in settings) + "   (TB/s)")
+    """Cross-entropy writing its gradient, TB/s on one read and one write of the logits, as launched and
+    with the window's depth set (lab.lab._rowwise_window_depth; 0: the streamed walk, one step of copies
+    in flight a thread)."""
+    settings = [("launched", -1), ("window2", 2), ("window4", 4), ("window5", 5), ("window6", 6),
+                ("window7", 7), ("window8", 8), ("streamed", 0)]
+    print(f"{'cross_entropy':34s} " + " ".join(f"{label:>9s}" for label, _ in settings) + "   (TB/s)")
     for dtype, rows, n in ((torch.bfloat16, 4096, 128256), (torch.bfloat16, 8192, 32000),
                            (torch.bfloat16, 4096, 50257), (torch.float32, 4096, 32000),
-                           (torch.bfloat16, 4096, 65536), (torch.float32, 4096, 50000),
-                           (torch.bfloat16, 2048, 262144)):
+                           (torch.bfloat16, 4096, 65536), (torch.bfloat16, 4096, 98304),
+                           (torch.bfloat16, 4096, 151936), (torch.float32, 4096, 50000),
+                           (torch.bfloat16, 2048, 256000), (torch.bfloat16, 2048, 262144)):
         x = torch.randn(rows, n, device="cuda", dtype=dtype)
         target = torch.randint(0, n, (rows,), device="cuda")
         loss, grad = torch.empty((), device="cuda", dtype=dtype), torch.empty_like(x)
         speeds = []
-        for _, ring, window in settings:
-            ring_default = lab.lab._rowwise_ring_steps(ring)
-            window_default = lab.lab._rowwise_window_depth(window) if window is not None else None
+        for _, depth in settings:
+            default = lab.lab._rowwise_window_depth(depth)
             try:
                 ms = median_ms(lambda: lab.cross_entropy(x, target, loss, grad=grad), *timer, repeats=20)
             finally:
-                lab.lab._rowwise_ring_steps(ring_default)
-                if window_default is not None:
-                    lab.lab._rowwise_window_depth(window_default)
+                lab.lab._rowwise_window_depth(default)
             speeds.append(2 * x.numel() * x.element_size() / ms / 1e9)
         label = f"{str(dtype)[6:]} {rows}x{n}"
         print(f"{label:34s} " + " ".join(f"{s:9.2f}" for s in speeds))

@@ -120,30 +120,26 @@ def test_gradient_overwrites_the_logits(dtype, shape, torch_producer):
 
 
 @pytest.fixture
-def ring_steps(request):
-    """(ring, window) for this test: the most steps of a row the ring-rows kernel keeps in shared memory
-    (-1: as many as fit, lab's default; 0: ring rows off) and the window-rows kernel's depth (0: off;
-    both off: the streamed walk), put back afterwards."""
-    ring, window = request.param if isinstance(request.param, tuple) else (request.param, None)
-    previous = lab.lab._rowwise_ring_steps(ring)
-    previous_window = lab.lab._rowwise_window_depth(window) if window is not None else None
+def window_depth(request):
+    """The steps of copies the window-rows kernel keeps in flight for this test (-1: lab's default; 0:
+    window rows off, the streamed walk), put back afterwards."""
+    previous = lab.lab._rowwise_window_depth(request.param)
     yield request.param
-    lab.lab._rowwise_ring_steps(previous)
-    if previous_window is not None:
-        lab.lab._rowwise_window_depth(previous_window)
+    lab.lab._rowwise_window_depth(previous)
 
 
-# Long rows with the gradient wanted take the ring: rows past the grid (one block an SM) so that every
-# block refills its ring with a next row; a ring of one or two steps leaves the row's rest in device memory;
-# a row whose last 16-byte vector is partial (padded rows, still aligned) reads that vector from there.
-RING_SHAPES = [(300, 20000, 20000), (140, 131072, 131072), (200, 20001, 20008)]
+# Long rows walked through a window of shared memory: a window of one step, of two (fewer than a bf16
+# row of 20000 has), the default (which leaves rows of six steps or fewer streamed: the 20000 rows), the
+# deepest (8, one block an SM; the whole of a 20000 row in the window) and none; a row whose last
+# 16-byte vector is partial (padded rows, still aligned) reads that vector from device memory.
+WINDOW_SHAPES = [(300, 20000, 20000), (140, 131072, 131072), (200, 20001, 20008)]
 
 
-@pytest.mark.parametrize("ring_steps", [1, 2, -1, (0, 1), (0, 4), (0, 0)],
-                         ids=["ring1", "ring2", "default", "window1", "window4", "streamed"], indirect=True)
-@pytest.mark.parametrize("shape", RING_SHAPES, ids=["20000", "131072", "padded20001"])
+@pytest.mark.parametrize("window_depth", [1, 2, -1, 8, 0], ids=["window1", "window2", "default", "window8",
+                                                                "streamed"], indirect=True)
+@pytest.mark.parametrize("shape", WINDOW_SHAPES, ids=["20000", "131072", "padded20001"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-def test_ring_rows(dtype, shape, ring_steps, torch_producer):
+def test_window_rows(dtype, shape, window_depth, torch_producer):
     p = torch_producer
     rows, n, width = shape
     rng = np.random.default_rng(n)
@@ -163,10 +159,10 @@ def test_ring_rows(dtype, shape, ring_steps, torch_producer):
     assert np.isnan(grad_host[:, n:].astype(np.float64)).all(), "the padding past each row was written"
 
 
-@pytest.mark.parametrize("ring_steps", [1, -1, (0, 2)], ids=["ring1", "default", "window2"], indirect=True)
-def test_ring_rows_in_place_with_softcap_and_z_loss(ring_steps):
-    """The gradient into the logits themselves (the ring's next row is read while this one is written),
-    with softcap and z-loss, against torch in float64."""
+@pytest.mark.parametrize("window_depth", [1, -1], ids=["window1", "default"], indirect=True)
+def test_window_rows_in_place_with_softcap_and_z_loss(window_depth):
+    """The gradient into the logits themselves (the window's copies of steps before the one written are
+    in flight while it is written), with softcap and z-loss, against torch in float64."""
     torch = pytest.importorskip("torch")
     F = torch.nn.functional
     g = torch.Generator(device="cuda").manual_seed(0)

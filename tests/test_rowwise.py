@@ -344,9 +344,8 @@ def test_cross_entropy_backward_operands():
     ("_rowwise_max_chunks", 3, 2),
     ("_rowwise_staged_min_vectors", -1, 1 << 62),
     ("_rowwise_staged_vectors_per_thread", 65, 16),
-    ("_rowwise_ring_steps", 9, 2),
-    ("_rowwise_ring_steps", -2, 0),
     ("_rowwise_window_depth", 9, 2),
+    ("_rowwise_window_depth", -2, 0),
 ])
 def test_tuning_knobs_check_their_value_and_return_the_previous(knob, bad, good):
     """The tuning sweeps' private knobs: a value out of range is refused and changes nothing; a good one

@@ -287,12 +287,9 @@ int64_t lab_rowwise_set_staged_min_vectors(int64_t vectors);
  * op (0, the default, leaves each op its own): blocks of 128 to 1024 threads, the fewest that keep
  * to it. Returns the previous value. */
 int lab_rowwise_set_staged_vectors_per_thread(int vectors);
-/* Test-only tuning: the most steps of a row (two 16-byte vectors a thread each) a ring-rows kernel keeps in
- * shared memory (cross-entropy with its gradient): -1, the default, as many as fit; 0 turns ring rows
- * off. Returns the previous value. */
-int lab_rowwise_set_ring_steps(int steps);
-/* Test-only tuning: the steps of copies a window-rows kernel keeps in flight (cross-entropy's streamed
- * rows): 4 by default, 0 turns window rows off. Returns the previous value. */
+/* Test-only tuning: the steps of a row (two 16-byte vectors a thread each) whose copies a window-rows
+ * kernel keeps in flight (cross-entropy's long rows): -1, the default, six where the SM keeps its
+ * blocks; 0 turns window rows off (the streamed walk). Returns the previous value. */
 int lab_rowwise_set_window_depth(int depth);
 
 /* ---- rotary position embedding: q and k rotated pairwise by angles from cos/sin tables ---- */

@@ -89,12 +89,10 @@ template <typename T> constexpr int kRowVec = Packed16<T>::kCount;
 struct GlobalRows {
     using Index = int64_t;                 // rows in device memory may pass 2^31 elements
     static constexpr bool kHeads = false;  // see HeadedRows
-    static constexpr bool kRing = false;   // see RingRows (rowwise_ring.cuh)
-    static constexpr bool kWindow = false; // see WindowRows (rowwise_ring.cuh)
+    static constexpr bool kWindow = false; // see WindowRows (rowwise_window.cuh)
     __device__ __forceinline__ const char *at(const RowArgs &a, int64_t row, int k) const {
         return row_at(a, row, k);
     }
-    __device__ __forceinline__ int ring_steps() const { return 0; } // the steps a ring holds: none
 };
 // Rows in device memory that are not 16-byte aligned but whose operands are misaligned alike (the
 // launcher's RowAlignment::kMisalignedAlike): each row's few columns before a 16-byte boundary are its
@@ -105,7 +103,7 @@ struct HeadedRows : GlobalRows {
 };
 struct StagedRows {
     using Index = int; // a staged row is at most kStagedBytes long
-    static constexpr bool kHeads = false, kRing = false, kWindow = false;
+    static constexpr bool kHeads = false, kWindow = false;
     const char *x, *second;
     __device__ __forceinline__ const char *at(const RowArgs &a, int64_t row, int k) const {
         if (k == LAB_ROW_X) return x;

@@ -10,7 +10,7 @@
 
 #include "functors.cuh"
 #include "rowwise_ops.cuh"
-#include "rowwise_ring.cuh"
+#include "rowwise_window.cuh"
 
 namespace lab {
 
@@ -159,11 +159,12 @@ struct CrossEntropy {
     }
 
     // Online along the row, as softmax's streamed forward, kStreamChunks chunks a lane per step (all
-    // loaded before any is used); the gradient is a second pass, whose reads mostly hit L2.
+    // loaded before any is used); the gradient is a second pass, backwards, whose reads partly hit L2.
+    // Through a window of shared memory (WindowRows) the copies of the next steps fly while a step is
+    // computed; from registers (GlobalRows) a thread has one step in flight.
     static constexpr int kStreamChunks = 2; // 4: over 100 bytes of spills a thread for half types (ptxas)
     static constexpr int kStreamThreads = 512;
     static constexpr bool kHeadedRows = true; // its streamed walk takes HeadedRows
-    static constexpr bool kRingRows = true;   // and RingRows (rows_ring), where the gradient is written
     static constexpr bool kWindowRows = true; // and WindowRows (rows_window)
 
     // A streamed step's columns counted from its first (lane 0's first element of chunk0), in 32
@@ -218,24 +219,19 @@ struct CrossEntropy {
             s.max = x;
             s.sum = x == A(-INFINITY) ? A(0) : A(1);
         }
-        // RingRows: the ring's steps come first, each waited for in the order the copies were started.
-        const int staged = rows.ring_steps();
-        int slot = 0; // WindowRows: this step's slot
+        int slot = 0; // WindowRows: this step's slot; the window starts with the row's first steps
         if constexpr (Rows::kWindow) {
-            for (int d = 0; d < rows.depth; ++d)
-                fill_slot<T, kStreamChunks>(rows.shared, d, in, body, lane, d);
+            for (int d = 0; d < rows.depth; ++d) {
+                fill_slot<T, kStreamChunks>(rows.shared, d, in, body, lane, d, whole_steps);
+            }
         }
         for (int64_t step = 0; step < steps; ++step) {
             const int64_t chunk0 = step * kStreamChunks;
             A x[kSize];
             if constexpr (Rows::kWindow) {
                 async_copy_wait_pending(rows.depth - 1);
-                load_slot<T, kStreamChunks>(x, rows.shared, slot, in, body, lane, step, A(-INFINITY));
-            } else if (step < staged) {
-                if constexpr (Rows::kRing) {
-                    async_copy_wait_pending(staged - 1 - int(step));
-                    load_ring_step<T, kStreamChunks>(x, rows, in, body, lane, int(step), A(-INFINITY));
-                }
+                load_slot<T, kStreamChunks>(x, rows.shared, slot, in, body, lane, step, whole_steps,
+                                            A(-INFINITY));
             } else if (step < whole_steps) {
                 load_row<T, kStreamChunks, int64_t, WholeTiles>(x, in, 0, body, lane, chunk0, true,
                                                                 A(-INFINITY));
@@ -276,7 +272,8 @@ struct CrossEntropy {
                 for (int i = 0; i < kSize; ++i) s.sum += exp_minus_max(x[i]);
             }
             if constexpr (Rows::kWindow) { // the step `depth` ahead into the slot this one freed
-                fill_slot<T, kStreamChunks>(rows.shared, slot, in, body, lane, step + rows.depth);
+                fill_slot<T, kStreamChunks>(rows.shared, slot, in, body, lane, step + rows.depth,
+                                            whole_steps);
                 slot = slot + 1 == rows.depth ? 0 : slot + 1;
             }
         }
@@ -296,24 +293,15 @@ struct CrossEntropy {
             reinterpret_cast<T *>(row_out)[lane] =
                 store_from_compute<T>(capped ? g * softcap_slope(a, xc) : g);
         }
-        // Backwards: the end of the row was read last, so it is the part most likely still in L2. The
-        // ring's steps last and forwards, each refilled with the next row's as soon as it is done, in
-        // the order the next row's first pass waits for them. (Ring steps first, so that their copies
-        // fly while the rest is done, was slower: bf16 4096 x 128256 886 us against 842, L2 hits 51%
-        // against 57% - the rest's second read found less of it in L2. ncu, 2026-12-03.)
-        // WindowRows: the window still holds the row's last steps, the first this pass reads.
+        // Backwards: the end of the row was read last, so it is the part most likely still in L2 - and
+        // the part a window still holds, its slots refilled with the steps before it.
         if constexpr (Rows::kWindow) slot = int((steps - 1) % rows.depth);
-        for (int64_t k = 0; k < steps; ++k) {
-            const int64_t step = k < steps - staged ? steps - 1 - k : k - (steps - staged);
+        for (int64_t step = steps - 1; step >= 0; --step) {
             const int64_t chunk0 = step * kStreamChunks;
             A x[kSize];
             if constexpr (Rows::kWindow) {
                 async_copy_wait_pending(rows.depth - 1);
-                load_slot<T, kStreamChunks>(x, rows.shared, slot, in, body, lane, step, A(0));
-            } else if (step < staged) {
-                if constexpr (Rows::kRing) {
-                    load_ring_step<T, kStreamChunks>(x, rows, in, body, lane, int(step), A(0));
-                }
+                load_slot<T, kStreamChunks>(x, rows.shared, slot, in, body, lane, step, whole_steps, A(0));
             } else if (step < whole_steps) {
                 load_row<T, kStreamChunks, int64_t, LastUseTiles>(x, in, 0, body, lane, chunk0, true, A(0));
             } else {
@@ -343,13 +331,9 @@ struct CrossEntropy {
                 store_row<T, kStreamChunks, int64_t>(x, out, a.col_stride[LAB_ROW_OUT], body, lane, chunk0,
                                                      true);
             }
-            if constexpr (Rows::kRing) {
-                if (step < staged && rows.next) {
-                    ring_fill_step<T, kStreamChunks>(rows, rows.next, a, lane, int(step));
-                }
-            }
             if constexpr (Rows::kWindow) { // the step `depth` behind into the slot this one freed
-                fill_slot<T, kStreamChunks>(rows.shared, slot, in, body, lane, step - rows.depth);
+                fill_slot<T, kStreamChunks>(rows.shared, slot, in, body, lane, step - rows.depth,
+                                            whole_steps);
                 slot = slot == 0 ? rows.depth - 1 : slot - 1;
             }
         }

@@ -8,7 +8,7 @@
 
 #include "rowwise_norm_ops.cuh"
 #include "rowwise_ops.cuh"
-#include "rowwise_ring.cuh"
+#include "rowwise_window.cuh"
 
 namespace lab {
 
@@ -171,34 +171,6 @@ __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<O
         for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
             Op::template streamed_row<T>(a, row, steps, Rows{});
         }
-    }
-}
-
-// Ring rows: streamed rows of an op that walks RingRows (Op::kRingRows: cross-entropy writing its
-// gradient), blocks shaped as its streamed ones (StreamShape: two of 512 an SM for cross-entropy) with
-// `staged_steps` steps of a row in a ring of dynamic shared memory, as many as leave room for the SM's
-// other block. Streamed, a long row is read twice and its second read partly misses L2 (two float32 rows
-// of 128 KB an SM in flight are 34 MB); from the ring those steps are read once, and the next row's
-// copies overlap this row's gradient. The block's first row is copied before the loop. Where the
-// launcher takes it: plan_ring_rows.
-template <class Op, typename T>
-__global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<Op>::threads)
-    rows_ring(RowArgs a, int staged_steps) {
-    extern __shared__ __align__(16) unsigned char ring_bytes[];
-    constexpr int kChunks = StreamShape<Op>::chunks;
-    const int64_t steps = ceil_div(a.n, int64_t(a.group) * kRowVec<T> * kChunks);
-    RingRows ring{};
-    ring.shared = static_cast<unsigned>(__cvta_generic_to_shared(ring_bytes));
-    ring.staged_steps = staged_steps;
-    if (int64_t(blockIdx.x) < a.rows) {
-        for (int step = 0; step < staged_steps; ++step) {
-            ring_fill_step<T, kChunks>(ring, row_at(a, blockIdx.x, LAB_ROW_X), a, int(threadIdx.x), step);
-        }
-    }
-    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-        const int64_t next = row + gridDim.x;
-        ring.next = next < a.rows ? row_at(a, next, LAB_ROW_X) : nullptr;
-        Op::template streamed_row<T>(a, row, steps, ring);
     }
 }
 

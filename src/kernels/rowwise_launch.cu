@@ -5,8 +5,7 @@ namespace lab {
 int rowwise_max_chunks = 4;
 int64_t rowwise_staged_min_vectors = 0;    // each op its own (Staging<Op>::min_vectors)
 int rowwise_staged_vectors_per_thread = 0; // each op its own (Staging<Op>::vectors_per_thread)
-int rowwise_ring_steps = -1;               // as many as shared memory takes
-int rowwise_window_depth = 4;
+int rowwise_window_depth = -1;             // kDefaultWindowDepth, where the SM keeps its blocks
 } // namespace lab
 
 extern "C" int lab_rowwise_set_max_chunks(int chunks) {
@@ -24,12 +23,6 @@ extern "C" int64_t lab_rowwise_set_staged_min_vectors(int64_t vectors) {
 extern "C" int lab_rowwise_set_staged_vectors_per_thread(int vectors) {
     const int previous = lab::rowwise_staged_vectors_per_thread;
     lab::rowwise_staged_vectors_per_thread = vectors;
-    return previous;
-}
-
-extern "C" int lab_rowwise_set_ring_steps(int steps) {
-    const int previous = lab::rowwise_ring_steps;
-    lab::rowwise_ring_steps = steps;
     return previous;
 }
 

@@ -23,10 +23,9 @@ extern int64_t rowwise_staged_min_vectors;
 // (lab_rowwise_set_staged_vectors_per_thread, for the sweep and tests); 0, the default, leaves each op
 // its own (Staging<Op>::vectors_per_thread).
 extern int rowwise_staged_vectors_per_thread;
-// The most steps of a row a ring holds (lab_rowwise_set_ring_steps, for the sweep and the tests): -1, the
-// default, as many as shared memory takes; 0 turns ring rows off.
-extern int rowwise_ring_steps;
-// The steps a window-rows kernel keeps in flight (lab_rowwise_set_window_depth); 0 turns window rows off.
+// The steps a window-rows kernel keeps in flight (lab_rowwise_set_window_depth, for the sweep and the
+// tests): -1, the default, kDefaultWindowDepth where the SM keeps its streamed blocks; 0 turns window
+// rows off.
 extern int rowwise_window_depth;
 
 // A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in, less 1 KB
@@ -216,15 +215,15 @@ template <class Op, typename T> size_t in_register_sums_bytes(int threads, int64
 }
 
 // How launch_rows runs an op: its kernel, block and grid, and the dynamic shared memory it takes.
-enum class RowLayout { staged, in_registers, streamed, ring, window };
+enum class RowLayout { staged, in_registers, streamed, window };
 struct RowPlan {
     RowLayout layout;
     int group, threads;
     int64_t chunks, grid;
     size_t shared_bytes;
-    int64_t padded;      // staged: one row's copy, rounded up to 16 bytes
-    bool sums_in_shared; // streamed with column sums: the block's sums in its shared memory
-    int ring_steps = 0;  // ring: the steps of a row its ring holds; window: the window's steps
+    int64_t padded;       // staged: one row's copy, rounded up to 16 bytes
+    bool sums_in_shared;  // streamed with column sums: the block's sums in its shared memory
+    int window_depth = 0; // window: the steps of copies a thread keeps in flight
 };
 
 // Staged (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async copies
@@ -329,87 +328,50 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
     return cudaSuccess;
 }
 
-// Whether an op's streamed walk takes RingRows (it sets Op::kRingRows).
-template <class Op, typename = void> constexpr bool kWalksRing = false;
-template <class Op> constexpr bool kWalksRing<Op, std::void_t<decltype(Op::kRingRows)>> = Op::kRingRows;
-
-// Ring rows (rows_ring) instead of streamed ones, for an op that walks them, where every operand is
-// aligned and contiguous (cp.async copies 16 bytes), the op writes a second pass (LAB_ROW_OUT: without
-// it the walk reads each row once anyway, and the ring would not be refilled), the rows are float32 and
-// the ring holds at least half of a row. The ring holds as many of a row's steps as leave an SM its
-// streamed blocks (two of 512: seven steps of 16 KB each on the H200), at most rowwise_ring_steps where a
-// sweep or a test set it (0: never; a cap also lifts the float32 and half-a-row rules); the grid is those
-// blocks. Measured: float32 rows 11-13% faster than streamed; bfloat16 rows, issue-bound, slower
-// (rowwise-measurements.md, bench/sweep_rowwise.py cross_entropy).
-template <class Op, typename T>
-cudaError_t plan_ring_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
-    if constexpr (kWalksRing<Op>) {
-        const bool by_default = rowwise_ring_steps < 0;
-        if (plan->layout != RowLayout::streamed || !vectorized || !l.row_data[LAB_ROW_OUT] ||
-            rowwise_ring_steps == 0 || (by_default && sizeof(T) != 4)) {
-            return cudaSuccess;
-        }
-        constexpr int kThreads = StreamShape<Op>::threads, kBlocksPerSM = 1024 / kThreads;
-        constexpr int64_t kStepBytes = int64_t(kThreads) * StreamShape<Op>::chunks * 16;
-        static std::atomic<int> static_bytes_plus_one;
-        static std::atomic<uint64_t> raised_on;
-        size_t limit = 0;
-        cudaError_t err = opt_in_shared_limit(rows_ring<Op, T>, static_bytes_plus_one, raised_on, &limit);
-        if (err != cudaSuccess) return err;
-        const int64_t steps = ceil_div(l.n, int64_t(kThreads) * kRowVec<T> * StreamShape<Op>::chunks);
-        int64_t staged = std::min<int64_t>({steps, int64_t(limit) / kStepBytes, int64_t(kMaxRingSteps)});
-        if (!by_default) staged = std::min<int64_t>(staged, rowwise_ring_steps);
-        static std::atomic<int> per_multiprocessor[kMaxRingSteps + 1];
-        DeviceShape device{};
-        err = current_device_shape(&device);
-        for (; staged >= 1 && err == cudaSuccess && !(by_default && staged * 2 < steps); --staged) {
-            int64_t resident = 0;
-            err = resident_blocks(rows_ring<Op, T>, kThreads, size_t(staged * kStepBytes),
-                                  per_multiprocessor[staged], &resident);
-            if (err != cudaSuccess || resident < int64_t(device.multiprocessors) * kBlocksPerSM) continue;
-            *plan = RowPlan{RowLayout::ring,
-                            kThreads,
-                            kThreads,
-                            0,
-                            std::min(l.rows, resident),
-                            size_t(staged * kStepBytes),
-                            0,
-                            false,
-                            int(staged)};
-            break;
-        }
-        return err;
-    }
-    return cudaSuccess;
-}
-
 // Whether an op's streamed walk takes WindowRows (it sets Op::kWindowRows).
 template <class Op, typename = void> constexpr bool kWalksWindow = false;
 template <class Op> constexpr bool kWalksWindow<Op, std::void_t<decltype(Op::kWindowRows)>> = Op::kWindowRows;
 
 // Window rows (rows_window) instead of streamed ones, for an op that walks them, where every operand is
-// aligned and contiguous (cp.async copies 16 bytes) and no ring took the rows: a window of
-// rowwise_window_depth steps (0: never), the grid the streamed one's.
+// aligned and contiguous (cp.async copies 16 bytes): streamed, a thread has the one step its registers
+// hold in flight, and bfloat16 cross-entropy waited on memory at 72% of DRAM's peak; through a window
+// of six steps it ran at 84%, 12% faster (ncu, H200, 2026-12-04; docs/rowwise-measurements.md). By
+// default the window is kDefaultWindowDepth steps deep - less where the SM would otherwise hold fewer
+// of these blocks than of the streamed ones - and takes only rows of more steps than it holds (a
+// shorter row's second read comes from L2 anyway: bf16 8192 x 32000, four steps, ran 5% slower
+// through it). rowwise_window_depth, where a sweep or a test sets it, is the depth for every row (0:
+// never). The grid is the streamed one's.
+constexpr int kDefaultWindowDepth = 6;
 template <class Op, typename T>
 cudaError_t plan_window_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
     if constexpr (kWalksWindow<Op>) {
-        if (plan->layout != RowLayout::streamed || !vectorized || rowwise_window_depth <= 0) {
+        constexpr int kThreads = StreamShape<Op>::threads, kBlocksPerSM = 1024 / kThreads;
+        constexpr int64_t kStepBytes = int64_t(kThreads) * StreamShape<Op>::chunks * 16;
+        const bool by_default = rowwise_window_depth < 0;
+        const int64_t steps = ceil_div(l.n, kStepBytes / int64_t(sizeof(T)));
+        if (plan->layout != RowLayout::streamed || !vectorized || rowwise_window_depth == 0 ||
+            (by_default && steps <= kDefaultWindowDepth)) {
             return cudaSuccess;
         }
-        constexpr int kThreads = StreamShape<Op>::threads;
-        constexpr int64_t kStepBytes = int64_t(kThreads) * StreamShape<Op>::chunks * 16;
         static std::atomic<int> static_bytes_plus_one;
         static std::atomic<uint64_t> raised_on;
+        static std::atomic<int> per_multiprocessor[kMaxWindowDepth + 1];
         size_t limit = 0;
-        const cudaError_t err =
-            opt_in_shared_limit(rows_window<Op, T>, static_bytes_plus_one, raised_on, &limit);
-        if (err != cudaSuccess) return err;
-        const int64_t depth =
-            std::min<int64_t>({rowwise_window_depth, int64_t(limit) / kStepBytes, kMaxRingSteps});
-        if (depth < 1) return cudaSuccess;
+        cudaError_t err = opt_in_shared_limit(rows_window<Op, T>, static_bytes_plus_one, raised_on, &limit);
+        int64_t depth = std::min<int64_t>({by_default ? kDefaultWindowDepth : rowwise_window_depth,
+                                           int64_t(limit) / kStepBytes, kMaxWindowDepth});
+        DeviceShape device{};
+        if (err == cudaSuccess) err = current_device_shape(&device);
+        for (; by_default && depth >= 1 && err == cudaSuccess; --depth) {
+            int64_t resident = 0;
+            err = resident_blocks(rows_window<Op, T>, kThreads, size_t(depth * kStepBytes),
+                                  per_multiprocessor[depth], &resident);
+            if (resident >= int64_t(device.multiprocessors) * kBlocksPerSM) break;
+        }
+        if (err != cudaSuccess || depth < 1) return err;
         plan->layout = RowLayout::window;
         plan->shared_bytes = size_t(depth * kStepBytes);
-        plan->ring_steps = int(depth);
+        plan->window_depth = int(depth);
     }
     return cudaSuccess;
 }
@@ -439,8 +401,7 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
             plan_staged_rows<Op, T>(l, vectors, vectorized, &plan);
         }
     }
-    err = plan_ring_rows<Op, T>(l, vectorized, &plan);
-    if (err == cudaSuccess) err = plan_window_rows<Op, T>(l, vectorized, &plan);
+    err = plan_window_rows<Op, T>(l, vectorized, &plan);
     if (err != cudaSuccess) return err;
     const bool want_sums =
         Op::kColumnSums && (l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS]);
@@ -457,10 +418,8 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
         auto launch = [&](auto kernel, auto... extra) {
             kernel<<<unsigned(plan.grid), plan.threads, plan.shared_bytes, stream>>>(a, extra...);
         };
-        if (plan.layout == RowLayout::ring) {
-            if constexpr (kWalksRing<Op>) launch(rows_ring<Op, T>, plan.ring_steps);
-        } else if (plan.layout == RowLayout::window) {
-            if constexpr (kWalksWindow<Op>) launch(rows_window<Op, T>, plan.ring_steps);
+        if (plan.layout == RowLayout::window) {
+            if constexpr (kWalksWindow<Op>) launch(rows_window<Op, T>, plan.window_depth);
         } else if (plan.layout == RowLayout::staged) {
             if constexpr (Staging<Op>::allowed) {
                 launch(rows_staged<Op, T>, int(plan.padded),

@@ -187,26 +187,14 @@ static PyObject *py_rowwise_staged_vectors_per_thread(PyObject *module, PyObject
     return PyLong_FromLong(lab_rowwise_set_staged_vectors_per_thread((int)n));
 }
 
-/* _rowwise_ring_steps(n): the most steps of a row a ring-rows kernel keeps in shared memory (-1, the
- * default: as many as fit; 0: ring rows off), for bench/sweep_rowwise.py and the tests that cover both
- * walks. Returns the previous setting. */
-static PyObject *py_rowwise_ring_steps(PyObject *module, PyObject *arg) {
-    const long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < -1 || n > 8) {
-        PyErr_SetString(PyExc_ValueError, "_rowwise_ring_steps(): -1 (as many as fit), 0 (off) or 1 to 8");
-        return NULL;
-    }
-    return PyLong_FromLong(lab_rowwise_set_ring_steps((int)n));
-}
-
-/* _rowwise_window_depth(n): the steps of copies a window-rows kernel keeps in flight (0: window rows
- * off), for bench/sweep_rowwise.py and the tests. Returns the previous setting. */
+/* _rowwise_window_depth(n): the steps of copies a window-rows kernel keeps in flight (-1, the default:
+ * six where the SM keeps its blocks; 0: window rows off, the streamed walk), for bench/sweep_rowwise.py
+ * and the tests that cover both walks. Returns the previous setting. */
 static PyObject *py_rowwise_window_depth(PyObject *module, PyObject *arg) {
     const long n = PyLong_AsLong(arg);
     if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 0 || n > 8) {
-        PyErr_SetString(PyExc_ValueError, "_rowwise_window_depth(): 0 (off) or 1 to 8");
+    if (n < -1 || n > 8) {
+        PyErr_SetString(PyExc_ValueError, "_rowwise_window_depth(): -1 (the default), 0 (off) or 1 to 8");
         return NULL;
     }
     return PyLong_FromLong(lab_rowwise_set_window_depth((int)n));
@@ -215,12 +203,8 @@ static PyObject *py_rowwise_window_depth(PyObject *module, PyObject *arg) {
 PyMethodDef lab_introspect_methods[] = {
     {"_rowwise_window_depth", py_rowwise_window_depth, METH_O,
      "_rowwise_window_depth(n, /)\n--\n\nPrivate: the steps of copies the window-rows kernel keeps in "
-     "flight (0 turns window rows off). Returns the previous value. For tuning sweeps and tests."},
-    {"_rowwise_ring_steps", py_rowwise_ring_steps, METH_O,
-     "_rowwise_ring_steps(n, /)\n--\n\nPrivate: the most steps of a row (two 16-byte vectors a thread each) "
-     "the "
-     "ring-rows kernel keeps in shared memory: -1 (the default) as many as fit, 0 turns ring rows off. "
-     "Returns the previous value. For tuning sweeps and tests."},
+     "flight: -1 (the default) six where the SM keeps its blocks, 0 turns window rows off, 1 to 8 that "
+     "depth. Returns the previous value. For tuning sweeps and tests."},
     {"_rowwise_staged_vectors_per_thread", py_rowwise_staged_vectors_per_thread, METH_O,
      "_rowwise_staged_vectors_per_thread(n, /)\n--\n\nPrivate: the 16-byte vectors of a staged row each "
      "thread takes, for every op (1 to 64; 0, the default, leaves each op its own); blocks have 128 to 1024 "
