@@ -152,6 +152,7 @@ def test_streams_and_graph_capture():
     n = 1 << 20
     x, y, z = (torch.rand(n, device="cuda") for _ in range(3))
     side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())  # x, y, z were filled on the default stream
     with torch.cuda.stream(side):
         FMA(x, y, np.float32(3), z)
     side.synchronize()

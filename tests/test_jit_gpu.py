@@ -102,6 +102,7 @@ def test_streams_and_graph_capture():
     x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
     kernel = axpy_kernel()
     side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())  # x, y, out were filled on the default stream
     with torch.cuda.stream(side):  # the producer's current stream
         kernel(n // 256, 256, (x, y, out, np.float32(3), n))
     side.synchronize()
