@@ -35,6 +35,8 @@ IMPLEMENTATIONS = ["torch eager", "torch.compile per layer", "Liger-Kernel", "la
 
 def build(torch, transformers, implementation):
     """The model on the GPU with the implementation applied; None when it cannot be applied here."""
+    if implementation not in IMPLEMENTATIONS:  # a misspelt name must not measure plain torch under it
+        raise SystemExit(f"bench_llama.py: no implementation {implementation!r}; one of {IMPLEMENTATIONS}")
     config = transformers.LlamaConfig(**CONFIG)
     if implementation == "Liger-Kernel":
         try:
