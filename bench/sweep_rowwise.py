@@ -69,18 +69,20 @@ def main():
 def sweep_cross_entropy(torch, timer):
     """Cross-entropy writing its gradient, TB/s on one read and one write of the logits, as launched and
     with the window's depth set (lab.lab._rowwise_window_depth; 0: the streamed walk, one step of copies
-    in flight a thread)."""
+    in flight a thread); then the loss alone (no gradient: one read) on three of the shapes."""
     settings = [("launched", -1), ("window2", 2), ("window4", 4), ("window5", 5), ("window6", 6),
                 ("window7", 7), ("window8", 8), ("streamed", 0)]
     print(f"{'cross_entropy':34s} " + " ".join(f"{label:>9s}" for label, _ in settings) + "   (TB/s)")
-    for dtype, rows, n in ((torch.bfloat16, 4096, 128256), (torch.bfloat16, 8192, 32000),
-                           (torch.bfloat16, 4096, 50257), (torch.float32, 4096, 32000),
-                           (torch.bfloat16, 4096, 65536), (torch.bfloat16, 4096, 98304),
-                           (torch.bfloat16, 4096, 151936), (torch.float32, 4096, 50000),
-                           (torch.bfloat16, 2048, 256000), (torch.bfloat16, 2048, 262144)):
+    with_grad = ((torch.bfloat16, 4096, 128256), (torch.bfloat16, 8192, 32000), (torch.bfloat16, 4096, 50257),
+                 (torch.float32, 4096, 32000), (torch.bfloat16, 4096, 65536), (torch.bfloat16, 4096, 98304),
+                 (torch.bfloat16, 4096, 151936), (torch.float32, 4096, 50000), (torch.bfloat16, 2048, 256000),
+                 (torch.bfloat16, 2048, 262144))
+    loss_only = ((torch.bfloat16, 4096, 128256), (torch.float32, 4096, 32000), (torch.bfloat16, 4096, 65536))
+    for dtype, rows, n, wants_grad in [case + (True,) for case in with_grad] + [case + (False,) for case in loss_only]:
         x = torch.randn(rows, n, device="cuda", dtype=dtype)
         target = torch.randint(0, n, (rows,), device="cuda")
-        loss, grad = torch.empty((), device="cuda", dtype=dtype), torch.empty_like(x)
+        loss = torch.empty((), device="cuda", dtype=dtype)
+        grad = torch.empty_like(x) if wants_grad else None
         speeds = []
         for _, depth in settings:
             default = lab.lab._rowwise_window_depth(depth)
@@ -88,8 +90,8 @@ def sweep_cross_entropy(torch, timer):
                 ms = median_ms(lambda: lab.cross_entropy(x, target, loss, grad=grad), *timer, repeats=20)
             finally:
                 lab.lab._rowwise_window_depth(default)
-            speeds.append(2 * x.numel() * x.element_size() / ms / 1e9)
-        label = f"{str(dtype)[6:]} {rows}x{n}"
+            speeds.append((2 if wants_grad else 1) * x.numel() * x.element_size() / ms / 1e9)
+        label = f"{str(dtype)[6:]} {rows}x{n}" + ("" if wants_grad else ", loss only")
         print(f"{label:34s} " + " ".join(f"{s:9.2f}" for s in speeds))
         del x, grad
 
