@@ -217,21 +217,23 @@ profile-reductions:
 # Nsight Compute counters for the row-wise kernels (and torch's softmax and rms_norm) on
 # bench_rowwise.py's headline input: time, DRAM throughput, registers, occupancy, issue, what warps wait on.
 ROW_METRICS = gpu__time_duration.sum,sm__inst_executed.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,launch__occupancy_limit_registers,lts__t_sector_hit_rate.pct
+# ROW_CASES, ROW_KERNELS and ROW_PROFILE (the files' name) pick other cases: profile-cross-entropy.
+ROW_CASES =
+ROW_KERNELS = rows_|softmax|norm|Gamma|gamma|partial|nll|count_targets|sum_row_losses
+ROW_PROFILE = rowwise
 profile-rowwise:
 	mkdir -p $(LOGS)
-	timeout 200 ncu --clock-control none --kernel-name regex:'rows_|softmax|norm|Gamma|gamma|partial|nll|count_targets|sum_row_losses' --csv --metrics $(ROW_METRICS) \
-	  $(PYTHON) bench/profile_rowwise.py > $(LOGS)/rowwise-ncu.csv 2> $(LOGS)/rowwise-ncu-cases.txt; echo "ncu exit code: $$?"
-	cp $(LOGS)/rowwise-ncu.csv $(OUT)/
-	$(PYTHON) bench/ncu_summary.py $(LOGS)/rowwise-ncu.csv
+	timeout 200 ncu --clock-control none --kernel-name regex:'$(ROW_KERNELS)' --csv --metrics $(ROW_METRICS) \
+	  $(PYTHON) bench/profile_rowwise.py $(ROW_CASES) > $(LOGS)/$(ROW_PROFILE)-ncu.csv \
+	  2> $(LOGS)/$(ROW_PROFILE)-ncu-cases.txt; echo "ncu exit code: $$?"
+	$(if $(filter $(LOGS),$(OUT)),,cp $(LOGS)/$(ROW_PROFILE)-ncu.csv $(OUT)/)
+	$(PYTHON) bench/ncu_summary.py $(LOGS)/$(ROW_PROFILE)-ncu.csv
 
 # The same counters for cross-entropy's window rows against its streamed rows
 # (bench/profile_rowwise.py --cross-entropy-walks).
 profile-cross-entropy:
-	mkdir -p $(LOGS)
-	timeout 200 ncu --clock-control none --kernel-name regex:'rows_' --csv --metrics $(ROW_METRICS) \
-	  $(PYTHON) bench/profile_rowwise.py --cross-entropy-walks > $(LOGS)/cross-entropy-ncu.csv 2> $(LOGS)/cross-entropy-ncu-cases.txt; \
-	  echo "ncu exit code: $$?"
-	$(PYTHON) bench/ncu_summary.py $(LOGS)/cross-entropy-ncu.csv
+	$(MAKE) --no-print-directory profile-rowwise ROW_CASES=--cross-entropy-walks ROW_KERNELS=rows_ \
+	  ROW_PROFILE=cross-entropy
 
 # Nsight Compute counters for the rotary embedding's kernels and SwiGLU's (called directly, and through
 # lab.nn.swiglu) on their benchmarks' inputs: time, DRAM throughput, registers, occupancy, stalls.
