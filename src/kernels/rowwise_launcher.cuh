@@ -342,11 +342,34 @@ template <class Op> constexpr bool kWalksWindow<Op, std::void_t<decltype(Op::kWi
 // through it). rowwise_window_depth, where a sweep or a test sets it, is the depth for every row (0:
 // never). The grid is the streamed one's.
 constexpr int kDefaultWindowDepth = 6;
+// The deepest window, at most kDefaultWindowDepth, whose blocks an SM holds as many of as the streamed
+// blocks (1024 / threads): asked of the occupancy calculator once per kernel and kept, as
+// resident_blocks keeps its occupancy (per kernel, not per device). 0: none does. `kernel`'s shared
+// memory limit must already be raised (opt_in_shared_limit).
+template <class Op, typename T> cudaError_t default_window_depth(int *depth) {
+    constexpr int kThreads = StreamShape<Op>::threads, kBlocksPerSM = 1024 / kThreads;
+    constexpr size_t kStepBytes = size_t(kThreads) * StreamShape<Op>::chunks * 16;
+    static std::atomic<int> chosen_plus_one; // 0: not chosen yet
+    int chosen = chosen_plus_one.load(std::memory_order_relaxed) - 1;
+    for (int d = kDefaultWindowDepth; chosen < 0; --d) {
+        int per_multiprocessor = 0;
+        if (d > 0) {
+            const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &per_multiprocessor, rows_window<Op, T>, kThreads, d * kStepBytes);
+            if (err != cudaSuccess) return err;
+        }
+        if (d == 0 || per_multiprocessor >= kBlocksPerSM) {
+            chosen = d;
+            chosen_plus_one.store(d + 1, std::memory_order_relaxed);
+        }
+    }
+    *depth = chosen;
+    return cudaSuccess;
+}
 template <class Op, typename T>
 cudaError_t plan_window_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
     if constexpr (kWalksWindow<Op>) {
-        constexpr int kThreads = StreamShape<Op>::threads, kBlocksPerSM = 1024 / kThreads;
-        constexpr int64_t kStepBytes = int64_t(kThreads) * StreamShape<Op>::chunks * 16;
+        constexpr int64_t kStepBytes = int64_t(StreamShape<Op>::threads) * StreamShape<Op>::chunks * 16;
         const bool by_default = rowwise_window_depth < 0;
         const int64_t steps = ceil_div(l.n, kStepBytes / int64_t(sizeof(T)));
         if (plan->layout != RowLayout::streamed || !vectorized || rowwise_window_depth == 0 ||
@@ -355,23 +378,15 @@ cudaError_t plan_window_rows(const lab_rowwise_launch &l, bool vectorized, RowPl
         }
         static std::atomic<int> static_bytes_plus_one;
         static std::atomic<uint64_t> raised_on;
-        static std::atomic<int> per_multiprocessor[kMaxWindowDepth + 1];
         size_t limit = 0;
         cudaError_t err = opt_in_shared_limit(rows_window<Op, T>, static_bytes_plus_one, raised_on, &limit);
-        int64_t depth = std::min<int64_t>({by_default ? kDefaultWindowDepth : rowwise_window_depth,
-                                           int64_t(limit) / kStepBytes, kMaxWindowDepth});
-        DeviceShape device{};
-        if (err == cudaSuccess) err = current_device_shape(&device);
-        for (; by_default && depth >= 1 && err == cudaSuccess; --depth) {
-            int64_t resident = 0;
-            err = resident_blocks(rows_window<Op, T>, kThreads, size_t(depth * kStepBytes),
-                                  per_multiprocessor[depth], &resident);
-            if (resident >= int64_t(device.multiprocessors) * kBlocksPerSM) break;
-        }
+        int depth = rowwise_window_depth;
+        if (err == cudaSuccess && by_default) err = default_window_depth<Op, T>(&depth);
+        depth = int(std::min<int64_t>({depth, int64_t(limit) / kStepBytes, kMaxWindowDepth}));
         if (err != cudaSuccess || depth < 1) return err;
         plan->layout = RowLayout::window;
-        plan->shared_bytes = size_t(depth * kStepBytes);
-        plan->window_depth = int(depth);
+        plan->shared_bytes = size_t(depth) * size_t(kStepBytes);
+        plan->window_depth = depth;
     }
     return cudaSuccess;
 }
