@@ -3,8 +3,9 @@ staged in shared memory where the op and row allow), then staged with 4, 8 and 1
 thread (lab.lab._rowwise_staged_vectors_per_thread: more make smaller blocks, more of them an SM), then
 with staging off and the cap on 16-byte chunks a lane holds at 4, 2 and 1 (lab.lab._rowwise_max_chunks),
 TB/s moved. Cross-entropy with its gradient (asked for by name, `cross_entropy`) as launched and with
-its window of copies in flight (lab.lab._rowwise_window_depth) 2 to 8 steps deep and off. Where lab.nn's host
-time goes is bench/host_cost.py's.
+its window of copies in flight (lab.lab._rowwise_window_depth) 2 to 8 steps deep and off; the norms'
+backward on streamed rows (asked for by name, `buffered`) with its rows buffered in shared memory and
+without. Where lab.nn's host time goes is bench/host_cost.py's.
     python3 bench/sweep_rowwise.py [name ...]   (only the ops whose names contain one of these)
 """
 import os
@@ -35,6 +36,10 @@ def main():
     if "cross_entropy" in sys.argv[1:]:
         sweep_cross_entropy(torch, timer)
         if sys.argv[1:] == ["cross_entropy"]:
+            return 0
+    if "buffered" in sys.argv[1:]:
+        sweep_buffered_rows(torch, timer)
+        if sys.argv[1:] == ["buffered"]:
             return 0
     print(f"{'op':34s} " + " ".join(f"{setting[0]:>11s}" for setting in settings) + "   (TB/s)")
     for dtype, n in ((torch.bfloat16, 4096), (torch.bfloat16, 1024), (torch.float32, 4096), (torch.bfloat16, 16384),
@@ -94,6 +99,32 @@ def sweep_cross_entropy(torch, timer):
         label = f"{str(dtype)[6:]} {rows}x{n}" + ("" if wants_grad else ", loss only")
         print(f"{label:34s} " + " ".join(f"{s:9.2f}" for s in speeds))
         del x, grad
+
+
+def sweep_buffered_rows(torch, timer):
+    """The norms' backward on streamed rows (longer than the registers hold) as launched - x and grad_out
+    in the block's shared memory where they fit beside the column sums - and with that off
+    (lab.lab._rowwise_window_depth(0)), TB/s on x, grad_out and grad_x."""
+    print(f"{'norms backward, streamed rows':40s} {'launched':>9s} {'off':>9s}   (TB/s)")
+    for dtype, rows, n in ((torch.bfloat16, 4096, 16384), (torch.bfloat16, 4096, 20000), (torch.bfloat16, 2048, 32768),
+                           (torch.float32, 4096, 16384), (torch.bfloat16, 1024, 65536)):
+        x = torch.randn(rows, n, device="cuda", dtype=dtype)
+        w, dy = torch.randn(n, device="cuda", dtype=dtype), torch.randn_like(x)
+        gx, gw, gb = torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
+        stats, means = torch.rand(rows, device="cuda") + 0.5, torch.randn(rows, device="cuda")
+        for name, fn in (("rms_norm_backward", lambda: lab.rms_norm_backward(dy, x, w, stats, gx, gw)),
+                         ("layer_norm_backward+bias",
+                          lambda: lab.layer_norm_backward(dy, x, w, means, stats, gx, gw, gb))):
+            speeds = []
+            for depth in (-1, 0):
+                default = lab.lab._rowwise_window_depth(depth)
+                try:
+                    speeds.append(3 * x.numel() * x.element_size() / median_ms(fn, *timer, repeats=20) / 1e9)
+                finally:
+                    lab.lab._rowwise_window_depth(default)
+            label = f"{name} {str(dtype)[6:]} {rows}x{n}"
+            print(f"{label:40s} " + " ".join(f"{v:9.2f}" for v in speeds))
+        del x, dy, gx
 
 
 if __name__ == "__main__":

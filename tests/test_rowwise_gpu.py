@@ -139,7 +139,32 @@ def test_norm_forward(op, dtype, shape, affine, torch_producer):
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
 def test_norm_backward(op, dtype, shape, weight, torch_producer):
-    p = torch_producer
+    check_norm_backward(op, dtype, shape, weight, torch_producer)
+
+
+@pytest.fixture
+def window_depth(request):
+    """lab.lab._rowwise_window_depth for this test (-1: lab's default; 0: window rows and buffered rows
+    off), put back afterwards."""
+    previous = lab.lab._rowwise_window_depth(request.param)
+    yield request.param
+    lab.lab._rowwise_window_depth(previous)
+
+
+# Streamed rows of at most eight steps whose column sums fit shared memory take their x and grad_out
+# there too (BufferedRows): more rows than the grid (each block refills its buffer with a next row), a
+# row of whole steps and one ending in a partial step (20000 = 2500 16-byte vectors of bf16).
+@pytest.mark.parametrize("window_depth", [-1, 0], ids=["default", "off"], indirect=True)
+@pytest.mark.parametrize("shape", [(300, 16384), (300, 20000)], ids=str)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_norm_backward_buffered_rows(op, dtype, shape, window_depth, torch_producer):
+    check_norm_backward(op, dtype, shape, True, torch_producer)
+
+
+def check_norm_backward(op, dtype, shape, weight, p):
+    """layer_norm's or rms_norm's backward on `shape` against NumPy in float64, from lab's forward's
+    statistics."""
     rng = np.random.default_rng(4)
     centered = op == "layer_norm"
     stats_dtype = "float64" if dtype == "float64" else "float32"

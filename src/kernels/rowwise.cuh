@@ -46,6 +46,7 @@ struct RowArgs {
     int64_t col_data_stride[LAB_COL_OPERANDS];
     void *partials;               // weight/bias gradient partial sums: [2][gridDim.x][n] accumulators
     bool streamed_sums_in_shared; // rows_streamed: the block's column sums in dynamic shared memory
+    bool streamed_row_buffer;     // and, after them, its row's x and grad_out (BufferedRows)
 };
 
 // How an op's rows in registers are addressed. A row in registers is a tile of group x chunks 16-byte

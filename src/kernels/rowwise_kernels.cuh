@@ -118,6 +118,37 @@ template <class Op> struct StreamShape<Op, std::void_t<decltype(Op::kStreamChunk
     static constexpr int chunks = Op::kStreamChunks, threads = Op::kStreamThreads;
 };
 
+// Whether an op's streamed walk takes BufferedRows (it sets Op::kBufferedRows).
+template <class Op, typename = void> constexpr bool kWalksBufferedRows = false;
+template <class Op>
+constexpr bool kWalksBufferedRows<Op, std::void_t<decltype(Op::kBufferedRows)>> = Op::kBufferedRows;
+
+// A streamed block's rows through BufferedRows (rowwise_window.cuh) in `buffer`, its dynamic shared
+// memory past the column sums: the block's first row copied in before the loop, each later one by the
+// row before it as that row's second pass finishes each step.
+template <class Op, typename T, class Sink>
+__device__ void buffered_rows(const RowArgs &a, int64_t steps, void *buffer, const Sink &sink) {
+    BufferedRows rows{};
+    rows.x_slots = static_cast<unsigned>(__cvta_generic_to_shared(buffer));
+    rows.grad_slots = rows.x_slots + unsigned(steps * a.group * 16);
+    const int64_t whole_steps = a.n / (int64_t(a.group) * kRowVec<T>);
+    const int lane = int(threadIdx.x);
+    if (int64_t(blockIdx.x) < a.rows) {
+        const char *x = row_at(a, blockIdx.x, LAB_ROW_X), *grad = row_at(a, blockIdx.x, LAB_ROW_GRAD);
+        for (int64_t step = 0; step < steps; ++step) {
+            copy_to_slot<T, 1>(rows.x_slots, int(step), x, a, lane, step, whole_steps);
+            copy_to_slot<T, 1>(rows.grad_slots, int(step), grad, a, lane, step, whole_steps);
+            async_copy_commit();
+        }
+    }
+    for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+        const int64_t next = row + gridDim.x;
+        rows.next_x = next < a.rows ? row_at(a, next, LAB_ROW_X) : nullptr;
+        rows.next_grad = next < a.rows ? row_at(a, next, LAB_ROW_GRAD) : nullptr;
+        Op::template streamed_row<T>(a, row, steps, rows, sink);
+    }
+}
+
 // Streamed rows: a block per row, grid-stride; Rows is GlobalRows, or HeadedRows for an op that walks
 // them (Op::kHeadedRows) where the launcher found the rows misaligned alike. Ops with column sums keep
 // them in this block's partial rows, or, where a.streamed_sums_in_shared, in dynamic shared memory until
@@ -142,10 +173,16 @@ __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<O
             A *bias_sums = bias ? weight + slots : nullptr;
             for (int slot = threadIdx.x; slot < slots * (bias ? 2 : 1); slot += blockDim.x) weight[slot] = 0;
             __syncthreads();
-            for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-                Op::template streamed_row<T>(
-                    a, row, steps, GlobalRows{},
-                    SharedColumnSink<T, StreamShape<Op>::threads>{weight, bias_sums});
+            const SharedColumnSink<T, StreamShape<Op>::threads> sink{weight, bias_sums};
+            bool buffered = false;
+            if constexpr (kWalksBufferedRows<Op>) {
+                if (a.streamed_row_buffer) {
+                    buffered_rows<Op, T>(a, steps, weight + int64_t(slots) * (bias ? 2 : 1), sink);
+                    buffered = true;
+                }
+            }
+            for (int64_t row = blockIdx.x; row < a.rows && !buffered; row += gridDim.x) {
+                Op::template streamed_row<T>(a, row, steps, GlobalRows{}, sink);
             }
             __syncthreads();
             for (int64_t column = threadIdx.x; column < a.n; column += blockDim.x) {

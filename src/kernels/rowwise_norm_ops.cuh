@@ -4,6 +4,7 @@
 #pragma once
 
 #include "rowwise_column_sums.cuh"
+#include "rowwise_window.cuh"
 
 namespace lab {
 
@@ -246,6 +247,7 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
         static constexpr int fewest_threads = 128; // five blocks of 128 fit where two of 256 would
     };
     static constexpr bool kColumnSums = true;
+    static constexpr bool kBufferedRows = true; // its streamed walk takes BufferedRows (rowwise_window.cuh)
 
     // The row's mean (0 for rms_norm) and rstd, from the forward's statistics.
     template <typename A>
@@ -304,6 +306,18 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
                                  });
     }
 
+    // x, grad_out (from BufferedRows' slots) and the weight (from device memory) at one step of a row.
+    template <typename T>
+    __device__ static void buffered_step(const RowArgs &a, const BufferedRows &rows, const char *x_row,
+                                         const char *g_row, int lane, int64_t step, int64_t whole_steps,
+                                         compute_t<T> (&x)[kRowVec<T>], compute_t<T> (&g)[kRowVec<T>],
+                                         compute_t<T> (&w)[kRowVec<T>]) {
+        using A = compute_t<T>;
+        load_slot<T, 1>(x, rows.x_slots, int(step), x_row, a, lane, step, whole_steps, A(0));
+        load_slot<T, 1>(g, rows.grad_slots, int(step), g_row, a, lane, step, whole_steps, A(0));
+        load_columns<T, 1, int64_t>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
+    }
+
     // Streamed rows add their column sums into the block's own (a Global- or SharedColumnSink).
     template <typename T, class Rows, class Sink>
     __device__ static void streamed_row(const RowArgs &a, int64_t row, typename Rows::Index steps, Rows rows,
@@ -321,10 +335,18 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
             load_row<T, 1, Index>(g, g_row, a.col_stride[LAB_ROW_GRAD], a, lane, step, true, A(0));
             load_columns<T, 1, Index>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
         };
+        // BufferedRows: x and grad_out from the block's shared memory, each step waited for in the
+        // order its copies were started; the weight from device memory.
+        const int64_t whole_steps = a.n / (int64_t(a.group) * kSize);
         A s1 = 0, s2 = 0;
         for (Index step = 0; step < steps; ++step) {
             A x[kSize], g[kSize], w[kSize];
-            load_step(step, x, g, w);
+            if constexpr (kRowsBuffered<Rows>) {
+                async_copy_wait_pending(int(steps - 1 - step));
+                buffered_step<T>(a, rows, x_row, g_row, lane, step, whole_steps, x, g, w);
+            } else {
+                load_step(step, x, g, w);
+            }
             // No mask past the row's end, as in row(): grad_out is 0 there, a factor of every term.
 #pragma unroll
             for (int i = 0; i < kSize; ++i) {
@@ -338,7 +360,11 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
         char *out = row_at(a, row, LAB_ROW_OUT);
         for (Index step = 0; step < steps; ++step) {
             A x[kSize], g[kSize], w[kSize];
-            load_step(step, x, g, w);
+            if constexpr (kRowsBuffered<Rows>) {
+                buffered_step<T>(a, rows, x_row, g_row, lane, step, whole_steps, x, g, w);
+            } else {
+                load_step(step, x, g, w);
+            }
 #pragma unroll
             for (int i = 0; i < kSize; ++i) {
                 const A xhat = (x[i] - mean) * rstd;
@@ -346,6 +372,14 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
                 x[i] = rstd * (g[i] * w[i] - mean_g - xhat * mean_gx);
             }
             store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+            if constexpr (kRowsBuffered<Rows>) { // this step's slots now take the next row's
+                if (rows.next_x) {
+                    copy_to_slot<T, 1>(rows.x_slots, int(step), rows.next_x, a, lane, step, whole_steps);
+                    copy_to_slot<T, 1>(rows.grad_slots, int(step), rows.next_grad, a, lane, step,
+                                       whole_steps);
+                }
+                async_copy_commit();
+            }
         }
     }
 };

@@ -18,6 +18,21 @@ struct WindowRows : GlobalRows {
     int depth;
 };
 
+// Rows of two operands (x and grad_out: the norms' backward) whose steps all sit in the block's shared
+// memory (rows_streamed with a.streamed_row_buffer): each pass reads them there, and the second,
+// as it finishes a step, copies the same step of the block's next row into its place (one commit
+// group a step, x and grad_out together) - so the next row's reads fly while this row is reduced
+// and written, and each row is read from device memory once. Slot s of x is step s of the row; grad_out's
+// slots follow x's. As in the window, a thread reads back only what its own copies wrote.
+struct BufferedRows : GlobalRows {
+    static constexpr bool kBuffered = true;
+    unsigned x_slots, grad_slots;
+    const char *next_x, *next_grad; // the block's next row; null for its last
+};
+template <class Rows, typename = void> constexpr bool kRowsBuffered = false;
+template <class Rows>
+constexpr bool kRowsBuffered<Rows, std::void_t<decltype(Rows::kBuffered)>> = Rows::kBuffered;
+
 // Waits until this thread's copies but the last `pending` groups have landed (cp.async.wait_group
 // takes a constant: a switch over the depths a window may have).
 constexpr int kMaxWindowDepth = 8;
@@ -40,8 +55,8 @@ __device__ __forceinline__ void async_copy_wait_pending(int pending) {
 // group - an empty one where no chunk is copied, so that every step counts one group. The row's first
 // `whole_steps` steps lie wholly inside it: their chunks go without a test each.
 template <typename T, int kChunks>
-__device__ __forceinline__ void fill_slot(unsigned shared, int slot, const char *row, const RowArgs &a,
-                                          int lane, int64_t step, int64_t whole_steps) {
+__device__ __forceinline__ void copy_to_slot(unsigned shared, int slot, const char *row, const RowArgs &a,
+                                             int lane, int64_t step, int64_t whole_steps) {
     const int64_t first = step * kChunks * a.group + lane; // this lane's first vector of the step
     const unsigned to = shared + unsigned(slot * kChunks * a.group + lane) * 16u;
     if (step >= 0 && step < whole_steps) {
@@ -57,6 +72,11 @@ __device__ __forceinline__ void fill_slot(unsigned shared, int slot, const char 
             if (v >= 0 && v < full) async_copy_16(to + unsigned(c * a.group) * 16u, row + v * 16);
         }
     }
+}
+template <typename T, int kChunks>
+__device__ __forceinline__ void fill_slot(unsigned shared, int slot, const char *row, const RowArgs &a,
+                                          int lane, int64_t step, int64_t whole_steps) {
+    copy_to_slot<T, kChunks>(shared, slot, row, a, lane, step, whole_steps);
     async_copy_commit();
 }
 

@@ -203,8 +203,9 @@ static PyObject *py_rowwise_window_depth(PyObject *module, PyObject *arg) {
 PyMethodDef lab_introspect_methods[] = {
     {"_rowwise_window_depth", py_rowwise_window_depth, METH_O,
      "_rowwise_window_depth(n, /)\n--\n\nPrivate: the steps of copies the window-rows kernel keeps in "
-     "flight: -1 (the default) six where the SM keeps its blocks, 0 turns window rows off, 1 to 8 that "
-     "depth. Returns the previous value. For tuning sweeps and tests."},
+     "flight: -1 (the default) six where the SM keeps its blocks, 0 turns window rows (and the norms' "
+     "backward's buffered rows) off, 1 to 8 that depth. Returns the previous value. For tuning sweeps and "
+     "tests."},
     {"_rowwise_staged_vectors_per_thread", py_rowwise_staged_vectors_per_thread, METH_O,
      "_rowwise_staged_vectors_per_thread(n, /)\n--\n\nPrivate: the 16-byte vectors of a staged row each "
      "thread takes, for every op (1 to 64; 0, the default, leaves each op its own); blocks have 128 to 1024 "
