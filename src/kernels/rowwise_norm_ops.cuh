@@ -247,7 +247,10 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
         static constexpr int fewest_threads = 128; // five blocks of 128 fit where two of 256 would
     };
     static constexpr bool kColumnSums = true;
-    static constexpr bool kBufferedRows = true; // its streamed walk takes BufferedRows (rowwise_window.cuh)
+    // rms_norm's streamed walk takes BufferedRows (rowwise_window.cuh): 8-10% faster on 4096 x 16384 and
+    // x 20000 (sweep_rowwise.py buffered, 2026-12-04); layer_norm's ran 1-2% slower buffered (ptxas
+    // spilled 40 bytes there), so it streams as before.
+    static constexpr bool kBufferedRows = !kCentered;
 
     // The row's mean (0 for rms_norm) and rstd, from the forward's statistics.
     template <typename A>
