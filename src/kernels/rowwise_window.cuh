@@ -51,9 +51,9 @@ __device__ __forceinline__ void async_copy_wait_pending(int pending) {
 
 // Starts copying this lane's kChunks chunks of step `step` of the row at `row` into slot `slot` of the
 // block's shared memory at `shared` (a slot: one step, kChunks 16-byte vectors a lane), those wholly
-// inside the row (a row's last, partial vector is read from device memory each pass), as one commit
-// group - an empty one where no chunk is copied, so that every step counts one group. The row's first
-// `whole_steps` steps lie wholly inside it: their chunks go without a test each.
+// inside the row (a row's last, partial vector is read from device memory each pass). The row's first
+// `whole_steps` steps lie wholly inside it: their chunks go without a test each. fill_slot also closes
+// the copies as one commit group - an empty one where no chunk is copied, so that every step counts one.
 template <typename T, int kChunks>
 __device__ __forceinline__ void copy_to_slot(unsigned shared, int slot, const char *row, const RowArgs &a,
                                              int lane, int64_t step, int64_t whole_steps) {
