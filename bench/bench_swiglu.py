@@ -2,8 +2,10 @@
 eager, torch.compile and Liger-Kernel's LigerSiLUMulFunction (where importable: carried as a wheel),
 on gate and up of 16384 x 4096 bfloat16, in two modes - one step after a synchronization (the host's
 time to issue it shows) and ten steps back to back (the GPU's time per step shows). The kernels alone
-(lab.swiglu + lab.swiglu_backward on buffers made once) are the floor. A step reads gate, up and the
-incoming gradient and writes the output and two gradients: six tensors' bytes.
+(lab.swiglu + lab.swiglu_backward on buffers made once) are the floor; lab.swiglu_backward with
+`product=` moves the same bytes in one pass (the backward writing the forward's output again, as
+lab.nn.swiglu_linear's backward does). A step reads gate, up and the incoming gradient and writes the
+output and two gradients: six tensors' bytes.
 Medians of event-timed repeats after warm-up; ratios are the peer's time over lab.nn's (> 1: lab is faster).
     python3 bench/bench_swiglu.py [--out-dir DIR] [--quick]
 """
@@ -57,6 +59,10 @@ def main():
         lab.swiglu(g_, u_, out)
         lab.swiglu_backward(dy, g_, u_, grad_gate, grad_up)
     impls.append(("lab.swiglu + swiglu_backward", kernels))
+    # The same bytes in one pass: the backward writing the forward's product too, as lab.nn's
+    # swiglu_linear does where a Llama MLP's down projection needs its input again.
+    impls.append(("lab.swiglu_backward, product=",
+                  lambda: lab.swiglu_backward(dy, g_, u_, grad_gate, grad_up, product=out)))
 
     moved = 6 * gate.numel() * 2
     times = {}

@@ -320,6 +320,7 @@ def test_backward_scales_in_place_and_skips_ones(dtype, shape):
 # ---- SwiGLU / GeGLU ----
 
 def numpy_glu_backward(dy, gate, up, gelu):
+    """(grad_gate, grad_up, the forward's product act(gate) * up) in float64."""
     if gelu:
         k0, k1 = np.sqrt(2.0 / np.pi), 0.044715
         t = np.tanh(k0 * (gate + k1 * gate ** 3))
@@ -328,29 +329,35 @@ def numpy_glu_backward(dy, gate, up, gelu):
     else:
         s = 1.0 / (1.0 + np.exp(-gate))
         act, slope = gate * s, s * (1 + gate * (1 - s))
-    return dy * up * slope, dy * act
+    return dy * up * slope, dy * act, act * up
 
 
 GLU_SHAPES = [(1, 1), (5, 7), (257, 128), (64, 4096), (3, 50257), (2, 262144)]
 
 
+@pytest.mark.parametrize("with_product", [False, True], ids=["", "product"])
 @pytest.mark.parametrize("shape", GLU_SHAPES, ids=[f"{r}x{n}" for r, n in GLU_SHAPES])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("op", ["swiglu", "geglu"])
-def test_glu_backward(op, dtype, shape, torch_producer):
+def test_glu_backward(op, dtype, shape, with_product, torch_producer):
+    """Both gradients, and with `product` the forward's output made again in the same pass - through
+    the packets (rows of whole 16-byte packets), rows in registers (5 x 7) and streamed rows (3 x 50257)."""
     p = torch_producer
     rng = np.random.default_rng(11)
     dy, dy_s = p.from_host(rng.uniform(-2, 2, shape), dtype)
     gate, gate_s = p.from_host(rng.uniform(-6, 6, shape), dtype)
     up, up_s = p.from_host(rng.uniform(-2, 2, shape), dtype)
     grad_gate, grad_up = p.empty_poisoned(shape, dtype), p.empty_poisoned(shape, dtype)
-    got = getattr(lab, f"{op}_backward")(dy, gate, up, grad_gate, grad_up)
+    product = p.empty_poisoned(shape, dtype) if with_product else None
+    got = getattr(lab, f"{op}_backward")(dy, gate, up, grad_gate, grad_up, product=product)
     assert got[0] is grad_gate and got[1] is grad_up
-    want_gate, want_up = numpy_glu_backward(dy_s, gate_s, up_s, op == "geglu")
+    want_gate, want_up, want_product = numpy_glu_backward(dy_s, gate_s, up_s, op == "geglu")
     # act'(gate) has terms that cancel (1 - tanh^2, 1 - sigmoid): float32's error is relative to dy * up
     check(p.to_host(grad_gate), want_gate, dtype, np.abs(dy_s * up_s) * (1.0 if dtype == "float32" else 1e-3),
           "grad_gate")
     check(p.to_host(grad_up), want_up, dtype, np.abs(dy_s * gate_s) * (1.0 if dtype == "float32" else 1e-3), "grad_up")
+    if with_product:
+        check(p.to_host(product), want_product, dtype, np.abs(gate_s * up_s), "product")
 
 
 @pytest.mark.parametrize("h", [1000, 1001], ids=["packets", "rows"])
@@ -375,14 +382,20 @@ def test_glu_on_the_halves_of_one_array(op, h):
     torch.testing.assert_close(dz.float(), leaf.grad, rtol=1.6e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("with_product", [False, True], ids=["", "product"])
 @pytest.mark.parametrize("n", [333, 4096], ids=["rows", "packets"])
-def test_glu_backward_in_place(n):
+def test_glu_backward_in_place(n, with_product):
+    """grad_gate over grad_out, grad_up over up and, with the product, the product over gate."""
     torch = pytest.importorskip("torch")
     dy, gate, up = (torch.randn(77, n, device="cuda") for _ in range(3))
     want = numpy_glu_backward(*(t.double().cpu().numpy() for t in (dy, gate, up)), False)
-    dy_copy, up_copy = dy.clone(), up.clone()
-    lab.swiglu_backward(dy, gate, up, dy, up)  # grad_gate over grad_out, grad_up over up
+    dy_copy, gate_copy, up_copy = dy.clone(), gate.clone(), up.clone()
+    lab.swiglu_backward(dy, gate, up, dy, up, product=gate if with_product else None)
     dy_up = np.abs(dy_copy.double().cpu().numpy() * up_copy.double().cpu().numpy())  # see test_glu_backward
     check(dy.cpu().numpy(), want[0], "float32", dy_up, "grad_gate in grad_out")
     check(up.cpu().numpy(), want[1], "float32", None, "grad_up in up")
     assert not torch.equal(dy, dy_copy) and not torch.equal(up, up_copy)
+    if with_product:
+        check(gate.cpu().numpy(), want[2], "float32", None, "product in gate")
+    else:
+        assert torch.equal(gate, gate_copy)

@@ -299,19 +299,23 @@ def test_apply_rotary_pos_emb_falls_back_to_the_formula_on_the_cpu(unsqueeze_dim
 
 
 class TorchGlus:
-    """lab's GLU calls (forward(gate, up, out), backward(grad, gate, up, grad_gate, grad_up)) done in torch:
-    stand-in kernels for CPU tensors, the backward by torch's autograd of the forward's formula."""
+    """lab's GLU calls (forward(gate, up, out), backward(grad, gate, up, grad_gate, grad_up, product=None))
+    done in torch: stand-in kernels for CPU tensors, the backward by torch's autograd of the forward's
+    formula (every read before any write, as the kernel's)."""
 
     @staticmethod
     def _pair(formula):
         def forward(gate, up, out):
             out.copy_(formula(gate, up))
 
-        def backward(grad, gate, up, grad_gate, grad_up):
+        def backward(grad, gate, up, grad_gate, grad_up, product=None):
             with torch.enable_grad():
                 g, u = gate.detach().requires_grad_(), up.detach().requires_grad_()
-                dg, du = torch.autograd.grad(formula(g, u), (g, u), grad)
+                made = formula(g, u)
+                dg, du = torch.autograd.grad(made, (g, u), grad)
             grad_gate.copy_(dg), grad_up.copy_(du)
+            if product is not None:
+                product.copy_(made.detach())
         return forward, backward
 
     reference = {"swiglu": lambda g, u: torch.nn.functional.silu(g) * u,

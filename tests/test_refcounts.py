@@ -107,7 +107,7 @@ def test_failing_calls_do_not_leak(case):
 
 @pytest.mark.parametrize("case", ["softmax_empty", "layer_norm_empty", "stats_shape", "residual_alone", "bad_eps",
                                   "overlap", "axis", "loss_none_empty", "target_dtype", "reduction", "glu_pair",
-                                  "glu_overlap"])
+                                  "glu_overlap", "glu_product", "glu_product_shape"])
 def test_rowwise_calls_do_not_leak(case):
     """The row-wise runner reads up to eight optional arrays from one table: every path through it,
     succeeding (no rows: nothing launched) and failing, leaves refcounts and memory flat."""
@@ -117,6 +117,7 @@ def test_rowwise_calls_do_not_leak(case):
     same = fake_array(shape=(6, 10), ptr=x.__cuda_array_interface__["data"][0] + 4)
     targets, targets_empty = fake_array(shape=(6,), typestr="<i8"), fake_array(shape=(0,), typestr="<i8")
     loss, empty_pair, float_targets = fake_array(shape=()), fake_array(shape=(0, 10)), fake_array(shape=(6,))
+    empty_product = fake_array(shape=(0, 10))
     calls = {
         "softmax_empty": (lambda: lab.softmax(empty, empty_out), None),
         "layer_norm_empty": (lambda: lab.layer_norm(empty, None, None, empty_out, mean=no_stats, rstd=no_stats), None),
@@ -130,10 +131,13 @@ def test_rowwise_calls_do_not_leak(case):
         "reduction": (lambda: lab.cross_entropy(x, targets, loss, reduction="avg", label_smoothing=0.5), ValueError),
         "glu_pair": (lambda: lab.swiglu_backward(empty, empty, empty, empty_out, empty_pair), None),
         "glu_overlap": (lambda: lab.geglu_backward(x, x, x, out, out), ValueError),
+        "glu_product": (lambda: lab.swiglu_backward(empty, empty, empty, empty_out, empty_pair, product=empty_product),
+                        None),
+        "glu_product_shape": (lambda: lab.swiglu_backward(x, x, x, out, same, product=w), ValueError),
     }
     fn, error = calls[case]
     objects = tracked(x, out, w, empty, empty_out, no_stats, bad_stats, same, targets, targets_empty, loss,
-                      empty_pair, float_targets) + [eps]
+                      empty_pair, float_targets, empty_product) + [eps]
     assert_no_leak(fn if error is None else failing(fn, error), objects)
 
 

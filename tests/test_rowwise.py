@@ -21,8 +21,8 @@ SIGNATURES = {
     "rms_norm_backward": "(grad_out, x, weight, rstd, grad_x, grad_weight=None, *, stream=None)",
     "cross_entropy": "(logits, target, loss, *, ignore_index=-100, label_smoothing=0.0, reduction='mean', softcap=None, z_loss=0.0, grad=None, stream=None)",
     "cross_entropy_backward": "(grad_loss, grad, *, stream=None)",
-    "swiglu_backward": "(grad_out, gate, up, grad_gate, grad_up, *, stream=None)",
-    "geglu_backward": "(grad_out, gate, up, grad_gate, grad_up, *, stream=None)",
+    "swiglu_backward": "(grad_out, gate, up, grad_gate, grad_up, *, product=None, stream=None)",
+    "geglu_backward": "(grad_out, gate, up, grad_gate, grad_up, *, product=None, stream=None)",
 }
 SHAPE = (6, 10)
 
@@ -282,6 +282,13 @@ def test_glu_backward_operands(op):
         call(op, grad_up=rows(typestr="<f8"))
     with pytest.raises(ValueError, match=r"arguments 'grad_gate' and 'grad_up' share memory"):
         call(op, grad_gate=rows(ptr=base), grad_up=rows(ptr=base + 8))
+    # the optional product: x's shape and dtype, apart from the other outputs
+    with pytest.raises(ValueError, match=rf"{op}\(\): argument 'product' has shape \(6,\); it must have shape \(6, 10\)"):
+        call(op, product=rows((6,)))
+    with pytest.raises(TypeError, match=r"argument 'product' has dtype float16; it must have the dtype of 'gate'"):
+        call(op, product=rows(typestr="<f2"))
+    with pytest.raises(ValueError, match=r"arguments 'grad_up' and 'product' share memory|arguments 'product' and 'grad_up' share memory"):
+        call(op, grad_up=rows(ptr=base), product=rows(ptr=base + 8))
 
 
 @pytest.mark.parametrize("layout, disjoint", [

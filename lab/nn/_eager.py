@@ -180,9 +180,9 @@ class Glu(_Function):
 
 
 class GluLinear(_Function):
-    """linear(act(gate) * up, weight, bias), keeping gate and up but not their product: the backward
-    makes the product again (one more GLU pass) for weight's gradient, then writes the GLU's
-    gradients over its own buffers. A Llama MLP's down projection keeps its input (tokens x
+    """linear(act(gate) * up, weight, bias), keeping gate and up but not their product: the GLU's
+    backward kernel makes the product again, in the same pass as the two gradients (it reads
+    nothing more), for weight's gradient. A Llama MLP's down projection keeps its input (tokens x
     intermediate) for its backward; this keeps nothing the GLU does not keep already."""
 
     @staticmethod
@@ -200,19 +200,20 @@ class GluLinear(_Function):
         gate, up, weight = ctx.saved_tensors
         forward, backward = ctx.glu
         rows = grad.reshape(-1, grad.shape[-1])
-        grad_weight = grad_bias = None
-        # the product's buffer holds grad_up at the end, whether or not weight's gradient needs it
-        product = _glu_product(gate, up, forward) if ctx.needs_input_grad[2] else torch.empty_like(gate)
-        if ctx.needs_input_grad[2]:
-            grad_weight = rows.t().mm(product.reshape(-1, product.shape[-1]))
-        if ctx.bias_grad:
-            grad_bias = rows.sum(0)
+        grad_bias = rows.sum(0) if ctx.bias_grad else None
+        weight_grad_wanted = ctx.needs_input_grad[2]
         if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            grad_weight = rows.t().mm(_glu_product(gate, up, forward).reshape(-1, gate.shape[-1])) \
+                if weight_grad_wanted else None
             return None, None, grad_weight, grad_bias, None, None
         grad_product = torch.matmul(grad, weight)
-        # every read before any write: the gradients go over grad_product and the product's buffer
-        backward(grad_product, gate, up, grad_product, product)
-        return grad_product, product, grad_weight, grad_bias, None, None
+        # One pass makes both gradients and, for weight's gradient, the product again: every read
+        # before any write, so grad_gate goes over grad_product.
+        grad_up = torch.empty_like(up)
+        product = torch.empty_like(gate) if weight_grad_wanted else None
+        backward(grad_product, gate, up, grad_product, grad_up, product=product)
+        grad_weight = rows.t().mm(product.reshape(-1, product.shape[-1])) if weight_grad_wanted else None
+        return grad_product, grad_up, grad_weight, grad_bias, None, None
 
 
 class Rope(_Function):

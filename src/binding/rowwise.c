@@ -58,8 +58,8 @@ typedef struct {
 #define GLU_BACKWARD(name, op)                                                                               \
     {name,                                                                                                   \
      op,                                                                                                     \
-     {5, 5, 6, {N(grad_out), N(gate), N(up), N(grad_gate), N(grad_up), N(stream)}},                          \
-     {ROW(GRAD), ROW(X), ROW(UP), ROW(OUT), ROW(GRAD_UP), STREAM},                                           \
+     {5, 5, 7, {N(grad_out), N(gate), N(up), N(grad_gate), N(grad_up), N(product), N(stream)}},              \
+     {ROW(GRAD), ROW(X), ROW(UP), ROW(OUT), ROW(GRAD_UP), ROW_OPTIONAL(PRODUCT), STREAM},                    \
      0,                                                                                                      \
      RETURN_OUT_PAIR}
 enum {
@@ -356,15 +356,18 @@ PyMethodDef lab_rowwise_methods[] = {
         "(loss.backward() on a mean or a sum) is skipped without reading or writing it: the check is on "
         "the device, nothing synchronizes. Returns grad." LAB_ROWWISE_DOC_TAIL),
     LAB_METHOD(swiglu_backward,
-               "swiglu_backward(grad_out, gate, up, grad_gate, grad_up, *, stream=None)\n--\n\nThe gradients "
-               "of lab.swiglu (out = silu(gate) * up) in one pass: grad_gate = grad_out * up * silu'(gate), "
-               "grad_up = grad_out * silu(gate). All five arrays one shape and dtype; gate and up (and "
-               "grad_gate and grad_up) may be the two halves of one array, and a gradient may be the very "
-               "view of an input. Returns (grad_gate, grad_up)." LAB_ROWWISE_DOC_TAIL),
+               "swiglu_backward(grad_out, gate, up, grad_gate, grad_up, *, product=None, stream=None)\n--\n\n"
+               "The gradients of lab.swiglu (out = silu(gate) * up) in one pass: grad_gate = grad_out * up * "
+               "silu'(gate), grad_up = grad_out * silu(gate). With product, the forward's out is written "
+               "there too, in the same pass (a following layer's weight gradient needs it: cheaper than "
+               "running lab.swiglu again). All arrays one shape and dtype; gate and up (and grad_gate and "
+               "grad_up) may be the two halves of one array, and an output may be the very view of an "
+               "input. Returns (grad_gate, grad_up)." LAB_ROWWISE_DOC_TAIL),
     LAB_METHOD(geglu_backward,
-               "geglu_backward(grad_out, gate, up, grad_gate, grad_up, *, stream=None)\n--\n\nThe gradients "
-               "of lab.geglu (out = gelu_tanh(gate) * up) in one pass, as swiglu_backward with gelu's tanh "
-               "approximation. Returns (grad_gate, grad_up)." LAB_ROWWISE_DOC_TAIL),
+               "geglu_backward(grad_out, gate, up, grad_gate, grad_up, *, product=None, stream=None)\n--\n\n"
+               "The gradients of lab.geglu (out = gelu_tanh(gate) * up) in one pass, as swiglu_backward with "
+               "gelu's tanh approximation (product: gelu_tanh(gate) * up). Returns (grad_gate, "
+               "grad_up)." LAB_ROWWISE_DOC_TAIL),
     {NULL, NULL, 0, NULL},
 };
 #undef LAB_METHOD

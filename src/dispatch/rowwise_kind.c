@@ -14,7 +14,7 @@ static int is_backward(lab_row_op op) {
 }
 
 int lab_row_operand_written(lab_row_op op, lab_row_operand k) {
-    if (k == LAB_ROW_OUT || k == LAB_ROW_RESIDUAL_OUT) return 1;
+    if (k == LAB_ROW_OUT || k == LAB_ROW_RESIDUAL_OUT || k == LAB_ROW_PRODUCT) return 1;
     return (k == LAB_ROW_MEAN || k == LAB_ROW_RSTD || k == LAB_ROW_LOSS) && !is_backward(op);
 }
 

@@ -201,7 +201,8 @@ typedef enum {
  * their backwards OUT (grad_x), X, GRAD, MEAN (layer_norm), RSTD; cross-entropy X (logits), TARGET,
  * LOSS (per row, or one number for a reduced loss) and optionally OUT (the gradient), its backward
  * OUT and X (the gradient, scaled in place) and LOSS (the upstream gradient, read); the GLU
- * backwards GRAD (grad_out), X (gate), UP, OUT (grad_gate), GRAD_UP. */
+ * backwards GRAD (grad_out), X (gate), UP, OUT (grad_gate), GRAD_UP and optionally PRODUCT (the
+ * forward's act(gate) * up, made again in the same pass for a weight gradient that needs it). */
 typedef enum {
     LAB_ROW_OUT = 0,
     LAB_ROW_X,
@@ -212,6 +213,7 @@ typedef enum {
     LAB_ROW_RSTD,
     LAB_ROW_TARGET,
     LAB_ROW_LOSS,
+    LAB_ROW_PRODUCT,
     LAB_ROW_OPERANDS,
     /* The GLU backwards' second input and second output take the residual's slots: no op has both. */
     LAB_ROW_UP = LAB_ROW_RESIDUAL,

@@ -18,21 +18,31 @@ template <typename T> bool glu_packets(const lab_rowwise_launch &l, GluPackets *
     if (l.lead_ndim > 1 || l.n % V != 0 || !rows_vectorizable<T>(l)) return false;
     const int64_t per_row = l.n / V, total = l.rows * per_row;
     if (total > INT32_MAX - int64_t(kGluThreads) * kGluPackets * 65536) return false;
-    const int roles[5] = {LAB_ROW_GRAD, LAB_ROW_X, LAB_ROW_UP, LAB_ROW_OUT, LAB_ROW_GRAD_UP};
-    for (int k = 0; k < 5; k++) p->row_stride[k] = l.lead_ndim == 1 ? l.lead_strides[roles[k]][0] : 0;
+    const int roles[6] = {LAB_ROW_GRAD, LAB_ROW_X, LAB_ROW_UP, LAB_ROW_OUT, LAB_ROW_GRAD_UP, LAB_ROW_PRODUCT};
+    for (int k = 0; k < 6; k++) p->row_stride[k] = l.lead_ndim == 1 ? l.lead_strides[roles[k]][0] : 0;
     p->grad_out = l.row_data[LAB_ROW_GRAD], p->gate = l.row_data[LAB_ROW_X], p->up = l.row_data[LAB_ROW_UP];
     p->grad_gate = l.row_data[LAB_ROW_OUT], p->grad_up = l.row_data[LAB_ROW_GRAD_UP];
+    p->product = l.row_data[LAB_ROW_PRODUCT];
     p->packets_per_row = uint32_t(per_row), p->total = uint32_t(total);
     return true;
 }
 
 template <bool kGelu, typename T> cudaError_t launch_glu(const lab_rowwise_launch &l, cudaStream_t stream) {
     GluPackets p;
-    if (!glu_packets<T>(l, &p)) return launch_rows<GluBackward<kGelu>, T>(l, stream);
+    if (!glu_packets<T>(l, &p)) {
+        return l.row_data[LAB_ROW_PRODUCT] ? launch_rows<GluBackward<kGelu, true>, T>(l, stream)
+                                           : launch_rows<GluBackward<kGelu, false>, T>(l, stream);
+    }
     if (p.total == 0) return cudaSuccess;
     const int64_t per_block = int64_t(kGluThreads) * kGluPackets;
     const int64_t blocks = std::min<int64_t>((int64_t(p.total) + per_block - 1) / per_block, 65536);
-    glu_backward_packets<kGelu, T, kGluThreads, kGluPackets><<<unsigned(blocks), kGluThreads, 0, stream>>>(p);
+    if (p.product) {
+        glu_backward_packets<kGelu, true, T, kGluThreads, kGluPackets>
+            <<<unsigned(blocks), kGluThreads, 0, stream>>>(p);
+    } else {
+        glu_backward_packets<kGelu, false, T, kGluThreads, kGluPackets>
+            <<<unsigned(blocks), kGluThreads, 0, stream>>>(p);
+    }
     return cudaGetLastError();
 }
 
