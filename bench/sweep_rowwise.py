@@ -102,8 +102,8 @@ def sweep_cross_entropy(torch, timer):
 
 
 def sweep_buffered_rows(torch, timer):
-    """The norms' backward on streamed rows (longer than the registers hold) as launched - x and grad_out
-    in the block's shared memory where they fit beside the column sums - and with that off
+    """The norms' backward on streamed rows (longer than the registers hold) as launched - rms_norm's x and
+    grad_out in the block's shared memory where they fit beside the column sums - and with that off
     (lab.lab._rowwise_window_depth(0)), TB/s on x, grad_out and grad_x."""
     print(f"{'norms backward, streamed rows':40s} {'launched':>9s} {'off':>9s}   (TB/s)")
     for dtype, rows, n in ((torch.bfloat16, 4096, 16384), (torch.bfloat16, 4096, 20000), (torch.bfloat16, 2048, 32768),

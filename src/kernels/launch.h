@@ -291,7 +291,7 @@ int64_t lab_rowwise_set_staged_min_vectors(int64_t vectors);
 int lab_rowwise_set_staged_vectors_per_thread(int vectors);
 /* Test-only tuning: the steps of a row (two 16-byte vectors a thread each) whose copies a window-rows
  * kernel keeps in flight (cross-entropy's long rows): -1, the default, six where the SM keeps its
- * blocks; 0 turns window rows off (the streamed walk), and the norms' backward's buffered rows with
+ * blocks; 0 turns window rows off (the streamed walk), and rms_norm's backward's buffered rows with
  * them. Returns the previous value. */
 int lab_rowwise_set_window_depth(int depth);
 

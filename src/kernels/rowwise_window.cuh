@@ -18,7 +18,7 @@ struct WindowRows : GlobalRows {
     int depth;
 };
 
-// Rows of two operands (x and grad_out: the norms' backward) whose steps all sit in the block's shared
+// Rows of two operands (x and grad_out: rms_norm's backward) whose steps all sit in the block's shared
 // memory (rows_streamed with a.streamed_row_buffer): each pass reads them there, and the second,
 // as it finishes a step, copies the same step of the block's next row into its place (one commit
 // group a step, x and grad_out together) - so the next row's reads fly while this row is reduced

@@ -203,7 +203,7 @@ static PyObject *py_rowwise_window_depth(PyObject *module, PyObject *arg) {
 PyMethodDef lab_introspect_methods[] = {
     {"_rowwise_window_depth", py_rowwise_window_depth, METH_O,
      "_rowwise_window_depth(n, /)\n--\n\nPrivate: the steps of copies the window-rows kernel keeps in "
-     "flight: -1 (the default) six where the SM keeps its blocks, 0 turns window rows (and the norms' "
+     "flight: -1 (the default) six where the SM keeps its blocks, 0 turns window rows (and rms_norm's "
      "backward's buffered rows) off, 1 to 8 that depth. Returns the previous value. For tuning sweeps and "
      "tests."},
     {"_rowwise_staged_vectors_per_thread", py_rowwise_staged_vectors_per_thread, METH_O,
