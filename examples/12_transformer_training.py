@@ -34,7 +34,12 @@ lab.swiglu(gate, up, out)
 torch.testing.assert_close(out, F.silu(gate) * up, rtol=2e-2, atol=2e-2)
 dz = torch.empty_like(z)
 lab.swiglu_backward(torch.ones_like(out), gate, up, dz[:, :2048], dz[:, 2048:])
-print("swiglu: forward and both gradients on the halves of one array")
+# With product=, the same pass writes the forward's output again: a down projection that kept gate and
+# up instead of their product gets its input for the weight gradient without a forward of its own.
+again = torch.empty_like(out)
+lab.swiglu_backward(torch.ones_like(out), gate, up, dz[:, :2048], dz[:, 2048:], product=again)
+torch.testing.assert_close(again, out, rtol=2e-2, atol=2e-2)
+print("swiglu: forward and both gradients on the halves of one array; the forward's output again in the backward")
 
 # ---- torch level: a small transformer trained with lab.nn ----
 import lab.nn  # noqa: E402
