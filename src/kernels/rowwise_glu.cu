@@ -7,7 +7,8 @@ namespace lab {
 namespace {
 
 // Threads per block and packets per thread: the elementwise kernels' tuning for transcendental
-// ops (elementwise_vectorized.cuh), two packets of each of three inputs.
+// ops (elementwise_vectorized.cuh), two packets of each of three inputs. Four ran 30% slower
+// (bench/results/2026-12-04-h200-glu-packets.txt).
 constexpr int kGluThreads = 128, kGluPackets = 2;
 
 // The packet path's operands, where it applies: every operand contiguous along the row and 16-byte
