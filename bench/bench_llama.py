@@ -13,8 +13,9 @@ Prints ms/step (median of event-timed steps after warm-up, each after the previo
 synchronization), tokens/s, the allocator's peak beyond the model's weights and gradients, and two
 diagnostics (measure() says how they are made): the step after the GPU rested ~0.1 s (its clocks
 then not held down by its power limit) and the same with the step queued while the GPU rested (the
-GPU then never waits on the host's Python). Writes llama.json and llama.png (tokens/s and memory by
-implementation) into --out-dir. --case runs one case only.
+GPU then never waits on the host's Python) - and the median SM clock and power nvidia-smi read during
+the steps back to back (bench/_gpu_sampler.py), where it is installed. Writes llama.json and
+llama.png (tokens/s and memory by implementation) into --out-dir. --case runs one case only.
     python3 bench/bench_llama.py [--out-dir DIR] [--quick] [--case 4x2048]
 """
 import json
@@ -88,6 +89,7 @@ def measure(implementation, case, steps):
     import torch
     import transformers
     from lab._timing import median_ms, torch_timer
+    from _gpu_sampler import GpuSampler, nvidia_smi_id
     ready = prepared(torch, transformers, implementation, case, warmup=0)
     if ready is None:
         return
@@ -99,7 +101,8 @@ def measure(implementation, case, steps):
         torch.cuda.synchronize()
         weights_and_grads = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-        ms = median_ms(step, *torch_timer(torch), repeats=steps, warmup=2)
+        with GpuSampler(nvidia_smi_id(torch)) as back_to_back:  # the SM clock and power those steps ran at
+            ms = median_ms(step, *torch_timer(torch), repeats=steps, warmup=2)
         peak = torch.cuda.max_memory_allocated() - weights_and_grads
         # Two diagnostics, each step after ~0.1 s in which the GPU only waits (torch.cuda._sleep: one
         # thread spinning). Rested: the wait synchronized before the step - steps back to back keep the
@@ -115,9 +118,10 @@ def measure(implementation, case, steps):
     except torch.OutOfMemoryError:
         print(json.dumps(dict(implementation=implementation, case=case, out_of_memory=True)))
         return
+    clocks = {f"back_to_back_{key}": value for key, value in back_to_back.summary().items()}
     print(json.dumps(dict(implementation=implementation, case=case, ms=ms, tokens_per_s=batch * positions / ms * 1e3,
                           peak_gib=peak / 2**30, parameters=parameters, ms_rested=rested,
-                          ms_host_ahead=ahead)))
+                          ms_host_ahead=ahead, **clocks)))
 
 
 def plot(rows, path):
@@ -182,13 +186,15 @@ def main():
                 continue
             rows.append(row)
     print(f"\n{'case':8s} {'implementation':30s} {'ms/step':>9s} {'tokens/s':>10s} {'peak GiB':>9s} {'rested':>7s}"
-          f" {'host ahead':>10s}")
+          f" {'host ahead':>10s} {'SM MHz':>7s} {'W':>5s}")
     for r in rows:
         if r.get("out_of_memory"):
             print(f"{r['case']:8s} {r['implementation']:30s} {'out of memory':>30s}")
             continue
+        clocks = "" if "back_to_back_sm_mhz" not in r else \
+            f" {r['back_to_back_sm_mhz']:7.0f} {r['back_to_back_watts']:5.0f}"
         print(f"{r['case']:8s} {r['implementation']:30s} {r['ms']:9.1f} {r['tokens_per_s']:10.0f} {r['peak_gib']:9.2f}"
-              f" {r['ms_rested']:7.1f} {r['ms_host_ahead']:10.1f}")
+              f" {r['ms_rested']:7.1f} {r['ms_host_ahead']:10.1f}{clocks}")
     by = {(r["implementation"], r["case"]): r for r in rows if not r.get("out_of_memory")}
     ours = by.get(("lab.nn.patch", "4x2048"))
     goals = []
