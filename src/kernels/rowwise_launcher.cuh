@@ -225,6 +225,7 @@ struct RowPlan {
     bool sums_in_shared;     // streamed with column sums: the block's sums in its shared memory
     int window_depth = 0;    // window: the steps of copies a thread keeps in flight
     bool row_buffer = false; // streamed with sums in shared memory: the row's x and grad_out there too
+    size_t sums_limit = 0;   // streamed with column sums: the shared memory its kernel may take
 };
 
 // Staged (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async copies
@@ -326,6 +327,7 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
                     streamed ? (sums_in_shared ? streamed_sums_bytes : 0) : sums_bytes,
                     0,
                     sums_in_shared};
+    plan->sums_limit = streamed_limit;
     return cudaSuccess;
 }
 
@@ -399,22 +401,19 @@ cudaError_t plan_window_rows(const lab_rowwise_launch &l, bool vectorized, RowPl
 // 42% of the copy; buffered, 47%. (layer_norm's ran slower: NormBackward::kBufferedRows.)
 // rowwise_window_depth 0 turns them off with the window.
 template <class Op, typename T>
-cudaError_t plan_buffered_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
+void plan_buffered_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
     if constexpr (kWalksBufferedRows<Op>) {
         const bool sums_wanted = l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS];
         const int64_t steps = ceil_div(l.n, int64_t(plan->threads) * kRowVec<T>);
-        if (plan->layout != RowLayout::streamed || !plan->sums_in_shared || !sums_wanted || !vectorized ||
-            rowwise_window_depth == 0 || steps > kMaxWindowDepth) {
-            return cudaSuccess;
-        }
-        size_t limit = 0;
-        const cudaError_t err = column_sums_limit<Op, T>(true, 0, &limit);
         const size_t buffer_bytes = size_t(2 * steps * plan->threads * 16);
-        if (err != cudaSuccess || plan->shared_bytes + buffer_bytes > limit) return err;
+        if (plan->layout != RowLayout::streamed || !plan->sums_in_shared || !sums_wanted || !vectorized ||
+            rowwise_window_depth == 0 || steps > kMaxWindowDepth ||
+            plan->shared_bytes + buffer_bytes > plan->sums_limit) {
+            return;
+        }
         plan->shared_bytes += buffer_bytes;
         plan->row_buffer = true;
     }
-    return cudaSuccess;
 }
 
 // Launches Op for storage type T as planned: staged where plan_staged_rows takes it, else rows in
@@ -443,8 +442,8 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
         }
     }
     err = plan_window_rows<Op, T>(l, vectorized, &plan);
-    if (err == cudaSuccess) err = plan_buffered_rows<Op, T>(l, vectorized, &plan);
     if (err != cudaSuccess) return err;
+    plan_buffered_rows<Op, T>(l, vectorized, &plan);
     const bool want_sums =
         Op::kColumnSums && (l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS]);
 
