@@ -1,24 +1,36 @@
 """What the GPU's clock and power did while a block of work ran: nvidia-smi, in a process beside the
-benchmark, reads the SM clock (MHz) and the board's power draw (W) every 50 ms. It tells a step that
-ran slower because the GPU held lower clocks at its power limit from one that did more work: two
-implementations of one training step can draw the same 700 W and still differ in the clock each gets.
-Where nvidia-smi is missing, nothing is sampled and the summary is empty."""
+benchmark, reads the SM clock (MHz), the board's instantaneous power draw (W) and the active clock
+event reasons every 50 ms. It tells a step that ran slower because the GPU held lower clocks at its
+power limit from one that did more work: two implementations of one training step can both run into
+the 700 W cap and still differ in the clock each gets. `power.draw` is a one-second average that lags
+a block of about a second (measured 2026-12-04: 370 W median over steps whose average reached 700 W),
+so the instantaneous reading is taken where the driver has it. Where nvidia-smi is missing, nothing is
+sampled and the summary is empty."""
 import shutil
 import statistics
 import subprocess
 
-QUERY = ["--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits", "-lms", "50"]
+FIELDS = "clocks.sm,power.draw.instant,clocks_event_reasons.active"
+OLDER_FIELDS = "clocks.sm,power.draw"  # drivers before the instantaneous reading and the event reasons
+SW_POWER_CAP = 0x4  # nvml.h: nvmlClocksEventReasonSwPowerCap
+
+
+def query(smi, fields, gpu_id, loop=True):
+    return ([smi, f"--query-gpu={fields}", "--format=csv,noheader,nounits"] + (["-lms", "50"] if loop else [])
+            + ([f"--id={gpu_id}"] if gpu_id else []))
 
 
 def parse(lines):
-    """(SM MHz, W) from nvidia-smi's CSV lines; a line it cannot read ('[N/A]', a blank) is skipped."""
+    """(SM MHz, W, event reasons or None) from nvidia-smi's CSV lines; a line it cannot read ('[N/A]', a
+    blank, a heading) is skipped."""
     samples = []
     for line in lines:
         fields = [field.strip() for field in line.split(",")]
-        if len(fields) != 2:
+        if len(fields) not in (2, 3):
             continue
         try:
-            samples.append((float(fields[0]), float(fields[1])))
+            reasons = int(fields[2], 16) if len(fields) == 3 else None
+            samples.append((float(fields[0]), float(fields[1]), reasons))
         except ValueError:
             continue
     return samples
@@ -35,7 +47,8 @@ def nvidia_smi_id(torch, device=0):
 
 
 class GpuSampler:
-    """with GpuSampler(gpu_id): ...  then .summary(): the median SM clock and power over the block."""
+    """with GpuSampler(gpu_id): ...  then .summary(): the median SM clock and power over the block, and
+    the share of samples the driver held the clocks down for its power cap."""
 
     def __init__(self, gpu_id=None):
         self.gpu_id, self.process, self.samples = gpu_id, None, []
@@ -43,8 +56,10 @@ class GpuSampler:
     def __enter__(self):
         smi = shutil.which("nvidia-smi")
         if smi is not None:
-            command = [smi] + QUERY + ([f"--id={self.gpu_id}"] if self.gpu_id else [])
-            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            probe = subprocess.run(query(smi, FIELDS, self.gpu_id, loop=False), capture_output=True, text=True)
+            fields = FIELDS if probe.returncode == 0 and parse(probe.stdout.splitlines()) else OLDER_FIELDS
+            self.process = subprocess.Popen(query(smi, fields, self.gpu_id), stdout=subprocess.PIPE,
+                                            stderr=subprocess.DEVNULL, text=True)
         return self
 
     def __exit__(self, *exc):
@@ -55,8 +70,13 @@ class GpuSampler:
         return False
 
     def summary(self):
-        """{'sm_mhz', 'watts', 'samples'} (medians), or {} where nothing was sampled."""
+        """{'sm_mhz', 'watts', 'samples'} (medians) and 'power_capped' (the share of samples with the
+        SW power cap active) where the driver reports the reasons; {} where nothing was sampled."""
         if not self.samples:
             return {}
-        return dict(sm_mhz=statistics.median(s[0] for s in self.samples),
-                    watts=statistics.median(s[1] for s in self.samples), samples=len(self.samples))
+        result = dict(sm_mhz=statistics.median(s[0] for s in self.samples),
+                      watts=statistics.median(s[1] for s in self.samples), samples=len(self.samples))
+        reasons = [s[2] for s in self.samples if s[2] is not None]
+        if reasons:
+            result["power_capped"] = sum(1 for r in reasons if r & SW_POWER_CAP) / len(reasons)
+        return result

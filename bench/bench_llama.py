@@ -14,7 +14,8 @@ synchronization), tokens/s, the allocator's peak beyond the model's weights and 
 diagnostics (measure() says how they are made): the step after the GPU rested ~0.1 s (its clocks
 then not held down by its power limit) and the same with the step queued while the GPU rested (the
 GPU then never waits on the host's Python) - and the median SM clock and power nvidia-smi read during
-the steps back to back (bench/_gpu_sampler.py), where it is installed. Writes llama.json and
+the steps back to back, with the share of its samples in which the driver held the clocks down for
+the power cap (bench/_gpu_sampler.py), where it is installed. Writes llama.json and
 llama.png (tokens/s and memory by implementation) into --out-dir. --case runs one case only.
     python3 bench/bench_llama.py [--out-dir DIR] [--quick] [--case 4x2048]
 """
@@ -186,13 +187,14 @@ def main():
                 continue
             rows.append(row)
     print(f"\n{'case':8s} {'implementation':30s} {'ms/step':>9s} {'tokens/s':>10s} {'peak GiB':>9s} {'rested':>7s}"
-          f" {'host ahead':>10s} {'SM MHz':>7s} {'W':>5s}")
+          f" {'host ahead':>10s} {'SM MHz':>7s} {'W':>5s} {'capped':>6s}")
     for r in rows:
         if r.get("out_of_memory"):
             print(f"{r['case']:8s} {r['implementation']:30s} {'out of memory':>30s}")
             continue
         clocks = "" if "back_to_back_sm_mhz" not in r else \
-            f" {r['back_to_back_sm_mhz']:7.0f} {r['back_to_back_watts']:5.0f}"
+            f" {r['back_to_back_sm_mhz']:7.0f} {r['back_to_back_watts']:5.0f}" + \
+            (f" {r['back_to_back_power_capped']:6.0%}" if "back_to_back_power_capped" in r else "")
         print(f"{r['case']:8s} {r['implementation']:30s} {r['ms']:9.1f} {r['tokens_per_s']:10.0f} {r['peak_gib']:9.2f}"
               f" {r['ms_rested']:7.1f} {r['ms_host_ahead']:10.1f}{clocks}")
     by = {(r["implementation"], r["case"]): r for r in rows if not r.get("out_of_memory")}
