@@ -353,6 +353,8 @@ def test_cross_entropy_backward_operands():
     ("_rowwise_staged_vectors_per_thread", 65, 16),
     ("_rowwise_window_depth", 9, 2),
     ("_rowwise_window_depth", -2, 0),
+    ("_reduce_slice_waves", 0, 4),
+    ("_reduce_slice_waves", 65, 64),
 ])
 def test_tuning_knobs_check_their_value_and_return_the_previous(knob, bad, good):
     """The tuning sweeps' private knobs: a value out of range is refused and changes nothing; a good one

@@ -12,6 +12,16 @@ constexpr int kUnitOf[LAB_NUM_REDUCE_OPS] = {
 
 } // namespace
 
+namespace lab {
+int reduce_slice_waves = 1;
+} // namespace lab
+
+extern "C" int lab_reduce_set_slice_waves(int waves) {
+    const int previous = lab::reduce_slice_waves;
+    lab::reduce_slice_waves = waves;
+    return previous;
+}
+
 extern "C" cudaError_t lab_launch_reduction(const lab_reduction_launch *launch, cudaStream_t stream) {
     if (launch->n_outputs == 0) return cudaSuccess;
     if (launch->op < 0 || launch->op >= LAB_NUM_REDUCE_OPS) return cudaErrorInvalidValue;

@@ -12,6 +12,9 @@
 
 namespace lab {
 
+// The waves of blocks a split reduction's first pass is cut into (lab_reduce_set_slice_waves).
+extern int reduce_slice_waves;
+
 namespace {
 
 unsigned int grid_for(int64_t items, int64_t per_block) {
@@ -153,8 +156,9 @@ cudaError_t launch_walking(const lab_reduction_launch &l, ReductionArgs &a, cuda
     case LAB_REDUCE_SPLIT: {
         err = resident_blocks(reduce_slices<R, kWalk>, kReduceThreads, 0, slices_per_sm, &resident);
         if (err != cudaSuccess) return err;
-        // Enough blocks to fill the device once (whole waves), none with fewer than 8192 elements.
-        a.slices = static_cast<int>(larger(1, smaller(resident / l.n_outputs, ceil_div(l.n_reduce, 8192))));
+        // Enough blocks to fill the device in whole waves, none with fewer than 8192 elements.
+        a.slices = static_cast<int>(
+            larger(1, smaller(resident * reduce_slice_waves / l.n_outputs, ceil_div(l.n_reduce, 8192))));
         if (a.slices == 1) {
             reduce_by_group<R, kWalk, kReduceThreads>
                 <<<grid_for(l.n_outputs, 1), kReduceThreads, 0, stream>>>(a);
