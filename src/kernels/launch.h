@@ -178,7 +178,7 @@ typedef struct {
 cudaError_t lab_launch_reduction(const lab_reduction_launch *launch, cudaStream_t stream);
 
 /* Test-only tuning (src/testing): the waves of blocks a split reduction's first pass is cut into
- * (1 to 64; one wave fills every multiprocessor once). Returns the previous value. */
+ * (1 to 64, 4 by default; one wave fills every multiprocessor once). Returns the previous value. */
 int lab_reduce_set_slice_waves(int waves);
 
 /* ---- row-wise ops: softmax, the norms, cross-entropy, the GLU backwards: a row at a time ---- */

@@ -200,8 +200,8 @@ static PyObject *py_rowwise_window_depth(PyObject *module, PyObject *arg) {
     return PyLong_FromLong(lab_rowwise_set_window_depth((int)n));
 }
 
-/* _reduce_slice_waves(n): the waves of blocks a split reduction's first pass is cut into (1, the
- * default, to 64), for bench/sweep_reductions.py. Returns the previous setting. */
+/* _reduce_slice_waves(n): the waves of blocks a split reduction's first pass is cut into (1 to 64;
+ * 4 is lab's default), for bench/sweep_reductions.py. Returns the previous setting. */
 static PyObject *py_reduce_slice_waves(PyObject *module, PyObject *arg) {
     const long n = PyLong_AsLong(arg);
     if (n == -1 && PyErr_Occurred()) return NULL;
@@ -215,7 +215,7 @@ static PyObject *py_reduce_slice_waves(PyObject *module, PyObject *arg) {
 PyMethodDef lab_introspect_methods[] = {
     {"_reduce_slice_waves", py_reduce_slice_waves, METH_O,
      "_reduce_slice_waves(n, /)\n--\n\nPrivate: the waves of blocks a split reduction's first pass is cut "
-     "into (1, the default, to 64). Returns the previous value. For tuning sweeps and tests."},
+     "into (1 to 64; 4 is lab's default). Returns the previous value. For tuning sweeps and tests."},
     {"_rowwise_window_depth", py_rowwise_window_depth, METH_O,
      "_rowwise_window_depth(n, /)\n--\n\nPrivate: the steps of copies the window-rows kernel keeps in "
      "flight: -1 (the default) six where the SM keeps its blocks, 0 turns window rows (and rms_norm's "
