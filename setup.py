@@ -104,15 +104,22 @@ class ObjectCache:
         return os.path.join(self.folder, digest.hexdigest() + ".o")
 
     def fetch(self, cached, obj):
+        """The object and nvcc's list of what it was built from (its .d): without the list, the next build
+        would take every header beside the source as a dependency and recompile every unit for any edit."""
         if not os.path.exists(cached):
             return False
+        if os.path.exists(cached + ".d"):
+            shutil.copyfile(cached + ".d", obj + ".d")
+        elif os.path.exists(obj + ".d"):
+            os.remove(obj + ".d")  # an older entry without its list: the fallback, never a stale list
         shutil.copyfile(cached, obj)
         return True
 
     def keep(self, obj, cached):
-        partial = f"{cached}.{os.getpid()}.partial"  # another build may be writing the same entry
-        shutil.copyfile(obj, partial)
-        os.replace(partial, cached)
+        for made, entry in ((obj + ".d", cached + ".d"), (obj, cached)):  # the list first: fetch reads the object's
+            partial = f"{entry}.{os.getpid()}.partial"  # another build may be writing the same entry
+            shutil.copyfile(made, partial)
+            os.replace(partial, entry)
 
 
 class BuildExtWithNvcc(build_ext):

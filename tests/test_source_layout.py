@@ -151,7 +151,8 @@ def built_module():
 def test_editing_a_kernel_header_relinks_the_module(tmp_path):
     """In a copy of the tree (the suite's own lab.so is never rewritten under running tests): a
     second build does nothing; touching list_steps.cuh recompiles only multi_tensor.cu, the one kernel
-    file that includes it, and relinks lab.so."""
+    file that includes it, and relinks lab.so - and so it does where the object came from the nvcc
+    cache."""
     if shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"):
         pytest.skip("no nvcc here")
     built_module()
@@ -183,6 +184,20 @@ def test_editing_a_kernel_header_relinks_the_module(tmp_path):
     compiled = [line for line in output.splitlines() if "nvcc" in line and " -c " in line]
     assert len(compiled) == 1 and "multi_tensor.cu" in compiled[0], compiled or first[-2000:]
     assert os.path.getmtime(so) > before, "lab.so was not relinked after a kernel header changed"
+
+    # An object from LAB_NVCC_CACHE comes with nvcc's list of what it was built from: without it the
+    # next edit of any header would compile every unit again.
+    env["LAB_NVCC_CACHE"] = str(tmp_path / "nvcc-cache")
+    os.utime(copy / "src" / "kernels" / "list_steps.cuh")
+    build()  # compiled again, now kept in the cache with its list
+    obj = glob.glob(str(copy / "build" / "temp*" / "cuda" / "multi_tensor.cu.*.o"))[0]
+    listed = open(obj + ".d").read()
+    os.remove(obj), os.remove(obj + ".d")
+    assert "multi_tensor.cu" in build() and open(obj + ".d").read() == listed
+    os.utime(copy / "src" / "kernels" / "list_steps.cuh")
+    output = build()
+    rebuilt = [line for line in output.splitlines() if line.startswith("lab: nvcc [")]
+    assert len(rebuilt) == 1 and "multi_tensor.cu" in rebuilt[0] and "from LAB_NVCC_CACHE" in rebuilt[0], output
 
 
 # Files outside this repository that comments cite by name (other projects' sources, specs).
