@@ -11,14 +11,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
-from lab._timing import median_ms, torch_timer  # noqa: E402
+from lab._timing import torch_timer  # noqa: E402
 from _peers import peers  # noqa: E402
-
-BACK_TO_BACK = 10
-
-
-def per_call_ms(fn, timer):
-    return median_ms(lambda: [fn() for _ in range(BACK_TO_BACK)], *timer, repeats=20) / BACK_TO_BACK
+from bench_bandwidth import per_call_ms  # noqa: E402  (ten calls back to back per sample)
 
 
 def cases(torch, cupy):
