@@ -198,10 +198,13 @@ __global__ void __launch_bounds__(kReduceThreads, kWalk == Walk::kContiguous ? R
     }
 }
 
-// Where slice s of an output's elements begins and ends.
+// Where slice s of an output's elements begins and ends: whole runs of 64 elements (128 bytes of
+// bfloat16, 256 of float32), so that a contiguous row's slices start where its 128-byte lines do and
+// no two blocks read the same line (an odd length had every slice's warps straddle lines).
 __device__ __forceinline__ void slice_bounds(const ReductionArgs &a, int64_t s, int64_t &begin,
                                              int64_t &end) {
-    const int64_t per_slice = (a.n_reduce + a.slices - 1) / a.slices;
+    constexpr int64_t kRun = 64;
+    const int64_t per_slice = ((a.n_reduce + a.slices - 1) / a.slices + kRun - 1) / kRun * kRun;
     begin = smaller(s * per_slice, a.n_reduce);
     end = smaller(begin + per_slice, a.n_reduce);
 }
