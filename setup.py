@@ -116,7 +116,8 @@ class ObjectCache:
         return True
 
     def keep(self, obj, cached):
-        for made, entry in ((obj + ".d", cached + ".d"), (obj, cached)):  # the list first: fetch reads the object's
+        # the list first, so that an object in the cache always has its list beside it
+        for made, entry in ((obj + ".d", cached + ".d"), (obj, cached)):
             partial = f"{entry}.{os.getpid()}.partial"  # another build may be writing the same entry
             shutil.copyfile(made, partial)
             os.replace(partial, entry)

@@ -4,6 +4,7 @@
  * *inputs, reduced=()) the iterator's space, as dicts. None of them calls CUDA. */
 #include "testing/introspect.h"
 
+#include <limits.h>
 #include <stdarg.h>
 
 #include "binding/args.h"
@@ -147,13 +148,27 @@ static PyObject *py_iterate(PyObject *module, PyObject *args, PyObject *kwargs) 
     return result;
 }
 
+/* A tuning knob's new value from `arg`: an integer from `lowest` to `highest`, else ValueError with
+ * `refusal` (which names the knob and what it takes). Returns -1 with the error set. */
+static int read_knob(PyObject *arg, long long lowest, long long highest, const char *refusal,
+                     long long *value) {
+    *value = PyLong_AsLongLong(arg);
+    if (*value == -1 && PyErr_Occurred()) return -1;
+    if (*value < lowest || *value > highest) {
+        PyErr_SetString(PyExc_ValueError, refusal);
+        return -1;
+    }
+    return 0;
+}
+
 /* _rowwise_max_chunks(n): the most 16-byte chunks a lane of a row-wise kernel may hold (1, 2 or 4;
  * 4 is lab's default), for bench/sweep_rowwise.py. Returns the previous setting. */
 static PyObject *py_rowwise_max_chunks(PyObject *module, PyObject *arg) {
-    const long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n != 1 && n != 2 && n != 4) {
-        PyErr_SetString(PyExc_ValueError, "_rowwise_max_chunks(): 1, 2 or 4");
+    static const char refusal[] = "_rowwise_max_chunks(): 1, 2 or 4";
+    long long n;
+    if (read_knob(arg, 1, 4, refusal, &n) < 0) return NULL;
+    if (n == 3) {
+        PyErr_SetString(PyExc_ValueError, refusal);
         return NULL;
     }
     return PyLong_FromLong(lab_rowwise_set_max_chunks((int)n));
@@ -164,12 +179,8 @@ static PyObject *py_rowwise_max_chunks(PyObject *module, PyObject *arg) {
  * minimum), for bench/sweep_rowwise.py and the tests that cover both layouts. Returns the previous
  * setting. */
 static PyObject *py_rowwise_staged_min_vectors(PyObject *module, PyObject *arg) {
-    const long long n = PyLong_AsLongLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "_rowwise_staged_min_vectors(): a count >= 0");
-        return NULL;
-    }
+    long long n;
+    if (read_knob(arg, 0, LLONG_MAX, "_rowwise_staged_min_vectors(): a count >= 0", &n) < 0) return NULL;
     return PyLong_FromLongLong(lab_rowwise_set_staged_min_vectors((int64_t)n));
 }
 
@@ -178,12 +189,9 @@ static PyObject *py_rowwise_staged_min_vectors(PyObject *module, PyObject *arg) 
  * rows fit a multiprocessor's shared memory - for bench/sweep_rowwise.py and the tests. Returns the
  * previous setting. */
 static PyObject *py_rowwise_staged_vectors_per_thread(PyObject *module, PyObject *arg) {
-    const long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 0 || n > 64) {
-        PyErr_SetString(PyExc_ValueError, "_rowwise_staged_vectors_per_thread(): a count from 0 to 64");
-        return NULL;
-    }
+    static const char refusal[] = "_rowwise_staged_vectors_per_thread(): a count from 0 to 64";
+    long long n;
+    if (read_knob(arg, 0, 64, refusal, &n) < 0) return NULL;
     return PyLong_FromLong(lab_rowwise_set_staged_vectors_per_thread((int)n));
 }
 
@@ -191,24 +199,17 @@ static PyObject *py_rowwise_staged_vectors_per_thread(PyObject *module, PyObject
  * six where the SM keeps its blocks; 0: window rows off, the streamed walk), for bench/sweep_rowwise.py
  * and the tests that cover both walks. Returns the previous setting. */
 static PyObject *py_rowwise_window_depth(PyObject *module, PyObject *arg) {
-    const long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < -1 || n > 8) {
-        PyErr_SetString(PyExc_ValueError, "_rowwise_window_depth(): -1 (the default), 0 (off) or 1 to 8");
-        return NULL;
-    }
+    static const char refusal[] = "_rowwise_window_depth(): -1 (the default), 0 (off) or 1 to 8";
+    long long n;
+    if (read_knob(arg, -1, 8, refusal, &n) < 0) return NULL;
     return PyLong_FromLong(lab_rowwise_set_window_depth((int)n));
 }
 
 /* _reduce_slice_waves(n): the waves of blocks a split reduction's first pass is cut into (1 to 64;
  * 4 is lab's default), for bench/sweep_reductions.py. Returns the previous setting. */
 static PyObject *py_reduce_slice_waves(PyObject *module, PyObject *arg) {
-    const long n = PyLong_AsLong(arg);
-    if (n == -1 && PyErr_Occurred()) return NULL;
-    if (n < 1 || n > 64) {
-        PyErr_SetString(PyExc_ValueError, "_reduce_slice_waves(): a count from 1 to 64");
-        return NULL;
-    }
+    long long n;
+    if (read_knob(arg, 1, 64, "_reduce_slice_waves(): a count from 1 to 64", &n) < 0) return NULL;
     return PyLong_FromLong(lab_reduce_set_slice_waves((int)n));
 }
 
