@@ -1,8 +1,9 @@
 """The row-wise kernels once each on bench_rowwise.py's headline input (bfloat16 16384 x 4096), for
 Nsight Compute (`make profile-rowwise`): softmax, layer_norm, rms_norm forward, rms_norm backward,
 layer_norm backward (with the bias gradient), and torch's softmax and rms_norm beside them; rms_norm
-on rows of 1024 (bench_rowwise.py's 16384 x 1024), lab's and torch's; rms_norm's backward on streamed
-rows (4096 x 16384), lab's and torch's forward + backward; cross_entropy with its gradient
+on rows of 1024 (bench_rowwise.py's 16384 x 1024), lab's and torch's; rms_norm's backward on rows the
+registers do not hold (4096 x 16384: cut across a cluster on Hopper, else streamed), lab's and torch's
+forward + backward; cross_entropy with its gradient
 on 4096 x 131072 logits (bench_losses.py's), torch's cross_entropy forward and backward kernels beside
 it, and the SwiGLU backward. With --forwards: the three staged forwards alone (softmax, layer_norm,
 rms_norm), for `make profile-rowwise-sass`; with --cross-entropy: lab's cross_entropy alone (its streamed
@@ -78,7 +79,7 @@ def main(forwards_only=False, cross_entropy_only=False, cross_entropy_walks_only
                      ("torch rms_norm 16384x1024", lambda: F.rms_norm(short, (1024,), w[:1024]))]:
         print(name, file=sys.stderr)
         fn()
-    long_x = x.view(4096, 16384)  # streamed rows: the backward's column sums in shared memory
+    long_x = x.view(4096, 16384)  # cut across a cluster of four blocks (streamed without clusters)
     long_w, long_dy, long_rstd = torch.randn(16384, device="cuda", dtype=torch.bfloat16), dy.view(4096, 16384), \
         rstd[:4096]
     long_leaf, long_wleaf = long_x.clone().requires_grad_(), long_w.clone().requires_grad_()

@@ -5,7 +5,7 @@ with staging off and the cap on 16-byte chunks a lane holds at 4, 2 and 1 (lab.l
 TB/s moved. Cross-entropy with its gradient (asked for by name, `cross_entropy`) as launched and with
 its window of copies in flight (lab.lab._rowwise_window_depth) 2 to 8 steps deep and off; the norms'
 backward on streamed rows (asked for by name, `buffered`) with its rows buffered in shared memory and
-without. Where lab.nn's host time goes is bench/host_cost.py's.
+without, and (`clusters`) with its rows cut across clusters of 2, 4 and 8 blocks and not. Where lab.nn's host time goes is bench/host_cost.py's.
     python3 bench/sweep_rowwise.py [name ...]   (only the ops whose names contain one of these)
 """
 import os
@@ -37,10 +37,11 @@ def main():
         sweep_cross_entropy(torch, timer)
         if sys.argv[1:] == ["cross_entropy"]:
             return 0
-    if "buffered" in sys.argv[1:]:
-        sweep_buffered_rows(torch, timer)
-        if sys.argv[1:] == ["buffered"]:
-            return 0
+    for name, sweep in (("buffered", sweep_buffered_rows), ("clusters", sweep_clusters)):
+        if name in sys.argv[1:]:
+            sweep(torch, timer)
+            if sys.argv[1:] == [name]:
+                return 0
     print(f"{'op':34s} " + " ".join(f"{setting[0]:>11s}" for setting in settings) + "   (TB/s)")
     for dtype, n in ((torch.bfloat16, 4096), (torch.bfloat16, 1024), (torch.float32, 4096), (torch.bfloat16, 16384),
                      (torch.bfloat16, 8192), (torch.float32, 2048)):
@@ -104,10 +105,32 @@ def sweep_cross_entropy(torch, timer):
 def sweep_buffered_rows(torch, timer):
     """The norms' backward on streamed rows (longer than the registers hold) as launched - rms_norm's x and
     grad_out in the block's shared memory where they fit beside the column sums - and with that off
-    (lab.lab._rowwise_window_depth(0)), TB/s on x, grad_out and grad_x."""
-    print(f"{'norms backward, streamed rows':40s} {'launched':>9s} {'off':>9s}   (TB/s)")
-    for dtype, rows, n in ((torch.bfloat16, 4096, 16384), (torch.bfloat16, 4096, 20000), (torch.bfloat16, 2048, 32768),
-                           (torch.float32, 4096, 16384), (torch.bfloat16, 1024, 65536)):
+    (lab.lab._rowwise_window_depth(0)); clusters off, as they would take most of these rows."""
+    default = lab.lab._rowwise_cluster_blocks(0)
+    try:
+        sweep_norm_backward("norms backward, streamed rows", torch, timer, lab.lab._rowwise_window_depth,
+                            (("launched", -1), ("off", 0)),
+                            ((torch.bfloat16, 4096, 16384), (torch.bfloat16, 4096, 20000), (torch.bfloat16, 2048, 32768),
+                             (torch.float32, 4096, 16384), (torch.bfloat16, 1024, 65536)))
+    finally:
+        lab.lab._rowwise_cluster_blocks(default)
+
+
+def sweep_clusters(torch, timer):
+    """The norms' backward with its rows cut across a cluster of 2, 4 or 8 blocks
+    (lab.lab._rowwise_cluster_blocks; by default the fewest whose slices fit, for rows the registers do not
+    hold), and with clusters off: rows in registers at two chunks a lane (8192 bf16), or streamed."""
+    sweep_norm_backward("backwards, clusters", torch, timer, lab.lab._rowwise_cluster_blocks,
+                        (("launched", -1), ("off", 0), ("2", 2), ("4", 4), ("8", 8)),
+                        ((torch.bfloat16, 16384, 4096), (torch.bfloat16, 8192, 8192), (torch.bfloat16, 4096, 12288),
+                         (torch.bfloat16, 4096, 16384), (torch.float32, 8192, 4096), (torch.float32, 4096, 16384)))
+
+
+def sweep_norm_backward(title, torch, timer, knob, settings, shapes):
+    """rms_norm's and layer_norm's (with the bias) backward on each (dtype, rows, n) of `shapes` at each
+    (label, value) of `settings` given to `knob`, TB/s on x, grad_out and grad_x."""
+    print(f"{title:40s} " + " ".join(f"{label:>9s}" for label, _ in settings) + "   (TB/s)")
+    for dtype, rows, n in shapes:
         x = torch.randn(rows, n, device="cuda", dtype=dtype)
         w, dy = torch.randn(n, device="cuda", dtype=dtype), torch.randn_like(x)
         gx, gw, gb = torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
@@ -116,12 +139,12 @@ def sweep_buffered_rows(torch, timer):
                          ("layer_norm_backward+bias",
                           lambda: lab.layer_norm_backward(dy, x, w, means, stats, gx, gw, gb))):
             speeds = []
-            for depth in (-1, 0):
-                default = lab.lab._rowwise_window_depth(depth)
+            for _, value in settings:
+                default = knob(value)
                 try:
                     speeds.append(3 * x.numel() * x.element_size() / median_ms(fn, *timer, repeats=20) / 1e9)
                 finally:
-                    lab.lab._rowwise_window_depth(default)
+                    knob(default)
             label = f"{name} {str(dtype)[6:]} {rows}x{n}"
             print(f"{label:40s} " + " ".join(f"{v:9.2f}" for v in speeds))
         del x, dy, gx

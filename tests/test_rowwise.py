@@ -353,6 +353,8 @@ def test_cross_entropy_backward_operands():
     ("_rowwise_staged_vectors_per_thread", 65, 16),
     ("_rowwise_window_depth", 9, 2),
     ("_rowwise_window_depth", -2, 0),
+    ("_rowwise_cluster_blocks", 3, 4),
+    ("_rowwise_cluster_blocks", 16, 0),
     ("_reduce_slice_waves", 0, 4),
     ("_reduce_slice_waves", 65, 64),
 ])

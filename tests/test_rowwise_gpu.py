@@ -163,6 +163,29 @@ def test_norm_backward_buffered_rows(op, dtype, shape, window_depth, torch_produ
     check_norm_backward(op, dtype, shape, True, torch_producer)
 
 
+@pytest.fixture
+def cluster_blocks(request):
+    """lab.lab._rowwise_cluster_blocks for this test (-1: lab's default; 0: never; 2, 4, 8: that many
+    wherever the row cuts into slices that fit), put back afterwards."""
+    previous = lab.lab._rowwise_cluster_blocks(request.param)
+    yield request.param
+    lab.lab._rowwise_cluster_blocks(previous)
+
+
+# Rows cut across a thread-block cluster (Hopper; elsewhere these run the other layouts): by default
+# rows too long for the registers - bf16 16384 in four blocks, 12288 in four slices of 3072 (part of the
+# last chunk past each slice's end), float32 16384 in eight, float64 16384 not at all (its slices would
+# not fit eight blocks). Forced, clusters of 2, 4 and 8 on rows the registers hold, and on rows that do
+# not cut evenly (8200 bf16: 1025 vectors), which keep their layout. Fewer rows than clusters, and more
+# rows than the grid.
+@pytest.mark.parametrize("cluster_blocks", [-1, 0, 2, 4, 8], ids=lambda c: f"cluster{c}", indirect=True)
+@pytest.mark.parametrize("shape", [(300, 8192), (300, 16384), (7, 12288), (3, 8200), (130, 1024)], ids=str)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_norm_backward_cut_across_clusters(op, dtype, shape, cluster_blocks, torch_producer):
+    check_norm_backward(op, dtype, shape, True, torch_producer)
+
+
 def check_norm_backward(op, dtype, shape, weight, p):
     """layer_norm's or rms_norm's backward on `shape` against NumPy in float64, from lab's forward's
     statistics."""
@@ -317,7 +340,8 @@ def test_layouts(layout, dtype):
         check(mean.double().cpu().numpy(), want_mean, "float32", np.abs(host).mean(-1), "mean")
 
 
-@pytest.mark.parametrize("n", [128, 1000, 4096, 20000])  # in registers (several a block, one), staged, streamed
+# in registers (several a block, one), staged, streamed, cut across a cluster of eight (Hopper)
+@pytest.mark.parametrize("n", [128, 1000, 4096, 20000, 16384])
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
 def test_weight_gradients_are_deterministic(op, n):
     torch = pytest.importorskip("torch")

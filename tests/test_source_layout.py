@@ -273,9 +273,36 @@ def test_multi_line_ifs_have_braces(path):
     assert not found, f"src/{path}: an if whose body is on another line needs braces (lines {found})"
 
 
-def test_no_kernel_source_branches_on_the_architecture():
+# The one kernel source that asks which architecture it is built for: thread-block clusters exist from
+# sm_90 on.
+ARCHITECTURE_BRANCHES = ["kernels/cluster.cuh"]
+
+
+def test_only_the_cluster_header_branches_on_the_architecture():
     """CI compiles the kernels for sm_90 alone (.ci/run); a user's default build adds sm_80. That is
     the same code for another target only while no source asks which architecture it is built for -
-    a branch on __CUDA_ARCH__ needs its own build in CI first."""
+    a branch on __CUDA_ARCH__ needs its own build in CI, as the cluster header has below."""
     found = [path for path in source_files() if "__CUDA_ARCH__" in open(os.path.join(SRC, path)).read()]
-    assert not found, f"kernel sources branching on __CUDA_ARCH__: {found}"
+    assert found == ARCHITECTURE_BRANCHES, f"kernel sources branching on __CUDA_ARCH__: {found}"
+
+
+@pytest.mark.parametrize("arch", ["80", "90"])
+def test_the_cluster_header_compiles_for_each_default_architecture(arch, tmp_path):
+    """cluster.cuh's reduction in a kernel, compiled for sm_80 (where it traps) and sm_90 (where it
+    reads the other blocks' shared memory): the branches CI's sm_90 build of lab does not see."""
+    nvcc = shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc")
+                                    if os.environ.get("CUDA_HOME") else None)
+    if nvcc is None:
+        pytest.skip("no nvcc here")
+    source = tmp_path / "cluster_sum.cu"
+    source.write_text('#include "kernels/cluster.cuh"\n'
+                      "struct Add { __device__ float operator()(float a, float b) const { return a + b; } };\n"
+                      "__global__ void cluster_sum(float *out) {\n"
+                      "    const float total = lab::cluster_reduce(float(threadIdx.x), Add{}, 0u);\n"
+                      "    lab::cluster_sync();\n"
+                      "    if (threadIdx.x == 0) out[blockIdx.x] = total;\n"
+                      "}\n")
+    result = subprocess.run([nvcc, "-c", str(source), "-o", str(tmp_path / "cluster_sum.o"), "-std=c++17",
+                             f"-I{SRC}", f"-gencode=arch=compute_{arch},code=sm_{arch}"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

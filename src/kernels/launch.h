@@ -298,6 +298,11 @@ int lab_rowwise_set_staged_vectors_per_thread(int vectors);
  * blocks; 0 turns window rows off (the streamed walk), and rms_norm's backward's buffered rows with
  * them. Returns the previous value. */
 int lab_rowwise_set_window_depth(int depth);
+/* Test-only tuning: the blocks of a thread-block cluster a row of the norms' backward is cut across
+ * (GPUs with clusters): -1, the default, the fewest (2, 4 or 8) whose slices fit a block, for rows
+ * too long for the registers (else streamed); 0 never; 2, 4 or 8 that many, for any row that cuts into slices
+ * of whole 16-byte vectors that fit. Returns the previous value. */
+int lab_rowwise_set_cluster_blocks(int blocks);
 
 /* ---- rotary position embedding: q and k rotated pairwise by angles from cos/sin tables ---- */
 

@@ -18,19 +18,19 @@ namespace {
 // by, asked once per device (the design's "no per-call device queries"; devices past the table are
 // asked every time).
 struct DeviceShape {
-    int device, multiprocessors, threads_per_multiprocessor, shared_per_block_opt_in;
+    int device, multiprocessors, threads_per_multiprocessor, shared_per_block_opt_in, major;
 };
 cudaError_t current_device_shape(DeviceShape *shape) {
     constexpr int kCachedDevices = 64;
-    constexpr int kFacts = 3;
-    static constexpr cudaDeviceAttr kAttributes[kFacts] = {cudaDevAttrMultiProcessorCount,
-                                                           cudaDevAttrMaxThreadsPerMultiProcessor,
-                                                           cudaDevAttrMaxSharedMemoryPerBlockOptin};
+    constexpr int kFacts = 4;
+    static constexpr cudaDeviceAttr kAttributes[kFacts] = {
+        cudaDevAttrMultiProcessorCount, cudaDevAttrMaxThreadsPerMultiProcessor,
+        cudaDevAttrMaxSharedMemoryPerBlockOptin, cudaDevAttrComputeCapabilityMajor};
     static std::atomic<int> cache[kCachedDevices][kFacts];
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
-    int facts[kFacts] = {0, 0, 0};
+    int facts[kFacts] = {0, 0, 0, 0};
     const bool cacheable = device < kCachedDevices;
     for (int k = 0; k < kFacts && err == cudaSuccess; ++k) {
         facts[k] = cacheable ? cache[device][k].load(std::memory_order_relaxed) : 0;
@@ -38,7 +38,7 @@ cudaError_t current_device_shape(DeviceShape *shape) {
         err = cudaDeviceGetAttribute(&facts[k], kAttributes[k], device);
         if (err == cudaSuccess && cacheable) cache[device][k].store(facts[k], std::memory_order_relaxed);
     }
-    *shape = DeviceShape{device, facts[0], facts[1], facts[2]};
+    *shape = DeviceShape{device, facts[0], facts[1], facts[2], facts[3]};
     return err;
 }
 

@@ -14,6 +14,7 @@
 
 #include "async_copy.cuh"
 #include "casting.cuh"
+#include "cluster.cuh"
 #include "dtype_traits.cuh"
 #include "indexing.cuh"
 #include "launch.h"
@@ -82,6 +83,12 @@ __device__ __forceinline__ char *row_at(const RowArgs &a, int64_t row, int k) {
 }
 
 template <typename T> constexpr int kRowVec = Packed16<T>::kCount;
+
+// Where this block's slice of a row cut across a cluster starts (rows_in_clusters, rowwise_clusters.cuh):
+// its rank times the slice's length, a.n.
+__device__ __forceinline__ int64_t slice_start(const RowArgs &a) {
+    return int64_t(cluster_place().rank) * a.n;
+}
 
 // Where a streamed row's inputs are read from. GlobalRows: each operand's row in device memory.
 // StagedRows: the block's shared-memory copies (rows_staged made them) of X and of one second input

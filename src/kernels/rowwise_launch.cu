@@ -6,6 +6,7 @@ int rowwise_max_chunks = 4;
 int64_t rowwise_staged_min_vectors = 0;    // each op its own (Staging<Op>::min_vectors)
 int rowwise_staged_vectors_per_thread = 0; // each op its own (Staging<Op>::vectors_per_thread)
 int rowwise_window_depth = -1;             // kDefaultWindowDepth, where the SM keeps its blocks
+int rowwise_cluster_blocks = -1;           // the fewest that fit, for rows one block does not hold
 } // namespace lab
 
 extern "C" int lab_rowwise_set_max_chunks(int chunks) {
@@ -29,6 +30,12 @@ extern "C" int lab_rowwise_set_staged_vectors_per_thread(int vectors) {
 extern "C" int lab_rowwise_set_window_depth(int depth) {
     const int previous = lab::rowwise_window_depth;
     lab::rowwise_window_depth = depth;
+    return previous;
+}
+
+extern "C" int lab_rowwise_set_cluster_blocks(int blocks) {
+    const int previous = lab::rowwise_cluster_blocks;
+    lab::rowwise_cluster_blocks = blocks;
     return previous;
 }
 

@@ -1,36 +1,12 @@
-// rowwise_launcher.cuh - the host side of the row-wise ops: how many threads share a row (so the
-// row fits this op's registers, else it is streamed), the fixed grid, the weight-gradient partials
-// and their combination. Included by the rowwise_<unit>.cu files, one per pair of ops.
+// rowwise_launcher.cuh - the host side of the row-wise ops: the kernel rowwise_plan.cuh's planners (and
+// plan_cluster_rows below) chose, launched on the caller's stream, then the weight-gradient partials
+// added up in a fixed order. Included by the rowwise_<unit>.cu files, one per pair of ops.
 #pragma once
 
-#include <algorithm>
-#include <atomic>
-#include <stdint.h>
-
-#include "dispatch.cuh"
-#include "resident_blocks.cuh"
-#include "rowwise_kernels.cuh"
+#include "rowwise_clusters.cuh"
+#include "rowwise_plan.cuh"
 
 namespace lab {
-
-// The cap lab_rowwise_set_max_chunks sets (rowwise_launch.cu); 4 unless a tuning sweep lowers it.
-extern int rowwise_max_chunks;
-// The fewest 16-byte vectors a row needs to be staged, for every op (lab_rowwise_set_staged_min_vectors,
-// for the tuning sweep and the tests that force a layout); 0, the default, leaves each op its own
-// (Staging<Op>::min_vectors in rowwise_kernels.cuh).
-extern int64_t rowwise_staged_min_vectors;
-// The 16-byte vectors each thread of a staged block takes, for every op
-// (lab_rowwise_set_staged_vectors_per_thread, for the sweep and tests); 0, the default, leaves each op
-// its own (Staging<Op>::vectors_per_thread).
-extern int rowwise_staged_vectors_per_thread;
-// The steps a window-rows kernel keeps in flight (lab_rowwise_set_window_depth, for the sweep and the
-// tests): -1, the default, kDefaultWindowDepth where the SM keeps its streamed blocks; 0 turns window
-// rows off, and buffered rows (plan_buffered_rows).
-extern int rowwise_window_depth;
-
-// A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in, less 1 KB
-// for the reductions' own; longer rows are streamed (their second read mostly hits L2).
-constexpr int64_t kStagedBytes = 47 * 1024;
 
 // Per unit: the launch of one op family (softmax forward and backward; the norms'; cross-entropy;
 // the GLU backwards), by dtype.
@@ -77,343 +53,102 @@ RowArgs make_row_args(const lab_rowwise_launch &l, int group, bool vectorized) {
     return a;
 }
 
-// The row operands that hold one value a row (statistics, targets, losses), not a row of n.
-inline bool one_per_row(int k) {
-    return k == LAB_ROW_MEAN || k == LAB_ROW_RSTD || k == LAB_ROW_TARGET || k == LAB_ROW_LOSS;
-}
+// The most blocks a cluster may have on every GPU that has clusters (the portable cluster size).
+constexpr int kMostClusterBlocks = 8;
 
-// How a launch's rows lie against 16-byte boundaries. kAligned: every row and column operand walks
-// its elements contiguously and every row (and the column operands) starts 16-byte aligned - 16-byte
-// packets work. kMisalignedAlike: not aligned, but every row operand contiguous, each row of each
-// operand as far from a 16-byte boundary as the first row operand's same row, and no column operand
-// (cross-entropy's logits and gradient for a vocabulary like 50257) - a streamed walk takes each row's
-// few leading elements one a lane and the rest in packets (HeadedRows). kUnaligned: element by element.
-enum class RowAlignment { kAligned, kMisalignedAlike, kUnaligned };
-template <typename T> RowAlignment row_alignment(const lab_rowwise_launch &l) {
-    int first = -1; // the operand the others' misalignment is compared with
-    bool aligned = true;
-    for (int k = 0; k < LAB_ROW_OPERANDS; ++k) {
-        if (!l.row_data[k] || one_per_row(k)) continue;
-        if (l.col_strides[k] != int64_t(sizeof(T))) return RowAlignment::kUnaligned;
-        first = first < 0 ? k : first;
-        const uintptr_t start = reinterpret_cast<uintptr_t>(l.row_data[k]),
-                        reference = reinterpret_cast<uintptr_t>(l.row_data[first]);
-        aligned = aligned && start % 16 == 0;
-        if ((start - reference) % 16 != 0) return RowAlignment::kUnaligned;
-        for (int d = 0; d < l.lead_ndim; ++d) {
-            aligned = aligned && l.lead_strides[k][d] % 16 == 0;
-            if ((l.lead_strides[k][d] - l.lead_strides[first][d]) % 16 != 0) return RowAlignment::kUnaligned;
-        }
-    }
-    bool columns = false;
-    for (int k = 0; k < LAB_COL_OPERANDS; ++k) {
-        if (!l.col_data[k]) continue;
-        columns = true;
-        aligned = aligned && reinterpret_cast<uintptr_t>(l.col_data[k]) % 16 == 0 &&
-                  l.col_data_strides[k] == int64_t(sizeof(T));
-    }
-    return aligned   ? RowAlignment::kAligned
-           : columns ? RowAlignment::kUnaligned
-                     : RowAlignment::kMisalignedAlike;
-}
-template <typename T> bool rows_vectorizable(const lab_rowwise_launch &l) {
-    return row_alignment<T>(l) == RowAlignment::kAligned;
-}
-
-// Whether an op's streamed walk takes HeadedRows (it sets Op::kHeadedRows).
-template <class Op, typename = void> constexpr bool kWalksHeads = false;
-template <class Op> constexpr bool kWalksHeads<Op, std::void_t<decltype(Op::kHeadedRows)>> = Op::kHeadedRows;
-
-// Whether an op's row() takes WholeTiles (it sets Op::WholeTileShape).
-template <class Op, typename = void> constexpr bool kTakesWholeTiles = false;
-template <class Op> constexpr bool kTakesWholeTiles<Op, std::void_t<typename Op::WholeTileShape>> = true;
-
-// Rows in registers at four chunks a lane that fill their tile of `group` x 4 vectors exactly, for an
-// op that takes WholeTiles: every operand vectorized, n a whole number of vectors and of tiles, one
-// leading dimension, and a group within the whole-tile kernel's launch bounds.
+// The clusters of `blocks` blocks running rows_in_clusters<Op, T> that the device holds at once, asked
+// once per cluster size (2, 4, 8) and kept, as resident_blocks keeps its occupancy.
 template <class Op, typename T>
-bool rows_fill_tiles(const lab_rowwise_launch &l, bool vectorized, int group, int64_t chunks) {
-    if constexpr (kTakesWholeTiles<Op>) {
-        return vectorized && chunks == 4 && group <= Op::WholeTileShape::most_lanes && l.lead_ndim <= 1 &&
-               l.n > 0 && l.n % kRowVec<T> == 0 && l.n / kRowVec<T> == int64_t(group) * chunks;
+cudaError_t resident_clusters(int blocks, size_t shared_bytes, int64_t *clusters) {
+    static std::atomic<int> cached[3];
+    std::atomic<int> &kept = cached[blocks == 2 ? 0 : blocks == 4 ? 1 : 2];
+    int count = kept.load(std::memory_order_relaxed);
+    if (count == 0) {
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(unsigned(blocks));
+        config.blockDim = dim3(unsigned(Clustering<Op>::lanes));
+        config.dynamicSmemBytes = shared_bytes;
+        cudaLaunchAttribute cluster{};
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = unsigned(blocks);
+        cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+        const cudaError_t err = cudaOccupancyMaxActiveClusters(&count, rows_in_clusters<Op, T>, &config);
+        if (err != cudaSuccess) return err;
+        kept.store(count, std::memory_order_relaxed);
     }
-    return false;
-}
-
-// The unstaged kernel an op runs: streamed (over HeadedRows where the op walks them and the rows are
-// `headed`, misaligned alike), or in registers with `chunks` chunks a lane (1, 2 or 4, within
-// Op::kMaxChunks) - at four, WholeTiles where the op takes them and the rows fill their tiles.
-template <class Op, typename T>
-auto row_kernel(bool streamed, int64_t chunks, bool whole = false, bool headed = false) -> void (*)(RowArgs) {
-    if constexpr (kWalksHeads<Op>) {
-        if (streamed && headed) return rows_streamed<Op, T, HeadedRows>;
-    }
-    if (streamed) return rows_streamed<Op, T>;
-    if constexpr (Op::kMaxChunks >= 4) {
-        if constexpr (kTakesWholeTiles<Op>) {
-            if (chunks == 4 && whole) return rows_in_registers<Op, T, 4, WholeTiles>;
-        }
-        if (chunks == 4) return rows_in_registers<Op, T, 4>;
-    }
-    if constexpr (Op::kMaxChunks >= 2) {
-        if (chunks == 2) return rows_in_registers<Op, T, 2>;
-    }
-    return rows_in_registers<Op, T, 1>;
-}
-
-// The unstaged kernels row_kernel chooses among (streamed; 1, 2 or 4 chunks), numbered for the caches
-// of their properties below.
-constexpr int kRowKernels = 4;
-inline int row_kernel_slot(bool streamed, int64_t chunks) {
-    return streamed ? 0 : chunks == 4 ? 3 : int(chunks);
-}
-
-// The blocks of `threads` the device's SMs hold at once, counted by thread slots alone: the grid of
-// the ops without partials. Their kernels take up to 64 registers a thread, so an SM really holds
-// half that many, and the grid is about two waves.
-cudaError_t thread_slot_blocks(int threads, int64_t *blocks) {
-    DeviceShape device{};
-    const cudaError_t err = current_device_shape(&device);
-    const int per_multiprocessor = device.threads_per_multiprocessor / threads;
-    *blocks = int64_t(device.multiprocessors) * (per_multiprocessor > 0 ? per_multiprocessor : 1);
-    return err;
-}
-
-// The blocks of an op with partials the device holds at once, from its kernel's occupancy
-// (resident_blocks.cuh): one wave, each block a set of partial rows. It depends only on the device
-// and the kernel, so the grid - and the weight-gradient partials made on it - is the same on every
-// run. The occupancy is kept per kernel (streamed, or 1, 2 or 4 chunks) and block shape (threads, a
-// power of two up to 1024, and whether the partials take shared memory).
-template <class Op, typename T>
-cudaError_t partial_row_blocks(bool streamed, int64_t chunks, int threads, size_t shared_bytes,
-                               int64_t *blocks) {
-    static std::atomic<int> per_multiprocessor[kRowKernels][11][2];
-    int threads_slot = 0;
-    while ((2 << threads_slot) <= threads && threads_slot < 10) ++threads_slot;
-    return resident_blocks(
-        row_kernel<Op, T>(streamed, chunks), threads, shared_bytes,
-        per_multiprocessor[row_kernel_slot(streamed, chunks)][threads_slot][shared_bytes > 0], blocks);
-}
-
-// The dynamic shared memory a column-sum kernel (streamed, or in registers at `chunks` chunks) may
-// give its sums.
-template <class Op, typename T> cudaError_t column_sums_limit(bool streamed, int64_t chunks, size_t *bytes) {
-    static std::atomic<int> static_bytes_plus_one[kRowKernels];
-    static std::atomic<uint64_t> raised_on[kRowKernels];
-    const int slot = row_kernel_slot(streamed, chunks);
-    return opt_in_shared_limit(row_kernel<Op, T>(streamed, chunks), static_bytes_plus_one[slot],
-                               raised_on[slot], bytes);
-}
-
-// The shared memory rows in registers give their column sums (ColumnSums): each thread's chunks of
-// sums, one region for the weight's and one for the bias's where the op makes them.
-template <class Op, typename T> size_t in_register_sums_bytes(int threads, int64_t chunks) {
-    if constexpr (Op::kColumnSums) {
-        return sizeof(compute_t<T>) * size_t(threads) * size_t(chunks) * kRowVec<T> * (Op::kBias ? 2 : 1);
-    }
-    return 0;
-}
-
-// How launch_rows runs an op: its kernel, block and grid, and the dynamic shared memory it takes.
-enum class RowLayout { staged, in_registers, streamed, window };
-struct RowPlan {
-    RowLayout layout;
-    int group, threads;
-    int64_t chunks, grid;
-    size_t shared_bytes;
-    int64_t padded;          // staged: one row's copy, rounded up to 16 bytes
-    bool sums_in_shared;     // streamed with column sums: the block's sums in its shared memory
-    int window_depth = 0;    // window: the steps of copies a thread keeps in flight
-    bool row_buffer = false; // streamed with sums in shared memory: the row's x and grad_out there too
-    size_t sums_limit = 0;   // streamed with column sums: the shared memory its kernel may take
-};
-
-// Staged (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async copies
-// 16 bytes), a row of at least the op's staged minimum (or rowwise_staged_min_vectors where a sweep
-// set it), its copies within kStagedBytes. A block
-// per row, of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax and layer_norm and
-// tied for rms_norm), more for longer rows, so that a thread walks at most the op's vectors_per_thread.
-// Returns whether it took the rows.
-template <class Op, typename T>
-bool plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan) {
-    if constexpr (Staging<Op>::allowed) { // the others never instantiate the staged kernels
-        constexpr int kSecond = Staging<Op>::second;
-        const int64_t padded = ceil_div(l.n * int64_t(sizeof(T)), int64_t(16)) * 16;
-        const int64_t inputs = kSecond != LAB_ROW_X && l.row_data[kSecond] ? 2 : 1;
-        int threads = 128;
-        const int per_thread = rowwise_staged_vectors_per_thread > 0 ? rowwise_staged_vectors_per_thread
-                                                                     : Staging<Op>::vectors_per_thread;
-        while (threads < 1024 && int64_t(threads) * per_thread < vectors) threads *= 2;
-        const int64_t bytes = padded * inputs;
-        const int64_t min_vectors =
-            rowwise_staged_min_vectors > 0 ? rowwise_staged_min_vectors : Staging<Op>::min_vectors;
-        if (!vectorized || vectors < min_vectors || bytes > kStagedBytes) return false;
-        *plan = RowPlan{RowLayout::staged, threads, threads, 0, std::min<int64_t>(l.rows, int64_t(1) << 30),
-                        size_t(bytes),     padded,  false};
-        return true;
-    }
-    return false;
-}
-
-// Rows in registers when they fit kMaxChunks chunks a lane with at most 1024 lanes a row, else
-// streamed; the grid fixed by the device and the kernel.
-template <class Op, typename T>
-cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, RowPlan *plan) {
-    // The most chunks a lane that fit: more 16-byte loads in flight per lane and smaller groups
-    // (cheaper reductions), within the lanes each chunk count is built for.
-    int group = 1;
-    int64_t chunks = 0;
-    for (int k = 4; k >= 1 && chunks == 0; k /= 2) {
-        const int most_lanes = k == 4   ? kRowBlockLimit<Op, 4>
-                               : k == 2 ? kRowBlockLimit<Op, 2>
-                                        : kRowBlockLimit<Op, 1>;
-        if (k > Op::kMaxChunks || k > rowwise_max_chunks || vectors > int64_t(most_lanes) * k) continue;
-        while (int64_t(group) * k < vectors) group *= 2;
-        chunks = ceil_div(vectors, group);
-        chunks = chunks == 3 ? 4 : chunks;
-    }
-    // Rows in registers keep their column sums in shared memory - 64 KB a block at most (bf16 rows of
-    // 8192 with a bias). Within kStagedBytes every kernel has them without opting in; past it the
-    // kernel opts in, and on a GPU whose blocks cannot have that much the row is streamed.
-    if constexpr (Op::kColumnSums) {
-        const size_t bytes =
-            chunks > 0
-                ? in_register_sums_bytes<Op, T>(std::max(group, RegisterShape<Op>::fewest_threads), chunks)
-                : 0;
-        if (bytes > size_t(kStagedBytes)) {
-            size_t limit = 0;
-            const cudaError_t err = column_sums_limit<Op, T>(false, chunks, &limit);
-            if (err != cudaSuccess) return err;
-            if (bytes > limit) chunks = 0, group = 1;
-        }
-    }
-    const bool streamed = chunks == 0;
-    if (streamed) group = StreamShape<Op>::threads;
-    // Blocks of at least RegisterShape's fewest threads, several rows each where rows are short.
-    const int fewest_threads = RegisterShape<Op>::fewest_threads;
-    const int threads = group > fewest_threads ? group : fewest_threads;
-    const int64_t rows_per_block = threads / group;
-    const size_t sums_bytes = streamed ? 0 : in_register_sums_bytes<Op, T>(threads, chunks);
-    // Streamed with column sums: the block's sums in shared memory where the row's fit. The grid is
-    // asked with the most the kernel may take, so it does not depend on the row's length.
-    size_t streamed_limit = 0, streamed_sums_bytes = 0;
-    if constexpr (Op::kColumnSums) {
-        if (streamed) {
-            const cudaError_t err = column_sums_limit<Op, T>(true, 0, &streamed_limit);
-            if (err != cudaSuccess) return err;
-            const int64_t slots = ceil_div(l.n, int64_t(group) * kRowVec<T>) * group * kRowVec<T>;
-            const int64_t sums = l.col_data[LAB_COL_GRAD_BIAS] ? 2 : 1;
-            streamed_sums_bytes = sizeof(compute_t<T>) * size_t(slots * sums);
-        }
-    }
-    const bool sums_in_shared = streamed_sums_bytes > 0 && streamed_sums_bytes <= streamed_limit;
-    int64_t resident = 0;
-    const cudaError_t err = Op::kColumnSums
-                                ? partial_row_blocks<Op, T>(streamed, chunks, threads,
-                                                            streamed ? streamed_limit : sums_bytes, &resident)
-                                : thread_slot_blocks(threads, &resident);
-    if (err != cudaSuccess) return err;
-    // With column sums every block is a set of partial rows: give each group several rows (fewer
-    // partials to combine), at most the blocks the SMs hold at once. Without, more waves of a fixed grid.
-    const int64_t rows_per_group = Op::kColumnSums ? 4 : 1;
-    int64_t grid = ceil_div(l.rows, rows_per_block * rows_per_group);
-    const int64_t most = Op::kColumnSums ? resident : resident * 8;
-    grid = grid < 1 ? 1 : grid > most ? most : grid;
-    *plan = RowPlan{streamed ? RowLayout::streamed : RowLayout::in_registers,
-                    group,
-                    threads,
-                    chunks,
-                    grid,
-                    streamed ? (sums_in_shared ? streamed_sums_bytes : 0) : sums_bytes,
-                    0,
-                    sums_in_shared};
-    plan->sums_limit = streamed_limit;
+    *clusters = count;
     return cudaSuccess;
 }
 
-// Whether an op's streamed walk takes WindowRows (it sets Op::kWindowRows).
-template <class Op, typename = void> constexpr bool kWalksWindow = false;
-template <class Op> constexpr bool kWalksWindow<Op, std::void_t<decltype(Op::kWindowRows)>> = Op::kWindowRows;
-
-// Window rows (rows_window) instead of streamed ones, for an op that walks them, where every operand is
-// aligned and contiguous (cp.async copies 16 bytes): streamed, a thread has the one step its registers
-// hold in flight, and bfloat16 cross-entropy waited on memory at 72% of DRAM's peak; through a window
-// of six steps it ran at 84%, 12% faster (ncu, H200, 2026-12-04; docs/rowwise-measurements.md). By
-// default the window is kDefaultWindowDepth steps deep - less where the SM would otherwise hold fewer
-// of these blocks than of the streamed ones - and takes only rows of more steps than it holds (a
-// shorter row's second read comes from L2 anyway: bf16 8192 x 32000, four steps, ran 5% slower
-// through it). rowwise_window_depth, where a sweep or a test sets it, is the depth for every row (0:
-// never). The grid is the streamed one's.
-constexpr int kDefaultWindowDepth = 6;
-// The deepest window, at most kDefaultWindowDepth, whose blocks an SM holds as many of as the streamed
-// blocks (1024 / threads): asked of the occupancy calculator once per kernel and kept, as
-// resident_blocks keeps its occupancy (per kernel, not per device). 0: none does. `kernel`'s shared
-// memory limit must already be raised (opt_in_shared_limit).
-template <class Op, typename T> cudaError_t default_window_depth(int *depth) {
-    constexpr int kThreads = StreamShape<Op>::threads, kBlocksPerSM = 1024 / kThreads;
-    constexpr size_t kStepBytes = size_t(kThreads) * StreamShape<Op>::chunks * 16;
-    static std::atomic<int> chosen_plus_one; // 0: not chosen yet
-    int chosen = chosen_plus_one.load(std::memory_order_relaxed) - 1;
-    for (int d = kDefaultWindowDepth; chosen < 0; --d) {
-        int per_multiprocessor = 0;
-        if (d > 0) {
-            const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                &per_multiprocessor, rows_window<Op, T>, kThreads, d * kStepBytes);
-            if (err != cudaSuccess) return err;
-        }
-        if (d == 0 || per_multiprocessor >= kBlocksPerSM) {
-            chosen = d;
-            chosen_plus_one.store(d + 1, std::memory_order_relaxed);
-        }
-    }
-    *depth = chosen;
-    return cudaSuccess;
-}
+// Rows cut across a cluster (rows_in_clusters), for an op that cuts them (Op::ClusterShape): by default
+// rows of at least its min_vectors that are not staged (rowwise_cluster_blocks may ask for any row), every
+// operand contiguous and aligned, one leading dimension, on a GPU with clusters whose build of the kernel
+// has them. The fewest blocks, 2, 4 or 8, whose slices - the row's columns shared out evenly, each a whole
+// number of 16-byte vectors - fit the op's block (lanes x chunks vectors). The norms' backward on bf16
+// 4096 x 16384, streamed and buffered, ran at 1.86 TB/s (rms_norm) and 1.56 (layer_norm with the bias);
+// cut across four blocks of 128 lanes, 2.43 and 1.98; 4096 x 12288 1.28 -> 1.93 and 1.20 -> 1.60. Rows
+// its registers hold at two chunks a lane stay there: bf16 8192 x 8192 ran 2.73 TB/s in registers against
+// 2.59 in two blocks, float32 8192 x 4096 3.28 against 3.05 (bench/sweep_rowwise.py clusters, H200,
+// 2026-12-04). The grid: the clusters the device holds at once, at most one per four rows (fewer
+// partial rows to add).
 template <class Op, typename T>
-cudaError_t plan_window_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
-    if constexpr (kWalksWindow<Op>) {
-        constexpr int64_t kStepBytes = int64_t(StreamShape<Op>::threads) * StreamShape<Op>::chunks * 16;
-        const bool by_default = rowwise_window_depth < 0;
-        const int64_t steps = ceil_div(l.n, kStepBytes / int64_t(sizeof(T)));
-        if (plan->layout != RowLayout::streamed || !vectorized || rowwise_window_depth == 0 ||
-            (by_default && steps <= kDefaultWindowDepth)) {
+cudaError_t plan_cluster_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan) {
+    if constexpr (Clustering<Op>::allowed) {
+        constexpr int64_t kSliceVectors = int64_t(Clustering<Op>::lanes) * Clustering<Op>::chunks;
+        const int asked = rowwise_cluster_blocks;
+        const bool by_default = vectors >= Clustering<Op>::min_vectors && plan->layout != RowLayout::staged;
+        if (asked == 0 || (asked < 0 && !by_default) || !vectorized || l.lead_ndim > 1 || l.rows == 0) {
             return cudaSuccess;
         }
-        static std::atomic<int> static_bytes_plus_one;
-        static std::atomic<uint64_t> raised_on;
-        size_t limit = 0;
-        cudaError_t err = opt_in_shared_limit(rows_window<Op, T>, static_bytes_plus_one, raised_on, &limit);
-        int depth = rowwise_window_depth;
-        if (err == cudaSuccess && by_default) err = default_window_depth<Op, T>(&depth);
-        depth = int(std::min<int64_t>({depth, int64_t(limit) / kStepBytes, kMaxWindowDepth}));
-        if (err != cudaSuccess || depth < 1) return err;
-        plan->layout = RowLayout::window;
-        plan->shared_bytes = size_t(depth) * size_t(kStepBytes);
-        plan->window_depth = depth;
+        auto fits = [&](int blocks) {
+            return l.n % (int64_t(blocks) * kRowVec<T>) == 0 && l.n / blocks / kRowVec<T> <= kSliceVectors;
+        };
+        int blocks = asked > 0 ? asked : 2;
+        while (asked < 0 && blocks < kMostClusterBlocks && !fits(blocks)) blocks *= 2;
+        if (!fits(blocks)) return cudaSuccess;
+        DeviceShape device{};
+        cudaError_t err = current_device_shape(&device);
+        if (err != cudaSuccess || device.major < 9) return err;
+        static std::atomic<int> ptx_version_plus_one; // the kernel's as built: sm_90 PTX has the clusters
+        int ptx_version = ptx_version_plus_one.load(std::memory_order_relaxed) - 1;
+        if (ptx_version < 0) {
+            cudaFuncAttributes attributes{};
+            err = cudaFuncGetAttributes(&attributes, rows_in_clusters<Op, T>);
+            if (err != cudaSuccess) return err;
+            ptx_version = attributes.ptxVersion;
+            ptx_version_plus_one.store(ptx_version + 1, std::memory_order_relaxed);
+        }
+        if (ptx_version < 90) return cudaSuccess;
+        constexpr int kLanes = Clustering<Op>::lanes;
+        const size_t shared_bytes = in_register_sums_bytes<Op, T>(kLanes, Clustering<Op>::chunks);
+        int64_t clusters = 0;
+        err = resident_clusters<Op, T>(blocks, shared_bytes, &clusters);
+        if (err != cudaSuccess || clusters < 1) return err;
+        clusters = std::min<int64_t>(clusters, ceil_div(l.rows, int64_t(4)));
+        *plan = RowPlan{RowLayout::clustered, kLanes,       kLanes, Clustering<Op>::chunks,
+                        clusters * blocks,    shared_bytes, 0,      false};
+        plan->cluster_blocks = blocks;
     }
     return cudaSuccess;
 }
 
-// Buffered rows (BufferedRows, rows_streamed) for an op that walks them, where its streamed rows keep
-// their column sums in shared memory, every operand is aligned and contiguous, a row is at most
-// kMaxWindowDepth steps and its x and grad_out fit beside the sums: streamed, rms_norm's backward on
-// rows of 16384 (two steps, one block of 1024 an SM) had nothing in flight while it reduced a row -
-// 42% of the copy; buffered, 47%. (layer_norm's ran slower: NormBackward::kBufferedRows.)
-// rowwise_window_depth 0 turns them off with the window.
+// Launches rows_in_clusters<Op, T> as planned: clusters of plan.cluster_blocks blocks.
 template <class Op, typename T>
-void plan_buffered_rows(const lab_rowwise_launch &l, bool vectorized, RowPlan *plan) {
-    if constexpr (kWalksBufferedRows<Op>) {
-        const bool sums_wanted = l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS];
-        const int64_t steps = ceil_div(l.n, int64_t(plan->threads) * kRowVec<T>);
-        const size_t buffer_bytes = size_t(2 * steps * plan->threads * 16);
-        if (plan->layout != RowLayout::streamed || !plan->sums_in_shared || !sums_wanted || !vectorized ||
-            rowwise_window_depth == 0 || steps > kMaxWindowDepth ||
-            plan->shared_bytes + buffer_bytes > plan->sums_limit) {
-            return;
-        }
-        plan->shared_bytes += buffer_bytes;
-        plan->row_buffer = true;
-    }
+cudaError_t launch_cluster_rows(const RowPlan &plan, const RowArgs &a, cudaStream_t stream) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(plan.grid));
+    config.blockDim = dim3(unsigned(plan.threads));
+    config.dynamicSmemBytes = plan.shared_bytes;
+    config.stream = stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = unsigned(plan.cluster_blocks);
+    cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, rows_in_clusters<Op, T>, a);
 }
 
 // Launches Op for storage type T as planned: staged where plan_staged_rows takes it, else rows in
@@ -444,23 +179,29 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
     err = plan_window_rows<Op, T>(l, vectorized, &plan);
     if (err != cudaSuccess) return err;
     plan_buffered_rows<Op, T>(l, vectorized, &plan);
+    err = plan_cluster_rows<Op, T>(l, vectors, vectorized, &plan);
+    if (err != cudaSuccess) return err;
     const bool want_sums =
         Op::kColumnSums && (l.col_data[LAB_COL_GRAD_WEIGHT] || l.col_data[LAB_COL_GRAD_BIAS]);
 
     RowArgs a = make_row_args(l, plan.group, vectorized);
+    a.n = l.n / plan.cluster_blocks; // clustered: each block's slice of the row
     a.row_losses = scratch.row_losses;
     a.grad_scale = scratch.grad_scale;
     a.streamed_sums_in_shared = plan.sums_in_shared;
     a.streamed_row_buffer = plan.row_buffer;
+    const int64_t partial_rows = plan.grid / plan.cluster_blocks; // a cluster's blocks make one together
     if (want_sums && l.rows > 0 && l.n > 0) {
-        err = lab_scratch_alloc(&a.partials, sizeof(A) * 2 * size_t(plan.grid) * size_t(l.n), stream);
+        err = lab_scratch_alloc(&a.partials, sizeof(A) * 2 * size_t(partial_rows) * size_t(l.n), stream);
         if (err != cudaSuccess) return err;
     }
     if (l.rows > 0) {
         auto launch = [&](auto kernel, auto... extra) {
             kernel<<<unsigned(plan.grid), plan.threads, plan.shared_bytes, stream>>>(a, extra...);
         };
-        if (plan.layout == RowLayout::window) {
+        if (plan.layout == RowLayout::clustered) {
+            if constexpr (Clustering<Op>::allowed) err = launch_cluster_rows<Op, T>(plan, a, stream);
+        } else if (plan.layout == RowLayout::window) {
             if constexpr (kWalksWindow<Op>) launch(rows_window<Op, T>, plan.window_depth);
         } else if (plan.layout == RowLayout::staged) {
             if constexpr (Staging<Op>::allowed) {
@@ -471,12 +212,13 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
             launch(row_kernel<Op, T>(plan.layout == RowLayout::streamed, plan.chunks, whole,
                                      alignment == RowAlignment::kMisalignedAlike));
         }
-        err = cudaGetLastError();
+        const cudaError_t launched = cudaGetLastError();
+        if (err == cudaSuccess) err = launched;
     }
     if (err == cudaSuccess && want_sums && l.n > 0) {
         const dim3 blocks(unsigned(ceil_div(l.n, 32)), 2), threads_per_block(32, kPartialSlices);
         sum_partial_columns<T><<<blocks, threads_per_block, 0, stream>>>(
-            static_cast<const A *>(a.partials), l.rows > 0 ? plan.grid : 0, l.n,
+            static_cast<const A *>(a.partials), l.rows > 0 ? partial_rows : 0, l.n,
             l.col_data[LAB_COL_GRAD_WEIGHT], l.col_data_strides[LAB_COL_GRAD_WEIGHT],
             l.col_data[LAB_COL_GRAD_BIAS], l.col_data_strides[LAB_COL_GRAD_BIAS]);
         err = cudaGetLastError();

@@ -247,6 +247,13 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
         static constexpr int fewest_threads = 128; // five blocks of 128 fit where two of 256 would
     };
     static constexpr bool kColumnSums = true;
+    // Rows too long for the registers (more than 1024 vectors: bf16 past 8192) are cut across a cluster
+    // where the GPU has them (rows_in_clusters, rowwise_clusters.cuh; plan_cluster_rows), each block's
+    // slice held as a row of 4096 bf16 is: 128 lanes of four chunks.
+    struct ClusterShape {
+        static constexpr int lanes = 128, chunks = 4;
+        static constexpr int64_t min_vectors = 1025;
+    };
     // rms_norm's streamed walk takes BufferedRows (rowwise_window.cuh): 8-10% faster on 4096 x 16384 and
     // x 20000 (sweep_rowwise.py buffered, 2026-12-04); layer_norm's ran 1-2% slower buffered (ptxas
     // spilled 40 bytes there), so it streams as before.
@@ -259,28 +266,43 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
         rstd = valid ? A(load_statistic(a, row_at(a, row, LAB_ROW_RSTD))) : A(0);
     }
 
-    template <typename A> __device__ static void means(const RowArgs &a, A s1, A s2, A &mean_g, A &mean_gx) {
-        const Pair<A> sums = group_sums(s1, s2, a.group);
-        mean_g = kCentered ? sums.first / A(a.n) : A(0);
-        mean_gx = sums.second / A(a.n);
+    // kClustered (rows_in_clusters): `a` is the block's slice of the row, the row is the cluster's
+    // slices together - its sums finished across the cluster (cluster_reduce's `slot`), its length the
+    // slices'.
+    template <bool kClustered = false, typename A>
+    __device__ static void means(const RowArgs &a, A s1, A s2, A &mean_g, A &mean_gx, unsigned slot = 0) {
+        Pair<A> sums = group_sums(s1, s2, a.group);
+        A n = A(a.n);
+        if constexpr (kClustered) {
+            sums = cluster_reduce(sums, PairSum{}, slot);
+            n *= A(cluster_place().blocks);
+        }
+        mean_g = kCentered ? sums.first / n : A(0);
+        mean_gx = sums.second / n;
     }
 
     // x, grad_out and the weight stay packets (Packet16) in storage type; each pass converts what it uses.
-    template <typename T, int kChunks>
+    // kClustered: `a` is this block's slice of a row cut across a cluster (rows_in_clusters), whose
+    // reduction takes cluster_slot.
+    template <typename T, int kChunks, bool kClustered = false>
     __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
-                               ColumnSums<T, kChunks> &sums) {
+                               ColumnSums<T, kChunks> &sums, unsigned cluster_slot = 0) {
         using A = compute_t<T>;
         constexpr int kVec = kRowVec<T>;
         A mean, rstd;
         statistics(a, row, valid, mean, rstd);
+        // kClustered: this block's slice of a.n columns starts `first` columns into the row
+        const int64_t first = kClustered ? slice_start(a) : 0;
         Packet16 x[kChunks], g[kChunks], w[kChunks];
         const T zero = store_from_compute<T>(A(0));
-        load_packets<T, kChunks>(x, row_at(a, row, LAB_ROW_X), a.col_stride[LAB_ROW_X], a, lane, 0, valid,
-                                 zero);
-        load_packets<T, kChunks>(g, row_at(a, row, LAB_ROW_GRAD), a.col_stride[LAB_ROW_GRAD], a, lane, 0,
-                                 valid, zero);
-        load_packets<T, kChunks>(w, a.col[LAB_COL_WEIGHT], a.col_data_stride[LAB_COL_WEIGHT], a, lane, 0,
-                                 a.col[LAB_COL_WEIGHT] != nullptr, store_from_compute<T>(A(1)));
+        load_packets<T, kChunks>(x, row_at(a, row, LAB_ROW_X) + first * a.col_stride[LAB_ROW_X],
+                                 a.col_stride[LAB_ROW_X], a, lane, 0, valid, zero);
+        load_packets<T, kChunks>(g, row_at(a, row, LAB_ROW_GRAD) + first * a.col_stride[LAB_ROW_GRAD],
+                                 a.col_stride[LAB_ROW_GRAD], a, lane, 0, valid, zero);
+        const char *weight = a.col[LAB_COL_WEIGHT];
+        load_packets<T, kChunks>(w, weight ? weight + first * a.col_data_stride[LAB_COL_WEIGHT] : nullptr,
+                                 a.col_data_stride[LAB_COL_WEIGHT], a, lane, 0, weight != nullptr,
+                                 store_from_compute<T>(A(1)));
         // No mask past the row's end, where x is 0 and xhat is not: grad_out is 0 there, and each
         // term with xhat has it as a factor (a branch per element had doubled the instructions).
         auto xhat_at = [&](int c, int i) { return (packet_compute<T>(x[c], i) - mean) * rstd; };
@@ -301,9 +323,9 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
             if constexpr (kBiasSums) ColumnSums<T, kChunks>::add(sums.bias, c, to_bias);
         }
         A mean_g, mean_gx;
-        means(a, s1, s2, mean_g, mean_gx);
-        store_chunks<T, kChunks>(row_at(a, row, LAB_ROW_OUT), a.col_stride[LAB_ROW_OUT], a, lane, valid,
-                                 [&](int c, int i) {
+        means<kClustered>(a, s1, s2, mean_g, mean_gx, cluster_slot);
+        store_chunks<T, kChunks>(row_at(a, row, LAB_ROW_OUT) + first * a.col_stride[LAB_ROW_OUT],
+                                 a.col_stride[LAB_ROW_OUT], a, lane, valid, [&](int c, int i) {
                                      const A gw = packet_compute<T>(g[c], i) * packet_compute<T>(w[c], i);
                                      return rstd * (gw - mean_g - xhat_at(c, i) * mean_gx);
                                  });

@@ -205,6 +205,21 @@ static PyObject *py_rowwise_window_depth(PyObject *module, PyObject *arg) {
     return PyLong_FromLong(lab_rowwise_set_window_depth((int)n));
 }
 
+/* _rowwise_cluster_blocks(n): the blocks of a cluster a row of the norms' backward is cut across (-1,
+ * the default: the fewest whose slices fit a block, for rows the registers do not hold; 0: never; 2, 4 or
+ * 8: that many wherever the row cuts into slices that fit), for bench/sweep_rowwise.py and the tests
+ * that cover both layouts. Returns the previous setting. */
+static PyObject *py_rowwise_cluster_blocks(PyObject *module, PyObject *arg) {
+    static const char refusal[] = "_rowwise_cluster_blocks(): -1 (the default), 0 (never), 2, 4 or 8";
+    long long n;
+    if (read_knob(arg, -1, 8, refusal, &n) < 0) return NULL;
+    if (n == 1 || n == 3 || (n > 4 && n < 8)) {
+        PyErr_SetString(PyExc_ValueError, refusal);
+        return NULL;
+    }
+    return PyLong_FromLong(lab_rowwise_set_cluster_blocks((int)n));
+}
+
 /* _reduce_slice_waves(n): the waves of blocks a split reduction's first pass is cut into (1 to 64;
  * 4 is lab's default), for bench/sweep_reductions.py. Returns the previous setting. */
 static PyObject *py_reduce_slice_waves(PyObject *module, PyObject *arg) {
@@ -217,6 +232,12 @@ PyMethodDef lab_introspect_methods[] = {
     {"_reduce_slice_waves", py_reduce_slice_waves, METH_O,
      "_reduce_slice_waves(n, /)\n--\n\nPrivate: the waves of blocks a split reduction's first pass is cut "
      "into (1 to 64; 4 is lab's default). Returns the previous value. For tuning sweeps and tests."},
+    {"_rowwise_cluster_blocks", py_rowwise_cluster_blocks, METH_O,
+     "_rowwise_cluster_blocks(n, /)\n--\n\nPrivate: the blocks of a thread-block cluster a row of the norms' "
+     "backward is cut across: -1 (the default) the fewest whose slices fit a block, for rows the registers "
+     "do not hold; 0 never; 2, 4 or 8 that many wherever the row cuts into slices that fit. Returns the "
+     "previous "
+     "value. For tuning sweeps and tests."},
     {"_rowwise_window_depth", py_rowwise_window_depth, METH_O,
      "_rowwise_window_depth(n, /)\n--\n\nPrivate: the steps of copies the window-rows kernel keeps in "
      "flight: -1 (the default) six where the SM keeps its blocks, 0 turns window rows (and rms_norm's "
