@@ -56,6 +56,27 @@ RowArgs make_row_args(const lab_rowwise_launch &l, int group, bool vectorized) {
 // The most blocks a cluster may have on every GPU that has clusters (the portable cluster size).
 constexpr int kMostClusterBlocks = 8;
 
+// A launch of `grid` blocks of `threads` in clusters of `cluster_blocks` (one-dimensional), as the
+// occupancy calculator and cudaLaunchKernelEx take it. Not copyable: the configuration points at the
+// attribute beside it.
+struct ClusterLaunch {
+    cudaLaunchAttribute cluster{};
+    cudaLaunchConfig_t config{};
+    ClusterLaunch(int64_t grid, int threads, size_t shared_bytes, int cluster_blocks, cudaStream_t stream) {
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = unsigned(cluster_blocks);
+        cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+        config.gridDim = dim3(unsigned(grid));
+        config.blockDim = dim3(unsigned(threads));
+        config.dynamicSmemBytes = shared_bytes;
+        config.stream = stream;
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+    }
+    ClusterLaunch(const ClusterLaunch &) = delete;
+    ClusterLaunch &operator=(const ClusterLaunch &) = delete;
+};
+
 // The clusters of `blocks` blocks running rows_in_clusters<Op, T> that the device holds at once, asked
 // once per cluster size (2, 4, 8) and kept, as resident_blocks keeps its occupancy.
 template <class Op, typename T>
@@ -64,17 +85,9 @@ cudaError_t resident_clusters(int blocks, size_t shared_bytes, int64_t *clusters
     std::atomic<int> &kept = cached[blocks == 2 ? 0 : blocks == 4 ? 1 : 2];
     int count = kept.load(std::memory_order_relaxed);
     if (count == 0) {
-        cudaLaunchConfig_t config{};
-        config.gridDim = dim3(unsigned(blocks));
-        config.blockDim = dim3(unsigned(Clustering<Op>::lanes));
-        config.dynamicSmemBytes = shared_bytes;
-        cudaLaunchAttribute cluster{};
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = unsigned(blocks);
-        cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-        config.attrs = &cluster;
-        config.numAttrs = 1;
-        const cudaError_t err = cudaOccupancyMaxActiveClusters(&count, rows_in_clusters<Op, T>, &config);
+        const ClusterLaunch launch(blocks, Clustering<Op>::lanes, shared_bytes, blocks, nullptr);
+        const cudaError_t err =
+            cudaOccupancyMaxActiveClusters(&count, rows_in_clusters<Op, T>, &launch.config);
         if (err != cudaSuccess) return err;
         kept.store(count, std::memory_order_relaxed);
     }
@@ -137,18 +150,8 @@ cudaError_t plan_cluster_rows(const lab_rowwise_launch &l, int64_t vectors, bool
 // Launches rows_in_clusters<Op, T> as planned: clusters of plan.cluster_blocks blocks.
 template <class Op, typename T>
 cudaError_t launch_cluster_rows(const RowPlan &plan, const RowArgs &a, cudaStream_t stream) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(unsigned(plan.grid));
-    config.blockDim = dim3(unsigned(plan.threads));
-    config.dynamicSmemBytes = plan.shared_bytes;
-    config.stream = stream;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = unsigned(plan.cluster_blocks);
-    cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, rows_in_clusters<Op, T>, a);
+    const ClusterLaunch launch(plan.grid, plan.threads, plan.shared_bytes, plan.cluster_blocks, stream);
+    return cudaLaunchKernelEx(&launch.config, rows_in_clusters<Op, T>, a);
 }
 
 // Launches Op for storage type T as planned: staged where plan_staged_rows takes it, else rows in
