@@ -100,8 +100,8 @@ cudaError_t resident_clusters(int blocks, size_t shared_bytes, int64_t *clusters
 // operand contiguous and aligned, one leading dimension, on a GPU with clusters whose build of the kernel
 // has them. The fewest blocks, 2, 4 or 8, whose slices - the row's columns shared out evenly, each a whole
 // number of 16-byte vectors - fit the op's block (lanes x chunks vectors). The norms' backward on bf16
-// 4096 x 16384, streamed and buffered, ran at 1.86 TB/s (rms_norm) and 1.56 (layer_norm with the bias);
-// cut across four blocks of 128 lanes, 2.43 and 1.98; 4096 x 12288 1.28 -> 1.93 and 1.20 -> 1.60. Rows
+// 4096 x 16384, streamed and buffered, ran at 1.82 TB/s (rms_norm) and 1.54 (layer_norm with the bias);
+// cut across four blocks of 128 lanes, 2.48 and 2.01; 4096 x 12288 1.26 -> 1.94 and 1.18 -> 1.60. Rows
 // its registers hold at two chunks a lane stay there: bf16 8192 x 8192 ran 2.73 TB/s in registers against
 // 2.59 in two blocks, float32 8192 x 4096 3.28 against 3.05 (bench/sweep_rowwise.py clusters, H200,
 // 2026-12-04). The grid: the clusters the device holds at once, at most one per four rows (fewer
