@@ -5,7 +5,8 @@ with staging off and the cap on 16-byte chunks a lane holds at 4, 2 and 1 (lab.l
 TB/s moved. Cross-entropy with its gradient (asked for by name, `cross_entropy`) as launched and with
 its window of copies in flight (lab.lab._rowwise_window_depth) 2 to 8 steps deep and off; the norms'
 backward on streamed rows (asked for by name, `buffered`) with its rows buffered in shared memory and
-without, and (`clusters`) with its rows cut across clusters of 2, 4 and 8 blocks and not. Where lab.nn's host time goes is bench/host_cost.py's.
+without, and (`clusters`) with its rows cut across clusters of 2, 4 and 8 blocks and not; and (`long_staged`) the
+staged ops on rows past 47 KB staged (opting in to more shared memory) and not. Where lab.nn's host time goes is bench/host_cost.py's.
     python3 bench/sweep_rowwise.py [name ...]   (only the ops whose names contain one of these)
 """
 import os
@@ -37,7 +38,8 @@ def main():
         sweep_cross_entropy(torch, timer)
         if sys.argv[1:] == ["cross_entropy"]:
             return 0
-    for name, sweep in (("buffered", sweep_buffered_rows), ("clusters", sweep_clusters)):
+    for name, sweep in (("buffered", sweep_buffered_rows), ("clusters", sweep_clusters),
+                        ("long_staged", sweep_long_staged_rows)):
         if name in sys.argv[1:]:
             sweep(torch, timer)
             if sys.argv[1:] == [name]:
@@ -46,16 +48,7 @@ def main():
     for dtype, n in ((torch.bfloat16, 4096), (torch.bfloat16, 1024), (torch.float32, 4096), (torch.bfloat16, 16384),
                      (torch.bfloat16, 8192), (torch.float32, 2048)):
         rows = (1 << 26) // n
-        x = torch.randn(rows, n, device="cuda", dtype=dtype)
-        w, dy = torch.randn(n, device="cuda", dtype=dtype), torch.randn_like(x)
-        out, gx, gw, gb = torch.empty_like(x), torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
-        stats, means = torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
-        ops = {"softmax": (lambda: lab.softmax(x, out), 2), "softmax_backward": (lambda: lab.softmax_backward(dy, x, gx), 3),
-               "layer_norm": (lambda: lab.layer_norm(x, w, w, out, rstd=stats, mean=means), 2),
-               "rms_norm": (lambda: lab.rms_norm(x, w, out, rstd=stats), 2),
-               "rms_norm+residual": (lambda: lab.rms_norm(x, w, out, rstd=stats, residual=dy, residual_out=gx), 4),
-               "rms_norm_backward": (lambda: lab.rms_norm_backward(dy, x, w, stats, gx, gw), 3),
-               "layer_norm_backward+bias": (lambda: lab.layer_norm_backward(dy, x, w, means, stats, gx, gw, gb), 3)}
+        x, ops = row_ops(torch, dtype, rows, n)
         wanted = sys.argv[1:]
         for name, (fn, passes) in ops.items():
             if wanted and not any(part in name for part in wanted):
@@ -70,6 +63,43 @@ def main():
             label = f"{name} {str(dtype)[6:]} {rows}x{n}"
             print(f"{label:34s} " + " ".join(f"{s:11.2f}" for s in speeds))
     return 0
+
+
+def row_ops(torch, dtype, rows, n):
+    """x (rows x n) and each op on it: name -> (call, the row's passes over memory)."""
+    x = torch.randn(rows, n, device="cuda", dtype=dtype)
+    w, dy = torch.randn(n, device="cuda", dtype=dtype), torch.randn_like(x)
+    out, gx, gw, gb = torch.empty_like(x), torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
+    stats, means = torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
+    return x, {"softmax": (lambda: lab.softmax(x, out), 2), "softmax_backward": (lambda: lab.softmax_backward(dy, x, gx), 3),
+               "layer_norm": (lambda: lab.layer_norm(x, w, w, out, rstd=stats, mean=means), 2),
+               "rms_norm": (lambda: lab.rms_norm(x, w, out, rstd=stats), 2),
+               "rms_norm+residual": (lambda: lab.rms_norm(x, w, out, rstd=stats, residual=dy, residual_out=gx), 4),
+               "rms_norm_backward": (lambda: lab.rms_norm_backward(dy, x, w, stats, gx, gw), 3),
+               "layer_norm_backward+bias": (lambda: lab.layer_norm_backward(dy, x, w, means, stats, gx, gw, gb), 3)}
+
+
+def sweep_long_staged_rows(torch, timer):
+    """The staged ops on rows whose copies pass the 47 KB a kernel has without opting in, as launched (staged up
+    to half of what a block may opt in to), with staging held to 47 KB (lab.lab._rowwise_staged_most_bytes:
+    streamed instead), and up to 75 KB (three blocks an SM)."""
+    settings = (("launched", -1), ("47KB", 47 * 1024), ("75KB", 75 * 1024))
+    print(f"{'staged rows past 47 KB':40s} " + " ".join(f"{label:>9s}" for label, _ in settings) + "   (TB/s)")
+    for dtype, rows, n in ((torch.bfloat16, 4096, 16384), (torch.bfloat16, 2048, 32768), (torch.float32, 4096, 16384),
+                           (torch.float32, 8192, 8192), (torch.bfloat16, 4096, 24576), (torch.float16, 4096, 16384)):
+        x, ops = row_ops(torch, dtype, rows, n)
+        for name in ("softmax", "softmax_backward", "rms_norm", "rms_norm+residual", "layer_norm"):
+            fn, passes = ops[name]
+            speeds = []
+            for _, value in settings:
+                default = lab.lab._rowwise_staged_most_bytes(value)
+                try:
+                    speeds.append(passes * x.numel() * x.element_size() / median_ms(fn, *timer, repeats=20) / 1e9)
+                finally:
+                    lab.lab._rowwise_staged_most_bytes(default)
+            label = f"{name} {str(dtype)[6:]} {rows}x{n}"
+            print(f"{label:40s} " + " ".join(f"{v:9.2f}" for v in speeds))
+        del x, ops
 
 
 def sweep_cross_entropy(torch, timer):

@@ -351,6 +351,7 @@ def test_cross_entropy_backward_operands():
     ("_rowwise_max_chunks", 3, 2),
     ("_rowwise_staged_min_vectors", -1, 1 << 62),
     ("_rowwise_staged_vectors_per_thread", 65, 16),
+    ("_rowwise_staged_most_bytes", -2, 48128),
     ("_rowwise_window_depth", 9, 2),
     ("_rowwise_window_depth", -2, 0),
     ("_rowwise_cluster_blocks", 3, 4),

@@ -272,6 +272,26 @@ def test_staged_and_unstaged_rows(dtype, shape, staging):
         lab.lab._rowwise_staged_vectors_per_thread(per_thread)
 
 
+# Staged rows past the 47 KB every kernel has, where the kernel opts in to more shared memory (by default up
+# to half of what a block may have): x of 16384 and 32768 columns, x beside grad_out or a residual; a row
+# ending in a partial 16-byte piece (24577 columns); and the same rows held to 47 KB (streamed instead).
+@pytest.mark.parametrize("most_bytes", [-1, 47 * 1024], ids=["default", "47KB"])
+@pytest.mark.parametrize("shape", [(3, 16384), (2, 32768), (4, 24577)], ids=str)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_long_staged_rows(dtype, shape, most_bytes):
+    p = producer_or_skip("torch", dtype)
+    previous = lab.lab._rowwise_staged_most_bytes(most_bytes)
+    try:
+        test_softmax_forward("softmax", dtype, shape, p)
+        test_softmax_backward("log_softmax", dtype, shape, p)
+        for op in ("layer_norm", "rms_norm"):
+            test_norm_forward(op, dtype, shape, "weight_bias", p)
+        if dtype in ("bfloat16", "float32"):
+            test_rms_norm_with_residual(dtype, shape, p)
+    finally:
+        lab.lab._rowwise_staged_most_bytes(previous)
+
+
 @pytest.mark.parametrize("cap", [4, 2, 1])
 @pytest.mark.parametrize("shape", [(4099, 32), (33, 1000), (64, 4096), (7, 8192)], ids=str)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)

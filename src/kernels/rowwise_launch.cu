@@ -5,6 +5,7 @@ namespace lab {
 int rowwise_max_chunks = 4;
 int64_t rowwise_staged_min_vectors = 0;    // each op its own (Staging<Op>::min_vectors)
 int rowwise_staged_vectors_per_thread = 0; // each op its own (Staging<Op>::vectors_per_thread)
+int64_t rowwise_staged_most_bytes = -1;    // half of what a block may have, opted in
 int rowwise_window_depth = -1;             // kDefaultWindowDepth, where the SM keeps its blocks
 int rowwise_cluster_blocks = -1;           // the fewest that fit, for rows one block does not hold
 } // namespace lab
@@ -24,6 +25,12 @@ extern "C" int64_t lab_rowwise_set_staged_min_vectors(int64_t vectors) {
 extern "C" int lab_rowwise_set_staged_vectors_per_thread(int vectors) {
     const int previous = lab::rowwise_staged_vectors_per_thread;
     lab::rowwise_staged_vectors_per_thread = vectors;
+    return previous;
+}
+
+extern "C" int64_t lab_rowwise_set_staged_most_bytes(int64_t bytes) {
+    const int64_t previous = lab::rowwise_staged_most_bytes;
+    lab::rowwise_staged_most_bytes = bytes;
     return previous;
 }
 

@@ -168,17 +168,25 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
     cudaError_t err = cudaSuccess;
     // Staged where the op allows it - except that rows filling whole tiles stay in registers (unless a
     // sweep sets the staged minimum): layer_norm bf16 16384 x 4096 3.43 TB/s against 3.0 staged. An op
-    // without whole tiles is planned unstaged only where staging does not take its rows.
-    bool whole = false;
-    if (kTakesWholeTiles<Op> || !plan_staged_rows<Op, T>(l, vectors, vectorized, &plan)) {
+    // without whole tiles is planned unstaged only where staging does not take its rows. Staged rows past
+    // kStagedBytes (opting in) beat the registers and the streamed walk for softmax's forward and backward
+    // (bf16 4096 x 16384 backward 3.74 TB/s against 2.65 in registers, 2048 x 32768 forward 3.01 against
+    // 1.64 streamed) and the norms' forwards on rows they stream (rms_norm bf16 2048 x 32768 2.71 against
+    // 1.92), but not rows the norms' forwards hold in registers (rms_norm with a residual, bf16 4096 x
+    // 16384: 3.08 staged, 3.40 in registers; bench/sweep_rowwise.py long_staged, H200, 2026-12-04).
+    bool whole = false, staged = false;
+    if (!kTakesWholeTiles<Op>) err = plan_staged_rows<Op, T>(l, vectors, vectorized, &plan, &staged);
+    if (err == cudaSuccess && !staged) {
         err = plan_unstaged_rows<Op, T>(l, vectors, &plan);
         if (err != cudaSuccess) return err;
         whole = plan.layout == RowLayout::in_registers &&
                 rows_fill_tiles<Op, T>(l, vectorized, plan.group, plan.chunks);
         if (kTakesWholeTiles<Op> && (!whole || rowwise_staged_min_vectors > 0)) {
-            plan_staged_rows<Op, T>(l, vectors, vectorized, &plan);
+            err = plan_staged_rows<Op, T>(l, vectors, vectorized, &plan, &staged,
+                                          plan.layout != RowLayout::in_registers);
         }
     }
+    if (err != cudaSuccess) return err;
     err = plan_window_rows<Op, T>(l, vectorized, &plan);
     if (err != cudaSuccess) return err;
     plan_buffered_rows<Op, T>(l, vectorized, &plan);

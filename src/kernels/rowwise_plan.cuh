@@ -33,8 +33,12 @@ extern int rowwise_window_depth;
 // 2, 4 or 8 that many, wherever the rows cut into slices of whole vectors that fit.
 extern int rowwise_cluster_blocks;
 
-// A staged block's copies fit the 48 KB of shared memory a kernel gets without opting in, less 1 KB
-// for the reductions' own; longer rows are streamed (their second read mostly hits L2).
+// The most bytes a staged row's copies take (lab_rowwise_set_staged_most_bytes, for the sweep and the
+// tests): -1, the default, half of what a block may have where it opts in (plan_staged_rows).
+extern int64_t rowwise_staged_most_bytes;
+
+// A staged block's copies within the 48 KB of shared memory a kernel gets without opting in, less 1 KB
+// for the reductions' own, need no opting in.
 constexpr int64_t kStagedBytes = 47 * 1024;
 
 namespace {
@@ -193,12 +197,16 @@ struct RowPlan {
 
 // Staged (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async copies
 // 16 bytes), a row of at least the op's staged minimum (or rowwise_staged_min_vectors where a sweep
-// set it), its copies within kStagedBytes. A block
+// set it), its copies within kStagedBytes - or, where `opt_in` allows, opting in to more shared memory,
+// within half of what a block may have (two blocks an SM; rowwise_staged_most_bytes where a sweep set
+// it). A block
 // per row, of 128 threads (bench/sweep_norms.cu: 128 beat 256 and 512 for softmax and layer_norm and
 // tied for rms_norm), more for longer rows, so that a thread walks at most the op's vectors_per_thread.
-// Returns whether it took the rows.
+// Sets *staged to whether it took the rows.
 template <class Op, typename T>
-bool plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan) {
+cudaError_t plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan,
+                             bool *staged, bool opt_in = true) {
+    *staged = false;
     if constexpr (Staging<Op>::allowed) { // the others never instantiate the staged kernels
         constexpr int kSecond = Staging<Op>::second;
         const int64_t padded = ceil_div(l.n * int64_t(sizeof(T)), int64_t(16)) * 16;
@@ -210,12 +218,23 @@ bool plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectori
         const int64_t bytes = padded * inputs;
         const int64_t min_vectors =
             rowwise_staged_min_vectors > 0 ? rowwise_staged_min_vectors : Staging<Op>::min_vectors;
-        if (!vectorized || vectors < min_vectors || bytes > kStagedBytes) return false;
+        if (!vectorized || vectors < min_vectors || (bytes > kStagedBytes && !opt_in)) return cudaSuccess;
+        if (bytes > kStagedBytes) { // past what every kernel has: opt in, if the device has it
+            static std::atomic<int> static_bytes_plus_one;
+            static std::atomic<uint64_t> raised_on;
+            size_t limit = 0;
+            const cudaError_t err =
+                opt_in_shared_limit(rows_staged<Op, T>, static_bytes_plus_one, raised_on, &limit);
+            const int64_t most = rowwise_staged_most_bytes >= 0
+                                     ? std::min<int64_t>(rowwise_staged_most_bytes, int64_t(limit))
+                                     : int64_t(limit / 2);
+            if (err != cudaSuccess || bytes > most) return err;
+        }
         *plan = RowPlan{RowLayout::staged, threads, threads, 0, std::min<int64_t>(l.rows, int64_t(1) << 30),
                         size_t(bytes),     padded,  false};
-        return true;
+        *staged = true;
     }
-    return false;
+    return cudaSuccess;
 }
 
 // Rows in registers when they fit kMaxChunks chunks a lane with at most 1024 lanes a row, else
