@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(RowBounds<Op, kChunks, PartialTiles>::threads,
         Op::template row<T, kChunks, true>(a, row, lane, true, sums, slot);
     }
     cluster_sync(); // no block leaves while another may still read its slot
-    write_partials<T, kChunks, Op::kBias>(a, lane, sums);
+    write_partials<T, kChunks, Op::kBias>(a, sums);
 }
 
 } // namespace lab
