@@ -293,9 +293,10 @@ int64_t lab_rowwise_set_staged_min_vectors(int64_t vectors);
  * op (0, the default, leaves each op its own): blocks of 128 to 1024 threads, the fewest that keep
  * to it. Returns the previous value. */
 int lab_rowwise_set_staged_vectors_per_thread(int vectors);
-/* Test-only tuning: the most bytes a staged row's copies (x, and a second input) may take: -1, the
- * default, half of the shared memory a block may opt in to (two blocks an SM); else that many, at
- * most what a block may have (47 KB: no kernel opts in). Returns the previous value. */
+/* Test-only tuning: the most bytes a staged row's copies (x, and a second input) may take past the
+ * 47 KB every kernel has without opting in: -1, the default, half of the shared memory a block may
+ * opt in to (two blocks an SM); else that many, at most what a block may have (47 KB or less: no
+ * kernel opts in). Returns the previous value. */
 int64_t lab_rowwise_set_staged_most_bytes(int64_t bytes);
 /* Test-only tuning: the steps of a row (two 16-byte vectors a thread each) whose copies a window-rows
  * kernel keeps in flight (cross-entropy's long rows): -1, the default, six where the SM keeps its

@@ -33,8 +33,8 @@ extern int rowwise_window_depth;
 // 2, 4 or 8 that many, wherever the rows cut into slices of whole vectors that fit.
 extern int rowwise_cluster_blocks;
 
-// The most bytes a staged row's copies take (lab_rowwise_set_staged_most_bytes, for the sweep and the
-// tests): -1, the default, half of what a block may have where it opts in (plan_staged_rows).
+// The most bytes a staged row's copies take past kStagedBytes (lab_rowwise_set_staged_most_bytes, for the
+// sweep and the tests): -1, the default, half of what a block may have where it opts in (plan_staged_rows).
 extern int64_t rowwise_staged_most_bytes;
 
 // A staged block's copies within the 48 KB of shared memory a kernel gets without opting in, less 1 KB

@@ -195,9 +195,10 @@ static PyObject *py_rowwise_staged_vectors_per_thread(PyObject *module, PyObject
     return PyLong_FromLong(lab_rowwise_set_staged_vectors_per_thread((int)n));
 }
 
-/* _rowwise_staged_most_bytes(n): the most bytes a staged row's copies may take (-1, the default: half of
- * the shared memory a block may opt in to; 48128, 47 KB: only what every kernel has without opting in),
- * for bench/sweep_rowwise.py and the tests that cover both layouts. Returns the previous setting. */
+/* _rowwise_staged_most_bytes(n): the most bytes a staged row's copies may take past the 47 KB every
+ * kernel has without opting in (-1, the default: half of the shared memory a block may opt in to;
+ * 48128, 47 KB, or less: no kernel opts in), for bench/sweep_rowwise.py and the tests that cover both
+ * layouts. Returns the previous setting. */
 static PyObject *py_rowwise_staged_most_bytes(PyObject *module, PyObject *arg) {
     static const char refusal[] = "_rowwise_staged_most_bytes(): -1 (the default) or a count >= 0";
     long long n;
@@ -249,9 +250,10 @@ PyMethodDef lab_introspect_methods[] = {
      "previous "
      "value. For tuning sweeps and tests."},
     {"_rowwise_staged_most_bytes", py_rowwise_staged_most_bytes, METH_O,
-     "_rowwise_staged_most_bytes(n, /)\n--\n\nPrivate: the most bytes a staged row's copies may take: -1 "
-     "(the default) half of the shared memory a block may opt in to, else that many (48128: no kernel "
-     "opts in). Returns the previous value. For tuning sweeps and tests."},
+     "_rowwise_staged_most_bytes(n, /)\n--\n\nPrivate: the most bytes a staged row's copies may take past "
+     "the 47 KB every kernel has: -1 (the default) half of the shared memory a block may opt in to, else "
+     "that many (48128 or less: no kernel opts in). Returns the previous value. For tuning sweeps and "
+     "tests."},
     {"_rowwise_window_depth", py_rowwise_window_depth, METH_O,
      "_rowwise_window_depth(n, /)\n--\n\nPrivate: the steps of copies the window-rows kernel keeps in "
      "flight: -1 (the default) six where the SM keeps its blocks, 0 turns window rows (and rms_norm's "
