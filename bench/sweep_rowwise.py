@@ -70,7 +70,8 @@ def row_ops(torch, dtype, rows, n):
     x = torch.randn(rows, n, device="cuda", dtype=dtype)
     w, dy = torch.randn(n, device="cuda", dtype=dtype), torch.randn_like(x)
     out, gx, gw, gb = torch.empty_like(x), torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
-    stats, means = torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
+    # the statistics the backwards read (the forwards overwrite them): rstd near 1, any mean
+    stats, means = torch.rand(rows, device="cuda") + 0.5, torch.randn(rows, device="cuda")
     return x, {"softmax": (lambda: lab.softmax(x, out), 2), "softmax_backward": (lambda: lab.softmax_backward(dy, x, gx), 3),
                "layer_norm": (lambda: lab.layer_norm(x, w, w, out, rstd=stats, mean=means), 2),
                "rms_norm": (lambda: lab.rms_norm(x, w, out, rstd=stats), 2),
@@ -83,23 +84,11 @@ def sweep_long_staged_rows(torch, timer):
     """The staged ops on rows whose copies pass the 47 KB a kernel has without opting in, as launched (staged up
     to half of what a block may opt in to), with staging held to 47 KB (lab.lab._rowwise_staged_most_bytes:
     streamed instead), and up to 75 KB (three blocks an SM)."""
-    settings = (("launched", -1), ("47KB", 47 * 1024), ("75KB", 75 * 1024))
-    print(f"{'staged rows past 47 KB':40s} " + " ".join(f"{label:>9s}" for label, _ in settings) + "   (TB/s)")
-    for dtype, rows, n in ((torch.bfloat16, 4096, 16384), (torch.bfloat16, 2048, 32768), (torch.float32, 4096, 16384),
-                           (torch.float32, 8192, 8192), (torch.bfloat16, 4096, 24576), (torch.float16, 4096, 16384)):
-        x, ops = row_ops(torch, dtype, rows, n)
-        for name in ("softmax", "softmax_backward", "rms_norm", "rms_norm+residual", "layer_norm"):
-            fn, passes = ops[name]
-            speeds = []
-            for _, value in settings:
-                default = lab.lab._rowwise_staged_most_bytes(value)
-                try:
-                    speeds.append(passes * x.numel() * x.element_size() / median_ms(fn, *timer, repeats=20) / 1e9)
-                finally:
-                    lab.lab._rowwise_staged_most_bytes(default)
-            label = f"{name} {str(dtype)[6:]} {rows}x{n}"
-            print(f"{label:40s} " + " ".join(f"{v:9.2f}" for v in speeds))
-        del x, ops
+    sweep_knob("staged rows past 47 KB", torch, timer, lab.lab._rowwise_staged_most_bytes,
+               (("launched", -1), ("47KB", 47 * 1024), ("75KB", 75 * 1024)),
+               ((torch.bfloat16, 4096, 16384), (torch.bfloat16, 2048, 32768), (torch.float32, 4096, 16384),
+                (torch.float32, 8192, 8192), (torch.bfloat16, 4096, 24576), (torch.float16, 4096, 16384)),
+               ("softmax", "softmax_backward", "rms_norm", "rms_norm+residual", "layer_norm"))
 
 
 def sweep_cross_entropy(torch, timer):
@@ -157,27 +146,28 @@ def sweep_clusters(torch, timer):
 
 
 def sweep_norm_backward(title, torch, timer, knob, settings, shapes):
-    """rms_norm's and layer_norm's (with the bias) backward on each (dtype, rows, n) of `shapes` at each
-    (label, value) of `settings` given to `knob`, TB/s on x, grad_out and grad_x."""
+    """rms_norm's and layer_norm's (with the bias) backward, through sweep_knob."""
+    sweep_knob(title, torch, timer, knob, settings, shapes, ("rms_norm_backward", "layer_norm_backward+bias"))
+
+
+def sweep_knob(title, torch, timer, knob, settings, shapes, names):
+    """The ops `names` of row_ops on each (dtype, rows, n) of `shapes` at each (label, value) of `settings`
+    given to `knob` (put back after each), TB/s on the bytes each moves."""
     print(f"{title:40s} " + " ".join(f"{label:>9s}" for label, _ in settings) + "   (TB/s)")
     for dtype, rows, n in shapes:
-        x = torch.randn(rows, n, device="cuda", dtype=dtype)
-        w, dy = torch.randn(n, device="cuda", dtype=dtype), torch.randn_like(x)
-        gx, gw, gb = torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
-        stats, means = torch.rand(rows, device="cuda") + 0.5, torch.randn(rows, device="cuda")
-        for name, fn in (("rms_norm_backward", lambda: lab.rms_norm_backward(dy, x, w, stats, gx, gw)),
-                         ("layer_norm_backward+bias",
-                          lambda: lab.layer_norm_backward(dy, x, w, means, stats, gx, gw, gb))):
+        x, ops = row_ops(torch, dtype, rows, n)
+        for name in names:
+            fn, passes = ops[name]
             speeds = []
             for _, value in settings:
                 default = knob(value)
                 try:
-                    speeds.append(3 * x.numel() * x.element_size() / median_ms(fn, *timer, repeats=20) / 1e9)
+                    speeds.append(passes * x.numel() * x.element_size() / median_ms(fn, *timer, repeats=20) / 1e9)
                 finally:
                     knob(default)
             label = f"{name} {str(dtype)[6:]} {rows}x{n}"
             print(f"{label:40s} " + " ".join(f"{v:9.2f}" for v in speeds))
-        del x, dy, gx
+        del x, ops
 
 
 if __name__ == "__main__":
