@@ -71,6 +71,17 @@ __device__ __forceinline__ bool loads_vectorize(const Rows<R> &rows, const Reduc
     return true;
 }
 
+// The 16-byte vector `index` of `base`, read through the non-coherent path without a place in L1:
+// nothing writes a reduction's input while the kernel runs, and no element is read twice. (+0.5% on
+// the whole-array sums against a plain load, H200, 2026-12-04.)
+__device__ __forceinline__ Packet16 load_read_only(const char *base, int64_t index) {
+    Packet16 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(v.bits.x), "=r"(v.bits.y), "=r"(v.bits.z), "=r"(v.bits.w)
+        : "l"(reinterpret_cast<const uint4 *>(base) + index));
+    return v;
+}
+
 // Which way of walking the reduced elements a kernel compiles in, chosen on the host: each way costs
 // registers in every kernel that carries it (ptxas: argmax's rows 64 -> 94 with three ways in one
 // kernel; the float32 sum's slices 60 with the contiguous and the general way, 48 with the first
@@ -84,8 +95,11 @@ enum class Walk { kContiguous, kStrided };
 // Elements [begin, end) of one output, shared by `lanes` threads of which this is `lane`: each
 // thread issues kInFlight loads before combining them into separate accumulators, joined in a
 // fixed order at the end. A contiguous row goes 16 bytes per load: the elements before the first
-// 16-byte boundary one by one, then whole vectors, then the tail.
-template <typename R, int kInFlight, Walk kWalk>
+// 16-byte boundary one by one, then whole vectors, then the tail. kShortRows: rows of a few vectors
+// (four lanes a row) test every load against the row's end, as one loop - with the untested rounds
+// and their tail ptxas took the float32 sum's rows from 48 registers to 64, and rows of 32 elements
+// ran 18% slower.
+template <typename R, int kInFlight, Walk kWalk, bool kShortRows = false>
 __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const ReducedSpace &space,
                                                       int64_t begin, int64_t end, int lane, int lanes) {
     using T = typename R::In;
@@ -119,32 +133,50 @@ __device__ __forceinline__ typename R::Acc accumulate(const Rows<R> &rows, const
             for (int64_t r = begin + lane; r < begin + head; r += lanes)
                 acc[0] = R::add(acc[0], element_at<R>(rows.in[0] + r * kUnit, rows.in[1] + r * kUnit), r);
             const int64_t first_vector = begin + head, n_vectors = (end - first_vector) / kVec;
-            for (int64_t i = lane; i < n_vectors; i += kInFlight * lanes) {
+            const char *vectors[2] = {rows.in[0] + first_vector * kUnit, rows.in[1] + first_vector * kUnit};
+            auto add_vector = [&](typename R::Acc &into, const Packet16(&v)[R::kInputs], int64_t i) {
+                const int64_t at = first_vector + i * kVec;
+                if constexpr (R::kInputs == 1) {
+                    into = R::add_vector(into, v[0], at);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < kVec; ++e) {
+                        const typename R::Element x{packet_element<T>(v[0], e), packet_element<T>(v[1], e)};
+                        into = R::add(into, x, at + e);
+                    }
+                }
+            };
+            // A round: kInFlight loads, then their adds; `tested` tests each load against the end.
+            auto round = [&](int64_t i, auto tested) {
+                constexpr bool kTested = decltype(tested)::value;
                 Packet16 v[kInFlight][R::kInputs];
 #pragma unroll
                 for (int u = 0; u < kInFlight; ++u) {
-                    if (i + u * lanes < n_vectors) {
+                    if (!kTested || i + u * lanes < n_vectors) {
 #pragma unroll
                         for (int k = 0; k < R::kInputs; ++k)
-                            v[u][k].bits = reinterpret_cast<const uint4 *>(
-                                rows.in[k] + first_vector * kUnit)[i + u * lanes];
+                            v[u][k] = load_read_only(vectors[k], i + u * lanes);
                     }
                 }
 #pragma unroll
                 for (int u = 0; u < kInFlight; ++u) {
-                    if (i + u * lanes < n_vectors) {
-                        const int64_t at = first_vector + (i + u * lanes) * kVec;
-                        if constexpr (R::kInputs == 1) {
-                            acc[u] = R::add_vector(acc[u], v[u][0], at);
-                        } else {
+                    if (!kTested || i + u * lanes < n_vectors) add_vector(acc[u], v[u], i + u * lanes);
+                }
+            };
+            int64_t i = lane;
+            if constexpr (kShortRows) {
+                for (; i < n_vectors; i += kInFlight * lanes) round(i, std::true_type{});
+            } else {
+                // Whole rounds untested, then the last vectors one at a time: the float32 sum 4.34 ->
+                // 4.47 TB/s, the bfloat16 sum 4.22 -> 4.30 (H200, 2026-12-04, bench/sweep_reductions.py).
+                for (; i + (kInFlight - 1) * lanes < n_vectors; i += kInFlight * lanes)
+                    round(i, std::false_type{});
+#pragma unroll 1
+                for (; i < n_vectors; i += lanes) {
+                    Packet16 v[1][R::kInputs];
 #pragma unroll
-                            for (int e = 0; e < kVec; ++e) {
-                                const typename R::Element x{packet_element<T>(v[u][0], e),
-                                                            packet_element<T>(v[u][1], e)};
-                                acc[u] = R::add(acc[u], x, at + e);
-                            }
-                        }
-                    }
+                    for (int k = 0; k < R::kInputs; ++k) v[0][k] = load_read_only(vectors[k], i);
+                    add_vector(acc[0], v[0], i);
                 }
             }
             for (int64_t r = first_vector + n_vectors * kVec + lane; r < end; r += lanes)
@@ -186,8 +218,8 @@ __global__ void __launch_bounds__(kReduceThreads, kWalk == Walk::kContiguous ? R
         typename R::Acc acc = R::identity();
         if (o < a.n_outputs) {
             byte_offsets(a.kept, o, offsets);
-            acc = accumulate<R, kInFlight, kWalk>(rows_at<R>(a, offsets), a.reduced, 0, a.n_reduce, lane,
-                                                  kGroup);
+            acc = accumulate<R, kInFlight, kWalk, (kGroup <= 4)>(rows_at<R>(a, offsets), a.reduced, 0,
+                                                                 a.n_reduce, lane, kGroup);
         }
         if constexpr (kGroup <= 32) {
             acc = warp_reduce<kGroup>(acc, CombineOf<R>{});
