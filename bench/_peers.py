@@ -44,6 +44,20 @@ def start(script, description, groups=None):
     return args, torch, cupy, torch_timer(torch)
 
 
+
+def prototype_peers(script, source):
+    """For the sweeps that compile prototypes at run time: (torch, cupy, module, timer) - `source`
+    compiled by CuPy's NVRTC into module - or None where this machine cannot run `script` (it says why)."""
+    from lab._timing import torch_timer
+    found = peers(script)
+    if found is None:
+        return None
+    torch, cupy = found
+    if cupy is None:
+        print(f"{script}: needs CuPy (its NVRTC compiles the prototypes)")
+        return None
+    return torch, cupy, cupy.RawModule(code=source, options=("-std=c++17",)), torch_timer(torch)
+
 def plot_bars(rows, series, title, path, ylabel="TB/s (higher is better)"):
     """One bar per (case, series) side by side: series is [(label, key of the row's milliseconds,
     colour)]; a bar's height is the row's bytes over that time. Rows without a time get no bar."""

@@ -8,12 +8,12 @@ this one is computed), m3 two and the weight staged once; /tN threads a block, /
     python3 bench/sweep_staged_rms.py
 """
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
-from _peers import peers  # noqa: E402
+from _peers import prototype_peers  # noqa: E402
+from bench_bandwidth import per_call_ms  # noqa: E402  (ten calls back to back per sample)
 
 SOURCE = r"""
 __device__ __forceinline__ float lo(unsigned w) { return __uint_as_float(w << 16); }
@@ -78,30 +78,12 @@ __device__ void rms(const uint4 *x, const uint4 *w, uint4 *y, int rows, int nvec
 K(0, 1) K(1, 1) K(2, 1) K(3, 1)
 """
 
-def timed(torch, fn, reps=15, calls=10):
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(reps):
-        start.record()
-        for _ in range(calls):
-            fn()
-        stop.record()
-        stop.synchronize()
-        out.append(start.elapsed_time(stop) / calls)
-    return statistics.median(out)
-
 
 def main():
-    found = peers("sweep_staged_rms")
+    found = prototype_peers("sweep_staged_rms", SOURCE)
     if found is None:
         return 1
-    torch, cupy = found
-    if cupy is None:
-        print("sweep_staged_rms: needs CuPy (its NVRTC compiles the prototype)")
-        return 1
-    mod = cupy.RawModule(code=SOURCE, options=("-std=c++17",))
+    torch, cupy, mod, timer = found
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for rows, n in ((4096, 16384), (8192, 8192), (16384, 4096)):
         x = torch.randn(rows, n, device="cuda").bfloat16()
@@ -114,13 +96,13 @@ def main():
         results = {"copy": [], "lab": []}
         nvec = n // 8
         for _round in range(2):
-            results["copy"].append(timed(torch, lambda: src.copy_(x)))
-            results["lab"].append(timed(torch, lambda: lab.rms_norm(x, w, y, rstd=rstd)))
+            results["copy"].append(per_call_ms(lambda: src.copy_(x), timer))
+            results["lab"].append(per_call_ms(lambda: lab.rms_norm(x, w, y, rstd=rstd), timer))
             old_min = lab.lab._rowwise_staged_min_vectors(1)
             for vpt in (4, 8):
                 old_vpt = lab.lab._rowwise_staged_vectors_per_thread(vpt)
-                results.setdefault(f"lab-staged/{vpt}", []).append(timed(torch, lambda: lab.rms_norm(x, w, y, rstd=rstd)))
-                results.setdefault(f"lab-staged/{vpt}-nostat", []).append(timed(torch, lambda: lab.rms_norm(x, w, y)))
+                results.setdefault(f"lab-staged/{vpt}", []).append(per_call_ms(lambda: lab.rms_norm(x, w, y, rstd=rstd), timer))
+                results.setdefault(f"lab-staged/{vpt}-nostat", []).append(per_call_ms(lambda: lab.rms_norm(x, w, y), timer))
                 lab.lab._rowwise_staged_vectors_per_thread(old_vpt)
             lab.lab._rowwise_staged_min_vectors(old_min)
             for mode in (0, 1, 2, 3):
@@ -145,7 +127,7 @@ def main():
                     run(); torch.cuda.synchronize()
                     err = (y.float() - ref.float()).abs().max().item()
                     assert err < 0.05, (mode, threads, err)
-                    results.setdefault(f"m{mode}/t{threads}/b{per_sm}", []).append(timed(torch, run))
+                    results.setdefault(f"m{mode}/t{threads}/b{per_sm}", []).append(per_call_ms(run, timer))
         copy = nbytes / min(results["copy"]) / 1e9
         print(f"== rms_norm bf16 {rows} x {n}: copy {copy:.2f} TB/s; TB/s and % of the copy")
         for k, ms in sorted(results.items(), key=lambda kv: min(kv[1])):

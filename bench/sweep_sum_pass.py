@@ -8,12 +8,12 @@ slices. Ten calls back to back per event-timed sample, the best of two rounds; T
     python3 bench/sweep_sum_pass.py
 """
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
-from _peers import peers  # noqa: E402
+from _peers import prototype_peers  # noqa: E402
+from bench_bandwidth import per_call_ms  # noqa: E402  (ten calls back to back per sample)
 
 SOURCE = r"""
 template <bool BF16> __device__ __forceinline__ float add16(float acc, uint4 v) {
@@ -105,30 +105,11 @@ VARIANTS = ["g4h0", "g4h1", "u2h0", "u4h0", "u4h1", "u4h2", "u4h3", "u8h0", "u8h
 SHAPES = ("w1s1", "w4s1", "w1s4", "w1s16", "w2s8")  # waves of resident blocks, slices a block
 
 
-def median_ms(torch, fn, reps=15, calls=10):
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(3):
-        fn()
-    samples = []
-    for _ in range(reps):
-        start.record()
-        for _ in range(calls):
-            fn()
-        stop.record()
-        stop.synchronize()
-        samples.append(start.elapsed_time(stop) / calls)
-    return statistics.median(samples)
-
-
 def main():
-    found = peers("sweep_sum_pass")
+    found = prototype_peers("sweep_sum_pass", SOURCE)
     if found is None:
         return 1
-    torch, cupy = found
-    if cupy is None:
-        print("sweep_sum_pass: needs CuPy (its NVRTC compiles the variants, its sum is CUB's)")
-        return 1
-    module = cupy.RawModule(code=SOURCE, options=("-std=c++17",))
+    torch, cupy, module, timer = found
     combine = module.get_function("combine")
     n = 1 << 28
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -146,7 +127,7 @@ def main():
         results = {}
         for _ in range(2):
             for name, fn in peers_of.items():
-                results.setdefault(name, []).append(median_ms(torch, fn))
+                results.setdefault(name, []).append(per_call_ms(fn, timer))
             for variant in VARIANTS:
                 kernel = module.get_function(tag + variant)
                 blocks_per_sm = 4 if variant[1] == "8" else 8  # the kernel's launch bounds
@@ -163,7 +144,7 @@ def main():
                     got = scalar.item()
                     if abs(got - expected) > 1e-4 * abs(expected) + 1.0:
                         raise SystemExit(f"{variant}/{shape}: sum {got}, expected {expected}")
-                    results.setdefault(f"{variant}/{shape}", []).append(median_ms(torch, run))
+                    results.setdefault(f"{variant}/{shape}", []).append(per_call_ms(run, timer))
         print(f"== {'float32' if tag == 'f' else 'bfloat16'} sum of 2^28 elements, TB/s (each round)")
         for name, ms in sorted(results.items(), key=lambda item: min(item[1])):
             print(f"  {name:12s} {nbytes / min(ms) / 1e9:.3f}  ({' '.join(f'{nbytes / m / 1e9:.3f}' for m in ms)})")
