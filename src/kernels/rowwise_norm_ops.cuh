@@ -160,9 +160,11 @@ template <bool kCentered> struct NormForward {
         constexpr int kSize = kRowVec<T>;
         const int lane = threadIdx.x;
         const bool residual = !kCentered && a.row[LAB_ROW_RESIDUAL] != nullptr;
-        const A shift = shift_of<T>(a, row, true);
         // each row pointer found once (several leading dimensions cost divisions), outside the loops
         const char *x_row = rows.at(a, row, LAB_ROW_X);
+        // The shift from the row as the walk reads it: a staged row's copy in shared memory, not a load
+        // from device memory that the first pass would wait for.
+        const A shift = kCentered && a.n > 0 ? load_as_compute(*reinterpret_cast<const T *>(x_row)) : A(0);
         const char *residual_row = residual ? rows.at(a, row, LAB_ROW_RESIDUAL) : nullptr;
         char *h_row = residual ? row_at(a, row, LAB_ROW_RESIDUAL_OUT) : nullptr;
         A s1 = 0, s2 = 0;
