@@ -55,12 +55,14 @@ template <bool kCentered> struct NormForward {
         static constexpr int most_lanes = 256, min_blocks = 3;
     };
 
-    // x (+ residual, rounded to T) at column 0 of the row: the shift.
-    template <typename T, class Tiles = PartialTiles>
-    __device__ static compute_t<T> shift_of(const RowArgs &a, int64_t row, bool valid) {
+    // x (+ residual, rounded to T) at column 0 of the row starting at x_row: the shift. The streamed and
+    // staged walks pass the row they read - a staged row's copy in shared memory, not a load from
+    // device memory that the first pass would wait for.
+    template <typename T>
+    __device__ static compute_t<T> shift_of(const RowArgs &a, const char *x_row, bool valid) {
         using A = compute_t<T>;
         if (!kCentered || !valid || a.n == 0) return A(0);
-        return load_as_compute(*reinterpret_cast<const T *>(row_at<Tiles>(a, row, LAB_ROW_X)));
+        return load_as_compute(*reinterpret_cast<const T *>(x_row));
     }
 
     template <typename A>
@@ -113,7 +115,7 @@ template <bool kCentered> struct NormForward {
             }
         }
         if constexpr (!Tiles::kWhole) load_columns();
-        const A shift = shift_of<T, Tiles>(a, row, valid);
+        const A shift = kCentered ? shift_of<T>(a, row_at<Tiles>(a, row, LAB_ROW_X), valid) : A(0);
         A s1 = 0, s2 = 0;
 #pragma unroll
         for (int c = 0; c < kChunks; ++c) {
@@ -162,9 +164,7 @@ template <bool kCentered> struct NormForward {
         const bool residual = !kCentered && a.row[LAB_ROW_RESIDUAL] != nullptr;
         // each row pointer found once (several leading dimensions cost divisions), outside the loops
         const char *x_row = rows.at(a, row, LAB_ROW_X);
-        // The shift from the row as the walk reads it: a staged row's copy in shared memory, not a load
-        // from device memory that the first pass would wait for.
-        const A shift = kCentered && a.n > 0 ? load_as_compute(*reinterpret_cast<const T *>(x_row)) : A(0);
+        const A shift = shift_of<T>(a, x_row, true);
         const char *residual_row = residual ? rows.at(a, row, LAB_ROW_RESIDUAL) : nullptr;
         char *h_row = residual ? row_at(a, row, LAB_ROW_RESIDUAL_OUT) : nullptr;
         A s1 = 0, s2 = 0;
