@@ -161,6 +161,25 @@ __device__ __forceinline__ Index tile_column(Index chunk, int i, int lane, int g
     return (chunk * group + lane) * kRowVec<T> + i;
 }
 
+// A streamed or staged walk over steps 0 .. steps - 1 of a row. kWholeSteps: body(step, WholeTiles{})
+// for the steps whose chunk lies wholly inside a vectorized row - loads and stores without a test
+// each - then body(step, PartialTiles{}) for the rest (the chunk across the row's end, and every step
+// of a strided row); else PartialTiles for every step (one copy of the body: fewer registers, where
+// an op's kernel is at its bound). The group is a power of two: the whole steps cost a shift.
+template <typename T, bool kWholeSteps, typename Index, class Body>
+__device__ __forceinline__ void walk_steps(const RowArgs &a, int lane, Index steps, Body body) {
+    Index whole = 0;
+    if (kWholeSteps && a.vectorized) {
+        const Index whole_vectors = Index(a.n) / kRowVec<T>; // kRowVec is a power of two: a shift
+        const int group_shift = __ffs(a.group) - 1;
+        whole = whole_vectors > lane ? (whole_vectors - lane + a.group - 1) >> group_shift : Index(0);
+        whole = whole < steps ? whole : steps;
+    }
+    Index step = 0;
+    for (; step < whole; ++step) body(step, WholeTiles{});
+    for (; step < steps; ++step) body(step, PartialTiles{});
+}
+
 // A chunk's values rounded to T, as a packet.
 template <typename T> __device__ __forceinline__ Packet16 to_packet(const compute_t<T> (&v)[kRowVec<T>]) {
     T elements[kRowVec<T>];
@@ -260,12 +279,12 @@ __device__ __forceinline__ void load_row(compute_t<T> (&v)[kChunks * kRowVec<T>]
 }
 
 // A column operand (weight, bias) as a row, or `fill` everywhere when it is absent.
-template <typename T, int kChunks, typename Index = int>
+template <typename T, int kChunks, typename Index = int, class Tiles = PartialTiles>
 __device__ __forceinline__ void load_columns(compute_t<T> (&v)[kChunks * kRowVec<T>], const RowArgs &a,
                                              lab_col_operand which, int lane, Index chunk0,
                                              compute_t<T> fill) {
-    load_row<T, kChunks, Index>(v, a.col[which], a.col_data_stride[which], a, lane, chunk0,
-                                a.col[which] != nullptr, fill);
+    load_row<T, kChunks, Index, Tiles>(v, a.col[which], a.col_data_stride[which], a, lane, chunk0,
+                                       a.col[which] != nullptr, fill);
 }
 
 template <typename T, int kChunks, typename Index = int, class Tiles = PartialTiles>

@@ -167,20 +167,26 @@ template <bool kCentered> struct NormForward {
         const A shift = shift_of<T>(a, x_row, true);
         const char *residual_row = residual ? rows.at(a, row, LAB_ROW_RESIDUAL) : nullptr;
         char *h_row = residual ? row_at(a, row, LAB_ROW_RESIDUAL_OUT) : nullptr;
+        // layer_norm's whole steps walked without a test a load (walk_steps); rms_norm's staged bf16
+        // kernel spilled 48 bytes that way at its 32 registers (the residual's loads and stores), and
+        // layer_norm's float64 one 12, so those keep the one body.
+        constexpr bool kWholeSteps = kCentered && sizeof(T) < 8;
         A s1 = 0, s2 = 0;
-        for (Index step = 0; step < steps; ++step) {
+        walk_steps<T, kWholeSteps>(a, lane, steps, [&](Index step, auto tiles) {
+            using Tiles = decltype(tiles);
             A x[kSize];
-            load_row<T, 1, Index>(x, x_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+            load_row<T, 1, Index, Tiles>(x, x_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
             if (residual) {
                 A r[kSize];
-                load_row<T, 1, Index>(r, residual_row, a.col_stride[LAB_ROW_RESIDUAL], a, lane, step, true,
-                                      A(0));
+                load_row<T, 1, Index, Tiles>(r, residual_row, a.col_stride[LAB_ROW_RESIDUAL], a, lane, step,
+                                             true, A(0));
 #pragma unroll
                 for (int i = 0; i < kSize; ++i) x[i] = round_to<T>(x[i] + r[i]);
-                store_row<T, 1, Index>(x, h_row, a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, step, true);
+                store_row<T, 1, Index, Tiles>(x, h_row, a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, step,
+                                              true);
             }
             if constexpr (kCentered) { // past the row's end x is 0, not the shift: mask those positions out
-                if (tile_column<T, Index>(step, kSize - 1, lane, a.group) < a.n) { // the whole chunk inside
+                if (Tiles::kWhole || tile_column<T, Index>(step, kSize - 1, lane, a.group) < a.n) {
 #pragma unroll
                     for (int i = 0; i < kSize; ++i) {
                         const A d = x[i] - shift;
@@ -199,31 +205,32 @@ template <bool kCentered> struct NormForward {
 #pragma unroll
                 for (int i = 0; i < kSize; ++i) s2 += x[i] * x[i];
             }
-        }
+        });
         A mean, rstd;
         statistics(a, norm_sums<kCentered>(s1, s2, a.group), shift, mean, rstd);
         char *out = row_at(a, row, LAB_ROW_OUT);
-        for (Index step = 0; step < steps; ++step) {
+        walk_steps<T, kWholeSteps>(a, lane, steps, [&](Index step, auto tiles) {
+            using Tiles = decltype(tiles);
             A x[kSize], w[kSize];
             // Two loads, not one through `residual ? h_row : x_row`: a staged x_row is in shared memory,
             // and the pointer chosen between it and h_row lost that - a generic load a step, 10% of the
             // staged kernel's time (bf16 4096 x 16384).
             if (residual) {
-                load_row<T, 1, Index>(x, h_row, a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, step, true,
-                                      A(0));
+                load_row<T, 1, Index, Tiles>(x, h_row, a.col_stride[LAB_ROW_RESIDUAL_OUT], a, lane, step,
+                                             true, A(0));
             } else {
-                load_row<T, 1, Index>(x, x_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+                load_row<T, 1, Index, Tiles>(x, x_row, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
             }
-            load_columns<T, 1, Index>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
+            load_columns<T, 1, Index, Tiles>(w, a, LAB_COL_WEIGHT, lane, step, A(1));
 #pragma unroll
             for (int i = 0; i < kSize; ++i) x[i] = (x[i] - mean) * rstd * w[i];
             if (kCentered && a.col[LAB_COL_BIAS]) {
-                load_columns<T, 1, Index>(w, a, LAB_COL_BIAS, lane, step, A(0));
+                load_columns<T, 1, Index, Tiles>(w, a, LAB_COL_BIAS, lane, step, A(0));
 #pragma unroll
                 for (int i = 0; i < kSize; ++i) x[i] += w[i];
             }
-            store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
-        }
+            store_row<T, 1, Index, Tiles>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+        });
         if (lane == 0) {
             if (kCentered && a.row[LAB_ROW_MEAN]) {
                 store_statistic(a, row_at(a, row, LAB_ROW_MEAN), double(mean));

@@ -94,10 +94,14 @@ struct SoftmaxForward {
         constexpr int kSize = kRowVec<T>;
         const int lane = threadIdx.x;
         const char *in = rows.at(a, row, LAB_ROW_X);
+        // The whole steps walked without a test a load (walk_steps), but for float64: its staged kernel
+        // spilled 216 bytes so at its 32 registers.
+        constexpr bool kWholeSteps = sizeof(T) < 8;
         A max = A(-INFINITY), sum = 0;
-        for (Index step = 0; step < steps; ++step) {
+        walk_steps<T, kWholeSteps>(a, lane, steps, [&](Index step, auto tiles) {
             A x[kSize];
-            load_row<T, 1, Index>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(-INFINITY));
+            load_row<T, 1, Index, decltype(tiles)>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true,
+                                                   A(-INFINITY));
             A tile_max = A(-INFINITY);
 #pragma unroll
             for (int i = 0; i < kSize; ++i) tile_max = row_max(tile_max, x[i]); // NaN: carried by the sum
@@ -110,19 +114,20 @@ struct SoftmaxForward {
 #pragma unroll
                 for (int i = 0; i < kSize; ++i) sum += exp_minus_max(x[i]);
             }
-        }
+        });
         const Pair<A> total = group_reduce(Pair<A>{max, sum}, OnlineSoftmaxCombine{}, a.group);
         char *out = row_at(a, row, LAB_ROW_OUT);
         // The second pass's formula chosen once, outside the loop: a select per element would take the
         // exponential for log_softmax too (the staged rows are issue-bound: every instruction shows).
         auto write = [&](auto formula) {
-            for (Index step = 0; step < steps; ++step) {
+            walk_steps<T, kWholeSteps>(a, lane, steps, [&](Index step, auto tiles) {
+                using Tiles = decltype(tiles);
                 A x[kSize];
-                load_row<T, 1, Index>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
+                load_row<T, 1, Index, Tiles>(x, in, a.col_stride[LAB_ROW_X], a, lane, step, true, A(0));
 #pragma unroll
                 for (int i = 0; i < kSize; ++i) x[i] = formula(x[i]);
-                store_row<T, 1, Index>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
-            }
+                store_row<T, 1, Index, Tiles>(x, out, a.col_stride[LAB_ROW_OUT], a, lane, step, true);
+            });
         };
         if (a.log) {
             const A shift = total.first + row_log(total.second);
