@@ -9,8 +9,9 @@ it, and the SwiGLU backward. With --forwards: the three staged forwards alone (s
 rms_norm), for `make profile-rowwise-sass`; with --cross-entropy: lab's cross_entropy alone (its streamed
 rows, `make profile-rowwise-sass SASS_KERNELS=rows_streamed SASS_CASES=--cross-entropy`); with
 --cross-entropy-walks: its window rows (as launched, lab.lab._rowwise_window_depth(-1)) and streamed
-rows (_rowwise_window_depth(0)) on bfloat16 4096 x 128256 and 4096 x 65536 and float32 4096 x 32000,
-each case named on stderr (`make profile-cross-entropy`)."""
+rows (_rowwise_window_depth(0)) on bfloat16 4096 x 128256, 4096 x 65536, 4096 x 50257 (GPT-2's vocabulary:
+rows misaligned, walked with a head) and 4096 x 50256 (the same, aligned) and float32 4096 x 32000, each
+case named on stderr (`make profile-cross-entropy`)."""
 import os
 import sys
 
@@ -30,7 +31,8 @@ def cross_entropy(torch):
 def cross_entropy_walks(torch):
     """cross_entropy with its gradient through each of its long-row walks: a window of copies in flight
     (as launched) and the streamed walk."""
-    for dtype, rows, n in ((torch.bfloat16, 4096, 128256), (torch.bfloat16, 4096, 65536), (torch.float32, 4096, 32000)):
+    for dtype, rows, n in ((torch.bfloat16, 4096, 128256), (torch.bfloat16, 4096, 65536), (torch.bfloat16, 4096, 50257),
+                           (torch.bfloat16, 4096, 50256), (torch.float32, 4096, 32000)):
         logits = torch.randn(rows, n, device="cuda", dtype=dtype)
         target, loss = torch.randint(0, n, (rows,), device="cuda"), torch.empty((), device="cuda")
         grad = torch.empty_like(logits)

@@ -99,7 +99,8 @@ def sweep_cross_entropy(torch, timer):
                 ("window7", 7), ("window8", 8), ("streamed", 0)]
     print(f"{'cross_entropy':34s} " + " ".join(f"{label:>9s}" for label, _ in settings) + "   (TB/s)")
     with_grad = ((torch.bfloat16, 4096, 128256), (torch.bfloat16, 8192, 32000), (torch.bfloat16, 4096, 50257),
-                 (torch.float32, 4096, 32000), (torch.bfloat16, 4096, 65536), (torch.bfloat16, 4096, 98304),
+                 (torch.bfloat16, 4096, 50256), (torch.float32, 4096, 32000), (torch.bfloat16, 4096, 65536),
+                 (torch.bfloat16, 4096, 98304),
                  (torch.bfloat16, 4096, 151936), (torch.float32, 4096, 50000), (torch.bfloat16, 2048, 256000),
                  (torch.bfloat16, 2048, 262144))
     loss_only = ((torch.bfloat16, 4096, 128256), (torch.float32, 4096, 32000), (torch.bfloat16, 4096, 65536))
