@@ -14,23 +14,30 @@ namespace lab {
 
 namespace {
 
-// The current device (its ordinal) and the facts of it the launchers size grids and shared memory
-// by, asked once per device (the design's "no per-call device queries"; devices past the table are
-// asked every time).
+// The current device (its ordinal) and the facts of it the launchers size grids, shared memory and
+// the rows in flight (against its L2 and its memory's speed) by, asked once per device (the design's
+// "no per-call device queries"; devices past the table are asked every time).
 struct DeviceShape {
-    int device, multiprocessors, threads_per_multiprocessor, shared_per_block_opt_in, major;
+    int device, multiprocessors, threads_per_multiprocessor, shared_per_block_opt_in, major, l2_bytes;
+    int memory_khz, memory_bus_bits;
+    // DRAM's peak: two transfers a clock (DDR) across the bus. An H100 SXM's 3.35 TB/s, an H200's 4.8.
+    double peak_dram_bytes_per_second() const { return 2.0 * memory_khz * 1e3 * memory_bus_bits / 8; }
 };
 cudaError_t current_device_shape(DeviceShape *shape) {
     constexpr int kCachedDevices = 64;
-    constexpr int kFacts = 4;
-    static constexpr cudaDeviceAttr kAttributes[kFacts] = {
-        cudaDevAttrMultiProcessorCount, cudaDevAttrMaxThreadsPerMultiProcessor,
-        cudaDevAttrMaxSharedMemoryPerBlockOptin, cudaDevAttrComputeCapabilityMajor};
+    constexpr int kFacts = 7;
+    static constexpr cudaDeviceAttr kAttributes[kFacts] = {cudaDevAttrMultiProcessorCount,
+                                                           cudaDevAttrMaxThreadsPerMultiProcessor,
+                                                           cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                                           cudaDevAttrComputeCapabilityMajor,
+                                                           cudaDevAttrL2CacheSize,
+                                                           cudaDevAttrMemoryClockRate,
+                                                           cudaDevAttrGlobalMemoryBusWidth};
     static std::atomic<int> cache[kCachedDevices][kFacts];
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
-    int facts[kFacts] = {0, 0, 0, 0};
+    int facts[kFacts] = {};
     const bool cacheable = device < kCachedDevices;
     for (int k = 0; k < kFacts && err == cudaSuccess; ++k) {
         facts[k] = cacheable ? cache[device][k].load(std::memory_order_relaxed) : 0;
@@ -38,7 +45,7 @@ cudaError_t current_device_shape(DeviceShape *shape) {
         err = cudaDeviceGetAttribute(&facts[k], kAttributes[k], device);
         if (err == cudaSuccess && cacheable) cache[device][k].store(facts[k], std::memory_order_relaxed);
     }
-    *shape = DeviceShape{device, facts[0], facts[1], facts[2], facts[3]};
+    *shape = DeviceShape{device, facts[0], facts[1], facts[2], facts[3], facts[4], facts[5], facts[6]};
     return err;
 }
 

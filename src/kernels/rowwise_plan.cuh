@@ -327,6 +327,25 @@ template <class Op> constexpr bool kWalksWindow<Op, std::void_t<decltype(Op::kWi
 // through it). rowwise_window_depth, where a sweep or a test sets it, is the depth for every row (0:
 // never). The grid is the streamed one's.
 constexpr int kDefaultWindowDepth = 6;
+// Whether a row of `row_bytes`, read again for its gradient, takes the deepest window by default:
+// kMaxWindowDepth steps, one block an SM, half the rows in flight, so that more of the second read
+// hits L2 - where two blocks an SM of the streamed rows would keep more than three quarters of the L2
+// in flight (it also passes the gradient's writes), on memory slower than 4 TB/s. On an H100 (3.35
+// TB/s) bf16 4096 x 128256 ran 2.30 TB/s against 2.07 six steps deep, 4096 x 98304 2.45 against 2.25,
+// float32 4096 x 50000 2.51 against 2.17, and rows whose two blocks an SM fit the L2 ran slower (bf16
+// 4096 x 65536, 2 x 132 x 128 KB = 34 MB of 50: 2.19 against 2.46), as do rows read once, for the loss
+// alone (bench/sweep_rowwise.py cross_entropy, 2026-12-05). On an H200 (4.8 TB/s) the eight steps lost
+// on every row (bf16 4096 x 128256 2.64 against 3.00, 2026-12-04): its faster memory idles while the
+// one block reduces.
+inline cudaError_t rows_take_deepest_window(int64_t row_bytes, int blocks_per_multiprocessor, bool *deepest) {
+    DeviceShape device{};
+    const cudaError_t err = current_device_shape(&device);
+    const double dram = device.peak_dram_bytes_per_second();
+    *deepest = err == cudaSuccess && dram > 0 && dram < 4e12 &&
+               int64_t(device.multiprocessors) * blocks_per_multiprocessor * row_bytes >
+                   int64_t(device.l2_bytes) / 4 * 3;
+    return err;
+}
 // The deepest window, at most kDefaultWindowDepth, whose blocks an SM holds as many of as the streamed
 // blocks (1024 / threads): asked of the occupancy calculator once per kernel and kept, as
 // resident_blocks keeps its occupancy (per kernel, not per device). 0: none does. `kernel`'s shared
@@ -367,6 +386,12 @@ cudaError_t plan_window_rows(const lab_rowwise_launch &l, bool vectorized, RowPl
         cudaError_t err = opt_in_shared_limit(rows_window<Op, T>, static_bytes_plus_one, raised_on, &limit);
         int depth = rowwise_window_depth;
         if (err == cudaSuccess && by_default) err = default_window_depth<Op, T>(&depth);
+        bool deepest = false;
+        if (err == cudaSuccess && by_default && l.row_data[LAB_ROW_OUT] && depth > 0) {
+            err =
+                rows_take_deepest_window(l.n * int64_t(sizeof(T)), 1024 / StreamShape<Op>::threads, &deepest);
+        }
+        if (deepest) depth = kMaxWindowDepth;
         depth = int(std::min<int64_t>({depth, int64_t(limit) / kStepBytes, kMaxWindowDepth}));
         if (err != cudaSuccess || depth < 1) return err;
         plan->layout = RowLayout::window;
