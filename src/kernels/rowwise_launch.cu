@@ -6,7 +6,7 @@ int rowwise_max_chunks = 4;
 int64_t rowwise_staged_min_vectors = 0;    // each op its own (Staging<Op>::min_vectors)
 int rowwise_staged_vectors_per_thread = 0; // each op its own (Staging<Op>::vectors_per_thread)
 int64_t rowwise_staged_most_bytes = -1;    // half of what a block may have, opted in
-int rowwise_window_depth = -1;             // kDefaultWindowDepth, where the SM keeps its blocks
+int rowwise_window_depth = -1;             // default_window_depth's choice
 int rowwise_cluster_blocks = -1;           // the fewest that fit, for rows one block does not hold
 } // namespace lab
 

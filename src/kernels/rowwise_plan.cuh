@@ -25,7 +25,8 @@ extern int64_t rowwise_staged_min_vectors;
 // its own (Staging<Op>::vectors_per_thread).
 extern int rowwise_staged_vectors_per_thread;
 // The steps a window-rows kernel keeps in flight (lab_rowwise_set_window_depth, for the sweep and the
-// tests): -1, the default, kDefaultWindowDepth where the SM keeps its streamed blocks; 0 turns window
+// tests): -1, the default (default_window_depth: kDefaultWindowDepth where the SM keeps its streamed
+// blocks, deeper for long rows with a gradient on slower memory); 0 turns window
 // rows off, and buffered rows (plan_buffered_rows).
 extern int rowwise_window_depth;
 // The blocks of a cluster that rows are cut across (lab_rowwise_set_cluster_blocks, for the sweep and the
@@ -322,7 +323,8 @@ template <class Op> constexpr bool kWalksWindow<Op, std::void_t<decltype(Op::kWi
 // hold in flight, and bfloat16 cross-entropy waited on memory at 72% of DRAM's peak; through a window
 // of six steps it ran at 84%, 12% faster (ncu, H200, 2026-12-04; docs/rowwise-measurements.md). By
 // default the window is kDefaultWindowDepth steps deep - less where the SM would otherwise hold fewer
-// of these blocks than of the streamed ones - and takes only rows of more steps than it holds (a
+// of these blocks than of the streamed ones, kMaxWindowDepth for the long rows with a gradient that
+// rows_take_deepest_window takes - and takes only rows of more steps than kDefaultWindowDepth (a
 // shorter row's second read comes from L2 anyway: bf16 8192 x 32000, four steps, ran 5% slower
 // through it). rowwise_window_depth, where a sweep or a test sets it, is the depth for every row (0:
 // never). The grid is the streamed one's.
@@ -346,11 +348,14 @@ inline cudaError_t rows_take_deepest_window(int64_t row_bytes, int blocks_per_mu
                    int64_t(device.l2_bytes) / 4 * 3;
     return err;
 }
-// The deepest window, at most kDefaultWindowDepth, whose blocks an SM holds as many of as the streamed
-// blocks (1024 / threads): asked of the occupancy calculator once per kernel and kept, as
-// resident_blocks keeps its occupancy (per kernel, not per device). 0: none does. `kernel`'s shared
-// memory limit must already be raised (opt_in_shared_limit).
-template <class Op, typename T> cudaError_t default_window_depth(int *depth) {
+// The window's depth by default for rows of `row_bytes`, read again where `rereads` (the gradient
+// written): the deepest, at most kDefaultWindowDepth, whose blocks an SM holds as many of as the
+// streamed blocks (1024 / threads) - asked of the occupancy calculator once per kernel and kept, as
+// resident_blocks keeps its occupancy (per kernel, not per device); 0: none does - or kMaxWindowDepth
+// where rows_take_deepest_window takes the rows. `kernel`'s shared memory limit must already be raised
+// (opt_in_shared_limit).
+template <class Op, typename T>
+cudaError_t default_window_depth(int64_t row_bytes, bool rereads, int *depth) {
     constexpr int kThreads = StreamShape<Op>::threads, kBlocksPerSM = 1024 / kThreads;
     constexpr size_t kStepBytes = size_t(kThreads) * StreamShape<Op>::chunks * 16;
     static std::atomic<int> chosen_plus_one; // 0: not chosen yet
@@ -367,7 +372,12 @@ template <class Op, typename T> cudaError_t default_window_depth(int *depth) {
             chosen_plus_one.store(d + 1, std::memory_order_relaxed);
         }
     }
-    *depth = chosen;
+    bool deepest = false;
+    if (rereads && chosen > 0) {
+        const cudaError_t err = rows_take_deepest_window(row_bytes, kBlocksPerSM, &deepest);
+        if (err != cudaSuccess) return err;
+    }
+    *depth = deepest ? kMaxWindowDepth : chosen;
     return cudaSuccess;
 }
 template <class Op, typename T>
@@ -385,13 +395,10 @@ cudaError_t plan_window_rows(const lab_rowwise_launch &l, bool vectorized, RowPl
         size_t limit = 0;
         cudaError_t err = opt_in_shared_limit(rows_window<Op, T>, static_bytes_plus_one, raised_on, &limit);
         int depth = rowwise_window_depth;
-        if (err == cudaSuccess && by_default) err = default_window_depth<Op, T>(&depth);
-        bool deepest = false;
-        if (err == cudaSuccess && by_default && l.row_data[LAB_ROW_OUT] && depth > 0) {
-            err =
-                rows_take_deepest_window(l.n * int64_t(sizeof(T)), 1024 / StreamShape<Op>::threads, &deepest);
+        if (err == cudaSuccess && by_default) {
+            err = default_window_depth<Op, T>(l.n * int64_t(sizeof(T)), l.row_data[LAB_ROW_OUT] != nullptr,
+                                              &depth);
         }
-        if (deepest) depth = kMaxWindowDepth;
         depth = int(std::min<int64_t>({depth, int64_t(limit) / kStepBytes, kMaxWindowDepth}));
         if (err != cudaSuccess || depth < 1) return err;
         plan->layout = RowLayout::window;

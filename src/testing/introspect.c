@@ -207,7 +207,8 @@ static PyObject *py_rowwise_staged_most_bytes(PyObject *module, PyObject *arg) {
 }
 
 /* _rowwise_window_depth(n): the steps of copies a window-rows kernel keeps in flight (-1, the default:
- * six where the SM keeps its blocks; 0: window rows off, the streamed walk), for bench/sweep_rowwise.py
+ * six where the SM keeps its blocks, eight for long rows with a gradient on memory under 4 TB/s; 0:
+ * window rows off, the streamed walk), for bench/sweep_rowwise.py
  * and the tests that cover both walks. Returns the previous setting. */
 static PyObject *py_rowwise_window_depth(PyObject *module, PyObject *arg) {
     static const char refusal[] = "_rowwise_window_depth(): -1 (the default), 0 (off) or 1 to 8";
@@ -256,7 +257,8 @@ PyMethodDef lab_introspect_methods[] = {
      "tests."},
     {"_rowwise_window_depth", py_rowwise_window_depth, METH_O,
      "_rowwise_window_depth(n, /)\n--\n\nPrivate: the steps of copies the window-rows kernel keeps in "
-     "flight: -1 (the default) six where the SM keeps its blocks, 0 turns window rows (and rms_norm's "
+     "flight: -1 (the default) six where the SM keeps its blocks, eight for long rows with a gradient on "
+     "memory under 4 TB/s; 0 turns window rows (and rms_norm's "
      "backward's buffered rows) off, 1 to 8 that depth. Returns the previous value. For tuning sweeps and "
      "tests."},
     {"_rowwise_staged_vectors_per_thread", py_rowwise_staged_vectors_per_thread, METH_O,
