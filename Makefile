@@ -436,7 +436,7 @@ device-build-base:
 	-git worktree remove --force /tmp/lab-device-base 2> /dev/null; rm -rf /tmp/lab-device-base
 	git worktree add --detach /tmp/lab-device-base $(BASE)
 	$(MAKE) -C /tmp/lab-device-base --no-print-directory device-build DEVICE_PYTHON=$(DEVICE_PYTHON)
-	rm -rf $(DEVICE_BASE) && cp -r /tmp/lab-device-base/$(DEVICE_BUILD) $(DEVICE_BASE)
+	rm -rf $(DEVICE_BASE) && mkdir -p $(dir $(DEVICE_BASE)) && cp -r /tmp/lab-device-base/$(DEVICE_BUILD) $(DEVICE_BASE)
 	git worktree remove --force /tmp/lab-device-base
 
 clean:
