@@ -186,6 +186,15 @@ def test_norm_backward_cut_across_clusters(op, dtype, shape, cluster_blocks, tor
     check_norm_backward(op, dtype, shape, True, torch_producer)
 
 
+# Rows that fill whole tiles (four chunks of up to 128 lanes: bf16 4096 and 1024, float32 2048), more of
+# them than the grid holds at once, so that each block walks several and its column sums carry across them.
+@pytest.mark.parametrize("shape", [(5000, 4096), (20001, 1024), (3001, 2048)], ids=str)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_norm_backward_whole_tiles_over_many_rows(op, dtype, shape, torch_producer):
+    check_norm_backward(op, dtype, shape, True, torch_producer)
+
+
 def check_norm_backward(op, dtype, shape, weight, p):
     """layer_norm's or rms_norm's backward on `shape` against NumPy in float64, from lab's forward's
     statistics."""

@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(RowBounds<Op, kChunks, PartialTiles>::threads,
     const int lane = int(threadIdx.x);
     unsigned slot = 0; // cluster_reduce's: alternating from row to row
     for (int64_t row = cluster.index; row < a.rows; row += cluster.count, slot ^= 1u) {
-        Op::template row<T, kChunks, true>(a, row, lane, true, sums, slot);
+        Op::template row<T, kChunks, PartialTiles, true>(a, row, lane, true, sums, slot);
     }
     cluster_sync(); // no block leaves while another may still read its slot
     write_partials<T, kChunks, Op::kBias>(a, sums);

@@ -177,10 +177,9 @@ cudaError_t launch_rows(const lab_rowwise_launch &l, cudaStream_t stream, const 
     bool whole = false, staged = false;
     if (!kTakesWholeTiles<Op>) err = plan_staged_rows<Op, T>(l, vectors, vectorized, &plan, &staged);
     if (err == cudaSuccess && !staged) {
-        err = plan_unstaged_rows<Op, T>(l, vectors, &plan);
+        err = plan_unstaged_rows<Op, T>(l, vectors, vectorized, &plan);
         if (err != cudaSuccess) return err;
-        whole = plan.layout == RowLayout::in_registers &&
-                rows_fill_tiles<Op, T>(l, vectorized, plan.group, plan.chunks);
+        whole = plan.whole_tiles;
         if (kTakesWholeTiles<Op> && (!whole || rowwise_staged_min_vectors > 0)) {
             err = plan_staged_rows<Op, T>(l, vectors, vectorized, &plan, &staged,
                                           plan.layout != RowLayout::in_registers);

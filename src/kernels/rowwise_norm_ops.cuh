@@ -269,16 +269,25 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
         static constexpr int lanes = 128, chunks = 4;
         static constexpr int64_t min_vectors = 1025;
     };
+    // row() takes WholeTiles (rowwise.cuh): rows that fill four chunks of up to 128 lanes exactly (bf16
+    // rows of 32 to 4096, float32 of 16 to 2048) skip the tests of partial tiles, as the forwards do, and
+    // fit six blocks of 128 an SM where partial tiles fit five: the backward waits on too few loads, its
+    // occupancy limited by its registers (96, 31% of the warps: ncu, H100, 2026-12-06). At 80 registers
+    // bf16 rms_norm spills nothing and layer_norm with the bias 16 bytes; layer_norm without it spilled
+    // 40 and keeps five blocks.
+    struct WholeTileShape {
+        static constexpr int most_lanes = 128, min_blocks = kCentered && !kBiasSums ? 5 : 6;
+    };
     // rms_norm's streamed walk takes BufferedRows (rowwise_window.cuh): 8-10% faster on 4096 x 16384 and
     // x 20000 (sweep_rowwise.py buffered, 2026-12-04); layer_norm's ran 1-2% slower buffered (ptxas
     // spilled 40 bytes there), so it streams as before.
     static constexpr bool kBufferedRows = !kCentered;
 
     // The row's mean (0 for rms_norm) and rstd, from the forward's statistics.
-    template <typename A>
+    template <class Tiles = PartialTiles, typename A>
     __device__ static void statistics(const RowArgs &a, int64_t row, bool valid, A &mean, A &rstd) {
-        mean = kCentered && valid ? A(load_statistic(a, row_at(a, row, LAB_ROW_MEAN))) : A(0);
-        rstd = valid ? A(load_statistic(a, row_at(a, row, LAB_ROW_RSTD))) : A(0);
+        mean = kCentered && valid ? A(load_statistic(a, row_at<Tiles>(a, row, LAB_ROW_MEAN))) : A(0);
+        rstd = valid ? A(load_statistic(a, row_at<Tiles>(a, row, LAB_ROW_RSTD))) : A(0);
     }
 
     // kClustered (rows_in_clusters): `a` is the block's slice of the row, the row is the cluster's
@@ -298,26 +307,29 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
 
     // x, grad_out and the weight stay packets (Packet16) in storage type; each pass converts what it uses.
     // kClustered: `a` is this block's slice of a row cut across a cluster (rows_in_clusters), whose
-    // reduction takes cluster_slot.
-    template <typename T, int kChunks, bool kClustered = false>
+    // reduction takes cluster_slot. Tiles: WholeTiles where the launcher found the rows fill them
+    // (WholeTileShape).
+    template <typename T, int kChunks, class Tiles = PartialTiles, bool kClustered = false>
     __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
                                ColumnSums<T, kChunks> &sums, unsigned cluster_slot = 0) {
         using A = compute_t<T>;
         constexpr int kVec = kRowVec<T>;
         A mean, rstd;
-        statistics(a, row, valid, mean, rstd);
+        statistics<Tiles>(a, row, valid, mean, rstd);
         // kClustered: this block's slice of a.n columns starts `first` columns into the row
         const int64_t first = kClustered ? slice_start(a) : 0;
         Packet16 x[kChunks], g[kChunks], w[kChunks];
         const T zero = store_from_compute<T>(A(0));
-        load_packets<T, kChunks>(x, row_at(a, row, LAB_ROW_X) + first * a.col_stride[LAB_ROW_X],
-                                 a.col_stride[LAB_ROW_X], a, lane, 0, valid, zero);
-        load_packets<T, kChunks>(g, row_at(a, row, LAB_ROW_GRAD) + first * a.col_stride[LAB_ROW_GRAD],
-                                 a.col_stride[LAB_ROW_GRAD], a, lane, 0, valid, zero);
+        load_packets<T, kChunks, int, Tiles>(
+            x, row_at<Tiles>(a, row, LAB_ROW_X) + first * a.col_stride[LAB_ROW_X], a.col_stride[LAB_ROW_X], a,
+            lane, 0, valid, zero);
+        load_packets<T, kChunks, int, Tiles>(
+            g, row_at<Tiles>(a, row, LAB_ROW_GRAD) + first * a.col_stride[LAB_ROW_GRAD],
+            a.col_stride[LAB_ROW_GRAD], a, lane, 0, valid, zero);
         const char *weight = a.col[LAB_COL_WEIGHT];
-        load_packets<T, kChunks>(w, weight ? weight + first * a.col_data_stride[LAB_COL_WEIGHT] : nullptr,
-                                 a.col_data_stride[LAB_COL_WEIGHT], a, lane, 0, weight != nullptr,
-                                 store_from_compute<T>(A(1)));
+        load_packets<T, kChunks, int, Tiles>(
+            w, weight ? weight + first * a.col_data_stride[LAB_COL_WEIGHT] : nullptr,
+            a.col_data_stride[LAB_COL_WEIGHT], a, lane, 0, weight != nullptr, store_from_compute<T>(A(1)));
         // No mask past the row's end, where x is 0 and xhat is not: grad_out is 0 there, and each
         // term with xhat has it as a factor (a branch per element had doubled the instructions).
         auto xhat_at = [&](int c, int i) { return (packet_compute<T>(x[c], i) - mean) * rstd; };
@@ -339,11 +351,12 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
         }
         A mean_g, mean_gx;
         means<kClustered>(a, s1, s2, mean_g, mean_gx, cluster_slot);
-        store_chunks<T, kChunks>(row_at(a, row, LAB_ROW_OUT) + first * a.col_stride[LAB_ROW_OUT],
-                                 a.col_stride[LAB_ROW_OUT], a, lane, valid, [&](int c, int i) {
-                                     const A gw = packet_compute<T>(g[c], i) * packet_compute<T>(w[c], i);
-                                     return rstd * (gw - mean_g - xhat_at(c, i) * mean_gx);
-                                 });
+        store_chunks<T, kChunks, Tiles>(
+            row_at<Tiles>(a, row, LAB_ROW_OUT) + first * a.col_stride[LAB_ROW_OUT], a.col_stride[LAB_ROW_OUT],
+            a, lane, valid, [&](int c, int i) {
+                const A gw = packet_compute<T>(g[c], i) * packet_compute<T>(w[c], i);
+                return rstd * (gw - mean_g - xhat_at(c, i) * mean_gx);
+            });
     }
 
     // x, grad_out (from BufferedRows' slots) and the weight (from device memory) at one step of a row.

@@ -152,14 +152,14 @@ cudaError_t thread_slot_blocks(int threads, int64_t *blocks) {
 // run. The occupancy is kept per kernel (streamed, or 1, 2 or 4 chunks) and block shape (threads, a
 // power of two up to 1024, and whether the partials take shared memory).
 template <class Op, typename T>
-cudaError_t partial_row_blocks(bool streamed, int64_t chunks, int threads, size_t shared_bytes,
+cudaError_t partial_row_blocks(bool streamed, int64_t chunks, bool whole, int threads, size_t shared_bytes,
                                int64_t *blocks) {
-    static std::atomic<int> per_multiprocessor[kRowKernels][11][2];
+    static std::atomic<int> per_multiprocessor[kRowKernels][2][11][2];
     int threads_slot = 0;
     while ((2 << threads_slot) <= threads && threads_slot < 10) ++threads_slot;
     return resident_blocks(
-        row_kernel<Op, T>(streamed, chunks), threads, shared_bytes,
-        per_multiprocessor[row_kernel_slot(streamed, chunks)][threads_slot][shared_bytes > 0], blocks);
+        row_kernel<Op, T>(streamed, chunks, whole), threads, shared_bytes,
+        per_multiprocessor[row_kernel_slot(streamed, chunks)][whole][threads_slot][shared_bytes > 0], blocks);
 }
 
 // The dynamic shared memory a column-sum kernel (streamed, or in registers at `chunks` chunks) may
@@ -188,12 +188,13 @@ struct RowPlan {
     int group, threads;
     int64_t chunks, grid;
     size_t shared_bytes;
-    int64_t padded;          // staged: one row's copy, rounded up to 16 bytes
-    bool sums_in_shared;     // streamed with column sums: the block's sums in its shared memory
-    int window_depth = 0;    // window: the steps of copies a thread keeps in flight
-    bool row_buffer = false; // streamed with sums in shared memory: the row's x and grad_out there too
-    size_t sums_limit = 0;   // streamed with column sums: the shared memory its kernel may take
-    int cluster_blocks = 1;  // clustered: the blocks a row is cut across (the grid is whole clusters)
+    int64_t padded;           // staged: one row's copy, rounded up to 16 bytes
+    bool sums_in_shared;      // streamed with column sums: the block's sums in its shared memory
+    int window_depth = 0;     // window: the steps of copies a thread keeps in flight
+    bool row_buffer = false;  // streamed with sums in shared memory: the row's x and grad_out there too
+    size_t sums_limit = 0;    // streamed with column sums: the shared memory its kernel may take
+    int cluster_blocks = 1;   // clustered: the blocks a row is cut across (the grid is whole clusters)
+    bool whole_tiles = false; // in registers: the rows fill WholeTiles (rows_fill_tiles)
 };
 
 // Staged (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async copies
@@ -241,7 +242,7 @@ cudaError_t plan_staged_rows(const lab_rowwise_launch &l, int64_t vectors, bool 
 // Rows in registers when they fit kMaxChunks chunks a lane with at most 1024 lanes a row, else
 // streamed; the grid fixed by the device and the kernel.
 template <class Op, typename T>
-cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, RowPlan *plan) {
+cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan) {
     // The most chunks a lane that fit: more 16-byte loads in flight per lane and smaller groups
     // (cheaper reductions), within the lanes each chunk count is built for.
     int group = 1;
@@ -290,9 +291,11 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
         }
     }
     const bool sums_in_shared = streamed_sums_bytes > 0 && streamed_sums_bytes <= streamed_limit;
+    // the grid of an op with partials is its kernel's occupancy: WholeTiles' may differ
+    const bool whole = !streamed && rows_fill_tiles<Op, T>(l, vectorized, group, chunks);
     int64_t resident = 0;
     const cudaError_t err = Op::kColumnSums
-                                ? partial_row_blocks<Op, T>(streamed, chunks, threads,
+                                ? partial_row_blocks<Op, T>(streamed, chunks, whole, threads,
                                                             streamed ? streamed_limit : sums_bytes, &resident)
                                 : thread_slot_blocks(threads, &resident);
     if (err != cudaSuccess) return err;
@@ -311,6 +314,7 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, Row
                     0,
                     sums_in_shared};
     plan->sums_limit = streamed_limit;
+    plan->whole_tiles = whole;
     return cudaSuccess;
 }
 
