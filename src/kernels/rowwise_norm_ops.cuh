@@ -248,7 +248,22 @@ template <bool kCentered> struct NormForward {
 // subtracts none: 8% fewer instructions (ncu, bf16 16384 x 4096). Its pair reduction stays: with one
 // sum ptxas spilled the float32 lanes. kBiasSums: the bias gradient is wanted (layer_norm with a bias).
 // Otherwise its column sums are never made (half the shared memory, no adds).
-template <bool kCentered, bool kBiasSums> struct NormBackward {
+// rms_norm's backward takes WholeTiles (rowwise.cuh): rows that fill four chunks of up to 128 lanes
+// exactly (bf16 rows of 32 to 4096, float32 of 16 to 2048) skip the tests of partial tiles, as the
+// forwards do, and fit six blocks of 128 an SM in 80 registers without spilling, where partial tiles fit
+// five: the backward waits on too few loads, its occupancy limited by its registers (96 a thread, 31% of
+// the warps: ncu, H100, 2026-12-06). bench_bandwidth, H100, against partial tiles alternated in one run:
+// bf16 rows of 1024 93.8% of the copy against 86.1, of 4096 89.8 against 86.4. layer_norm's backward keeps
+// partial tiles: with whole ones at six blocks (16 bytes spilled with the bias) it lost, 86.6 against 88.0
+// and 80.1 against 84.5.
+template <bool kTakesThem> struct BackwardWholeTiles {};
+template <> struct BackwardWholeTiles<true> {
+    struct WholeTileShape {
+        static constexpr int most_lanes = 128, min_blocks = 6;
+    };
+};
+
+template <bool kCentered, bool kBiasSums> struct NormBackward : BackwardWholeTiles<!kCentered> {
     static_assert(kCentered || !kBiasSums, "rms_norm has no bias");
     static constexpr bool kBias = kBiasSums;
     // Four chunks a lane, held as packets (load_packets): x, grad_out and the weight of a 4096-long
@@ -268,15 +283,6 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
     struct ClusterShape {
         static constexpr int lanes = 128, chunks = 4;
         static constexpr int64_t min_vectors = 1025;
-    };
-    // row() takes WholeTiles (rowwise.cuh): rows that fill four chunks of up to 128 lanes exactly (bf16
-    // rows of 32 to 4096, float32 of 16 to 2048) skip the tests of partial tiles, as the forwards do, and
-    // fit six blocks of 128 an SM where partial tiles fit five: the backward waits on too few loads, its
-    // occupancy limited by its registers (96, 31% of the warps: ncu, H100, 2026-12-06). At 80 registers
-    // bf16 rms_norm spills nothing and layer_norm with the bias 16 bytes; layer_norm without it spilled
-    // 40 and keeps five blocks.
-    struct WholeTileShape {
-        static constexpr int most_lanes = 128, min_blocks = kCentered && !kBiasSums ? 5 : 6;
     };
     // rms_norm's streamed walk takes BufferedRows (rowwise_window.cuh): 8-10% faster on 4096 x 16384 and
     // x 20000 (sweep_rowwise.py buffered, 2026-12-04); layer_norm's ran 1-2% slower buffered (ptxas
