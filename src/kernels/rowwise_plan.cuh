@@ -149,8 +149,9 @@ cudaError_t thread_slot_blocks(int threads, int64_t *blocks) {
 // The blocks of an op with partials the device holds at once, from its kernel's occupancy
 // (resident_blocks.cuh): one wave, each block a set of partial rows. It depends only on the device
 // and the kernel, so the grid - and the weight-gradient partials made on it - is the same on every
-// run. The occupancy is kept per kernel (streamed, or 1, 2 or 4 chunks) and block shape (threads, a
-// power of two up to 1024, and whether the partials take shared memory).
+// run. The occupancy is kept per kernel (streamed, or 1, 2 or 4 chunks; at four, whole tiles or not:
+// rms_norm's backward on whole tiles holds six blocks an SM where partial tiles hold five) and block
+// shape (threads, a power of two up to 1024, and whether the partials take shared memory).
 template <class Op, typename T>
 cudaError_t partial_row_blocks(bool streamed, int64_t chunks, bool whole, int threads, size_t shared_bytes,
                                int64_t *blocks) {
