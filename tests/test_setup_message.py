@@ -26,7 +26,8 @@ def old_setuptools_python(tmp_path_factory):
                                     "setuptools==65.5.0"], capture_output=True,
                                    text=True, timeout=300)
         if installed.returncode != 0:
-            pytest.skip(f"no setuptools 65 to test with: {installed.stderr.strip()[-200:]}")
+            last_line = (installed.stderr.strip().splitlines() or ["pip failed"])[-1]
+            pytest.skip(f"no setuptools 65 to test with: {last_line[-200:]}")
     return python
 
 
