@@ -187,8 +187,8 @@ def test_norm_backward_cut_across_clusters(op, dtype, shape, cluster_blocks, tor
 
 
 # Rows that fill whole tiles (four chunks of up to 128 lanes: bf16 4096 and 1024, float32 2048), which
-# rms_norm's backward takes (layer_norm's walks them as partial tiles), more of them than the grid holds at
-# once, so that each block walks several and its column sums carry across them.
+# both backwards take, more of them than the grid holds at once, so that each block walks several and its
+# column sums carry across them. (Slices that fill them: the clusters' bf16 rows of 16384 above.)
 @pytest.mark.parametrize("shape", [(5000, 4096), (20001, 1024), (3001, 2048)], ids=str)
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])

@@ -33,9 +33,10 @@ template <class Op> struct Clustering<Op, std::void_t<typename Op::ClusterShape>
 // instead took ptxas a 1152-byte stack frame: the arguments copied to local memory.) Column sums land in the
 // block's own partial row at its slice's place: a cluster's partial rows are one full row,
 // [which][cluster][whole row], what sum_partial_columns adds up.
-template <class Op, typename T, int kChunks = Clustering<Op>::chunks>
-__global__ void __launch_bounds__(RowBounds<Op, kChunks, PartialTiles>::threads,
-                                  RowBounds<Op, kChunks, PartialTiles>::blocks) rows_in_clusters(RowArgs a) {
+// Tiles: WholeTiles where the op takes them and each slice fills its tile (plan_cluster_rows).
+template <class Op, typename T, class Tiles = PartialTiles, int kChunks = Clustering<Op>::chunks>
+__global__ void __launch_bounds__(RowBounds<Op, kChunks, Tiles>::threads,
+                                  RowBounds<Op, kChunks, Tiles>::blocks) rows_in_clusters(RowArgs a) {
     static_assert(Op::kColumnSums, "the norms' backward: the slices' partial rows are their column sums");
     const ClusterPlace cluster = cluster_place();                     // (traps where there are no clusters)
     extern __shared__ __align__(16) unsigned char column_sum_bytes[]; // the size the launcher gave
@@ -46,7 +47,7 @@ __global__ void __launch_bounds__(RowBounds<Op, kChunks, PartialTiles>::threads,
     const int lane = int(threadIdx.x);
     unsigned slot = 0; // cluster_reduce's: alternating from row to row
     for (int64_t row = cluster.index; row < a.rows; row += cluster.count, slot ^= 1u) {
-        Op::template row<T, kChunks, PartialTiles, true>(a, row, lane, true, sums, slot);
+        Op::template row<T, kChunks, Tiles, true>(a, row, lane, true, sums, slot);
     }
     cluster_sync(); // no block leaves while another may still read its slot
     write_partials<T, kChunks, Op::kBias>(a, sums);

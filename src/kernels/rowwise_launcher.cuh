@@ -77,17 +77,26 @@ struct ClusterLaunch {
     ClusterLaunch &operator=(const ClusterLaunch &) = delete;
 };
 
-// The clusters of `blocks` blocks running rows_in_clusters<Op, T> that the device holds at once, asked
-// once per cluster size (2, 4, 8) and kept, as resident_blocks keeps its occupancy.
+// The rows_in_clusters kernel a plan launches: on WholeTiles where the op takes them and the slices
+// fill them.
+template <class Op, typename T> auto cluster_kernel(bool whole) -> void (*)(RowArgs) {
+    if constexpr (kTakesWholeTiles<Op>) {
+        if (whole) return rows_in_clusters<Op, T, WholeTiles>;
+    }
+    return rows_in_clusters<Op, T>;
+}
+
+// The clusters of `blocks` blocks running cluster_kernel<Op, T>(whole) that the device holds at once,
+// asked once per cluster size (2, 4, 8) and kernel and kept, as resident_blocks keeps its occupancy.
 template <class Op, typename T>
-cudaError_t resident_clusters(int blocks, size_t shared_bytes, int64_t *clusters) {
-    static std::atomic<int> cached[3];
-    std::atomic<int> &kept = cached[blocks == 2 ? 0 : blocks == 4 ? 1 : 2];
+cudaError_t resident_clusters(int blocks, bool whole, size_t shared_bytes, int64_t *clusters) {
+    static std::atomic<int> cached[3][2];
+    std::atomic<int> &kept = cached[blocks == 2 ? 0 : blocks == 4 ? 1 : 2][whole ? 1 : 0];
     int count = kept.load(std::memory_order_relaxed);
     if (count == 0) {
         const ClusterLaunch launch(blocks, Clustering<Op>::lanes, shared_bytes, blocks, nullptr);
         const cudaError_t err =
-            cudaOccupancyMaxActiveClusters(&count, rows_in_clusters<Op, T>, &launch.config);
+            cudaOccupancyMaxActiveClusters(&count, cluster_kernel<Op, T>(whole), &launch.config);
         if (err != cudaSuccess) return err;
         kept.store(count, std::memory_order_relaxed);
     }
@@ -136,13 +145,21 @@ cudaError_t plan_cluster_rows(const lab_rowwise_launch &l, int64_t vectors, bool
         if (ptx_version < 90) return cudaSuccess;
         constexpr int kLanes = Clustering<Op>::lanes;
         const size_t shared_bytes = in_register_sums_bytes<Op, T>(kLanes, Clustering<Op>::chunks);
+        // Slices that fill the op's whole tiles (bf16 rows of 16384 in four blocks) skip the tests of
+        // partial tiles, as rows held by one block do.
+        bool whole = false;
+        if constexpr (kTakesWholeTiles<Op>) {
+            whole = Clustering<Op>::chunks == 4 && kLanes <= Op::WholeTileShape::most_lanes &&
+                    l.n / blocks / kRowVec<T> == kSliceVectors;
+        }
         int64_t clusters = 0;
-        err = resident_clusters<Op, T>(blocks, shared_bytes, &clusters);
+        err = resident_clusters<Op, T>(blocks, whole, shared_bytes, &clusters);
         if (err != cudaSuccess || clusters < 1) return err;
         clusters = std::min<int64_t>(clusters, ceil_div(l.rows, int64_t(4)));
         *plan = RowPlan{RowLayout::clustered, kLanes,       kLanes, Clustering<Op>::chunks,
                         clusters * blocks,    shared_bytes, 0,      false};
         plan->cluster_blocks = blocks;
+        plan->whole_tiles = whole;
     }
     return cudaSuccess;
 }
@@ -151,7 +168,7 @@ cudaError_t plan_cluster_rows(const lab_rowwise_launch &l, int64_t vectors, bool
 template <class Op, typename T>
 cudaError_t launch_cluster_rows(const RowPlan &plan, const RowArgs &a, cudaStream_t stream) {
     const ClusterLaunch launch(plan.grid, plan.threads, plan.shared_bytes, plan.cluster_blocks, stream);
-    return cudaLaunchKernelEx(&launch.config, rows_in_clusters<Op, T>, a);
+    return cudaLaunchKernelEx(&launch.config, cluster_kernel<Op, T>(plan.whole_tiles), a);
 }
 
 // Launches Op for storage type T as planned: staged where plan_staged_rows takes it, else rows in

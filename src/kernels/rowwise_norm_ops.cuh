@@ -248,23 +248,20 @@ template <bool kCentered> struct NormForward {
 // subtracts none: 8% fewer instructions (ncu, bf16 16384 x 4096). Its pair reduction stays: with one
 // sum ptxas spilled the float32 lanes. kBiasSums: the bias gradient is wanted (layer_norm with a bias).
 // Otherwise its column sums are never made (half the shared memory, no adds).
-// rms_norm's backward takes WholeTiles (rowwise.cuh): rows that fill four chunks of up to 128 lanes
-// exactly (bf16 rows of 32 to 4096, float32 of 16 to 2048) skip the tests of partial tiles, as the
-// forwards do, and fit six blocks of 128 an SM in 80 registers without spilling, where partial tiles fit
-// five: the backward waits on too few loads, its occupancy limited by its registers (96 a thread, 31% of
-// the warps: ncu, H100, 2026-12-06). bench_bandwidth, H100, against partial tiles alternated in one run:
-// bf16 rows of 1024 93.8% of the copy against 86.1, of 4096 89.8 against 86.4. layer_norm's backward keeps
-// partial tiles: with whole ones at six blocks (16 bytes spilled with the bias) it lost, 86.6 against 88.0
-// and 80.1 against 84.5.
-template <bool kTakesThem> struct BackwardWholeTiles {};
-template <> struct BackwardWholeTiles<true> {
-    struct WholeTileShape {
-        static constexpr int most_lanes = 128, min_blocks = 6;
-    };
-};
-
-template <bool kCentered, bool kBiasSums> struct NormBackward : BackwardWholeTiles<!kCentered> {
+// Both backwards take WholeTiles (rowwise.cuh): rows that fill four chunks of up to 128 lanes exactly
+// (bf16 rows of 32 to 4096, float32 of 16 to 2048) skip the tests of partial tiles, as the forwards do.
+// rms_norm's then fits six blocks of 128 an SM in 80 registers without spilling, where partial tiles fit
+// five (96 registers, 31% of the warps: ncu, H100, 2026-12-06): bf16 rows of 1024 93.8% of the copy
+// against 86.1, of 4096 89.8 against 86.4 (bench_bandwidth, H100, alternated in one run). layer_norm's
+// stays at five blocks and gains only with its loads held ahead of the arithmetic (row()'s __syncwarp):
+// without, whole tiles lost to partial ones (81 against 85% at rows of 4096), with, rows of 1024 92%
+// against 88.6, of 4096 88.5 against 84.7. Slices of rows cut across a cluster take them too where they
+// fill them (bf16 rows of 16384 in four blocks): rms_norm 87% against 84.4, layer_norm 79% against 73.5.
+template <bool kCentered, bool kBiasSums> struct NormBackward {
     static_assert(kCentered || !kBiasSums, "rms_norm has no bias");
+    struct WholeTileShape {
+        static constexpr int most_lanes = 128, min_blocks = kCentered ? 5 : 6;
+    };
     static constexpr bool kBias = kBiasSums;
     // Four chunks a lane, held as packets (load_packets): x, grad_out and the weight of a 4096-long
     // bf16 row in 48 registers of 128 lanes, one row a block of 128, their loads in flight; the column
@@ -333,9 +330,18 @@ template <bool kCentered, bool kBiasSums> struct NormBackward : BackwardWholeTil
             g, row_at<Tiles>(a, row, LAB_ROW_GRAD) + first * a.col_stride[LAB_ROW_GRAD],
             a.col_stride[LAB_ROW_GRAD], a, lane, 0, valid, zero);
         const char *weight = a.col[LAB_COL_WEIGHT];
-        load_packets<T, kChunks, int, Tiles>(
-            w, weight ? weight + first * a.col_data_stride[LAB_COL_WEIGHT] : nullptr,
-            a.col_data_stride[LAB_COL_WEIGHT], a, lane, 0, weight != nullptr, store_from_compute<T>(A(1)));
+        auto load_weight = [&] {
+            load_packets<T, kChunks, int, Tiles>(
+                w, weight ? weight + first * a.col_data_stride[LAB_COL_WEIGHT] : nullptr,
+                a.col_data_stride[LAB_COL_WEIGHT], a, lane, 0, weight != nullptr,
+                store_from_compute<T>(A(1)));
+        };
+        load_weight();
+        // On whole tiles, with no test between them, ptxas otherwise moves loads down to their first
+        // use: fewer in flight, each warp waiting longer on them. The warp barrier keeps every load
+        // of the row ahead of the arithmetic - for layer_norm's rows and every cluster's slices.
+        // rms_norm's rows in registers ran 6-8% slower with it (at six blocks an SM), so they go without.
+        if constexpr (Tiles::kWhole && (kCentered || kClustered)) __syncwarp();
         // No mask past the row's end, where x is 0 and xhat is not: grad_out is 0 there, and each
         // term with xhat has it as a factor (a branch per element had doubled the instructions).
         auto xhat_at = [&](int c, int i) { return (packet_compute<T>(x[c], i) - mean) * rstd; };
@@ -357,6 +363,9 @@ template <bool kCentered, bool kBiasSums> struct NormBackward : BackwardWholeTil
         }
         A mean_g, mean_gx;
         means<kClustered>(a, s1, s2, mean_g, mean_gx, cluster_slot);
+        // Slices on whole tiles read the weight again (from L1, where the first read left it) rather
+        // than hold it across the cluster's reduction: 16 registers freed where ptxas spilled.
+        if constexpr (kClustered && Tiles::kWhole) load_weight();
         store_chunks<T, kChunks, Tiles>(
             row_at<Tiles>(a, row, LAB_ROW_OUT) + first * a.col_stride[LAB_ROW_OUT], a.col_stride[LAB_ROW_OUT],
             a, lane, valid, [&](int c, int i) {

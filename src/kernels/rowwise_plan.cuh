@@ -195,7 +195,7 @@ struct RowPlan {
     bool row_buffer = false;  // streamed with sums in shared memory: the row's x and grad_out there too
     size_t sums_limit = 0;    // streamed with column sums: the shared memory its kernel may take
     int cluster_blocks = 1;   // clustered: the blocks a row is cut across (the grid is whole clusters)
-    bool whole_tiles = false; // in registers: the rows fill WholeTiles (rows_fill_tiles)
+    bool whole_tiles = false; // in registers or clustered: the rows (slices) fill WholeTiles
 };
 
 // Staged (rows_staged), where the op allows it: every operand contiguous and aligned (cp.async copies
