@@ -147,11 +147,8 @@ cudaError_t plan_cluster_rows(const lab_rowwise_launch &l, int64_t vectors, bool
         const size_t shared_bytes = in_register_sums_bytes<Op, T>(kLanes, Clustering<Op>::chunks);
         // Slices that fill the op's whole tiles (bf16 rows of 16384 in four blocks) skip the tests of
         // partial tiles, as rows held by one block do.
-        bool whole = false;
-        if constexpr (kTakesWholeTiles<Op>) {
-            whole = Clustering<Op>::chunks == 4 && kLanes <= Op::WholeTileShape::most_lanes &&
-                    l.n / blocks / kRowVec<T> == kSliceVectors;
-        }
+        const bool whole =
+            rows_fill_tiles<Op, T>(l, vectorized, kLanes, Clustering<Op>::chunks, l.n / blocks);
         int64_t clusters = 0;
         err = resident_clusters<Op, T>(blocks, whole, shared_bytes, &clusters);
         if (err != cudaSuccess || clusters < 1) return err;

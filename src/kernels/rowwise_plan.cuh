@@ -96,13 +96,14 @@ template <class Op, typename = void> constexpr bool kTakesWholeTiles = false;
 template <class Op> constexpr bool kTakesWholeTiles<Op, std::void_t<typename Op::WholeTileShape>> = true;
 
 // Rows in registers at four chunks a lane that fill their tile of `group` x 4 vectors exactly, for an
-// op that takes WholeTiles: every operand vectorized, n a whole number of vectors and of tiles, one
-// leading dimension, and a group within the whole-tile kernel's launch bounds.
+// op that takes WholeTiles: every operand vectorized, the row's `n` columns (a cluster's slice of them:
+// plan_cluster_rows) a whole number of vectors and of tiles, one leading dimension, and a group within
+// the whole-tile kernel's launch bounds.
 template <class Op, typename T>
-bool rows_fill_tiles(const lab_rowwise_launch &l, bool vectorized, int group, int64_t chunks) {
+bool rows_fill_tiles(const lab_rowwise_launch &l, bool vectorized, int group, int64_t chunks, int64_t n) {
     if constexpr (kTakesWholeTiles<Op>) {
         return vectorized && chunks == 4 && group <= Op::WholeTileShape::most_lanes && l.lead_ndim <= 1 &&
-               l.n > 0 && l.n % kRowVec<T> == 0 && l.n / kRowVec<T> == int64_t(group) * chunks;
+               n > 0 && n % kRowVec<T> == 0 && n / kRowVec<T> == int64_t(group) * chunks;
     }
     return false;
 }
@@ -293,7 +294,7 @@ cudaError_t plan_unstaged_rows(const lab_rowwise_launch &l, int64_t vectors, boo
     }
     const bool sums_in_shared = streamed_sums_bytes > 0 && streamed_sums_bytes <= streamed_limit;
     // the grid of an op with partials is its kernel's occupancy: WholeTiles' may differ
-    const bool whole = !streamed && rows_fill_tiles<Op, T>(l, vectorized, group, chunks);
+    const bool whole = !streamed && rows_fill_tiles<Op, T>(l, vectorized, group, chunks, l.n);
     int64_t resident = 0;
     const cudaError_t err = Op::kColumnSums
                                 ? partial_row_blocks<Op, T>(streamed, chunks, whole, threads,
