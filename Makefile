@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sanitize bench fuzz clean
+.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -272,6 +272,19 @@ profile-rowwise-sass:
 	grep -E "^  [a-z_]+<|Duration|DRAM Throughput|Warp Cycles Per Issued|Issue Slots Busy" $(LOGS)/staged-details.txt
 	rm -f $(LOGS)/staged.ncu-rep
 	$(PYTHON) bench/ncu_source_summary.py $(OUT)/staged-sass.csv
+
+# Where a kernel's global loads sit against its arithmetic, read from its SASS on any machine with nvcc
+# (no GPU): SASS_FILE compiled for sm_90 to a cubin, the functions matching every word of SASS_MATCH
+# mapped one letter an instruction (bench/sass_summary.py --order). cuobjdump is the toolkit's, or the
+# nvidia-cuda-cuobjdump wheel's (CUOBJDUMP=<its bin/cuobjdump>). The default: layer_norm's bf16
+# backward with the bias, on whole tiles and partial ones.
+CUOBJDUMP ?= cuobjdump
+SASS_FILE ?= src/kernels/rowwise_norms.cu
+SASS_MATCH ?= rows_in_registers NormBackwardILb1ELb1EEE13__nv_bfloat16Li4
+sass-order:
+	mkdir -p build
+	nvcc -O3 -std=c++17 -Isrc -gencode=arch=compute_90,code=sm_90 -cubin $(SASS_FILE) -o build/sass-order.cubin
+	$(CUOBJDUMP) -sass build/sass-order.cubin | $(PYTHON) bench/sass_summary.py --order $(SASS_MATCH)
 
 # compute-sanitizer over a cut of the GPU tests. Torch's caching allocator is switched off so each
 # array is its own allocation and memcheck sees any access past its end. API errors count too: a
