@@ -11,7 +11,9 @@ rows, `make profile-rowwise-sass SASS_KERNELS=rows_streamed SASS_CASES=--cross-e
 --cross-entropy-walks: its window rows (as launched, lab.lab._rowwise_window_depth(-1)) and streamed
 rows (_rowwise_window_depth(0)) on bfloat16 4096 x 128256, 4096 x 65536, 4096 x 50257 (GPT-2's vocabulary:
 rows misaligned, walked with a head) and 4096 x 50256 (the same, aligned) and float32 4096 x 32000, each
-case named on stderr (`make profile-cross-entropy`)."""
+case named on stderr (`make profile-cross-entropy`); with --norm-backward-8192: layer_norm's backward
+with the bias gradient on bfloat16 8192 x 8192 as launched (in registers, two chunks a lane) and cut across
+clusters of two blocks (lab.lab._rowwise_cluster_blocks(2)), each named on stderr."""
 import os
 import sys
 
@@ -46,9 +48,29 @@ def cross_entropy_walks(torch):
         torch.cuda.synchronize()
 
 
+def norm_backward_8192(torch):
+    """layer_norm's backward (with the bias gradient) on rows of 8192 as launched and cut across two blocks."""
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    w, dy = torch.randn(8192, device="cuda", dtype=torch.bfloat16), torch.randn_like(x)
+    gx, gw, gb = torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
+    mean, rstd = torch.empty(8192, device="cuda"), torch.empty(8192, device="cuda")
+    lab.layer_norm(x, w, w, gx, mean=mean, rstd=rstd)
+    for label, blocks in (("as launched", -1), ("clusters of two blocks", 2)):
+        default = lab.lab._rowwise_cluster_blocks(blocks)
+        try:
+            print(f"layer_norm_backward+bias bfloat16 8192 x 8192, {label}", file=sys.stderr)
+            lab.layer_norm_backward(dy, x, w, mean, rstd, gx, gw, gb)
+        finally:
+            lab.lab._rowwise_cluster_blocks(default)
+    torch.cuda.synchronize()
+
+
 def main(forwards_only=False, cross_entropy_only=False, cross_entropy_walks_only=False):
     import torch
     F = torch.nn.functional
+    if "--norm-backward-8192" in sys.argv:
+        norm_backward_8192(torch)
+        return
     if cross_entropy_walks_only:
         cross_entropy_walks(torch)
         return
