@@ -14,7 +14,8 @@ SHORT = {"gpu__time_duration.sum": "us", "sm__inst_executed.sum": "warp-inst", "
          "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio": "wait:barrier",
          "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": "wait:memory",
          "smsp__average_warps_issue_stalled_membar_per_issue_active.ratio": "wait:membar",
-         "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio": "wait:lsu"}
+         "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio": "wait:lsu",
+         "smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio": "wait:sleep"}
 
 
 def short_name(kernel):

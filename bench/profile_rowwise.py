@@ -11,9 +11,9 @@ rows, `make profile-rowwise-sass SASS_KERNELS=rows_streamed SASS_CASES=--cross-e
 --cross-entropy-walks: its window rows (as launched, lab.lab._rowwise_window_depth(-1)) and streamed
 rows (_rowwise_window_depth(0)) on bfloat16 4096 x 128256, 4096 x 65536, 4096 x 50257 (GPT-2's vocabulary:
 rows misaligned, walked with a head) and 4096 x 50256 (the same, aligned) and float32 4096 x 32000, each
-case named on stderr (`make profile-cross-entropy`); with --norm-backward-8192: layer_norm's backward
-with the bias gradient on bfloat16 8192 x 8192 as launched (in registers, two chunks a lane) and cut across
-clusters of two blocks (lab.lab._rowwise_cluster_blocks(2)), each named on stderr."""
+case named on stderr (`make profile-cross-entropy`); with --long-norm-backwards: layer_norm's (with the
+bias gradient) and rms_norm's backwards on bfloat16 rows of 8192 as launched and cut across clusters of
+two blocks (lab.lab._rowwise_cluster_blocks(2)), and of 16384 as launched, each named on stderr."""
 import os
 import sys
 
@@ -48,28 +48,33 @@ def cross_entropy_walks(torch):
         torch.cuda.synchronize()
 
 
-def norm_backward_8192(torch):
-    """layer_norm's backward (with the bias gradient) on rows of 8192 as launched and cut across two blocks."""
-    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    w, dy = torch.randn(8192, device="cuda", dtype=torch.bfloat16), torch.randn_like(x)
-    gx, gw, gb = torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
-    mean, rstd = torch.empty(8192, device="cuda"), torch.empty(8192, device="cuda")
-    lab.layer_norm(x, w, w, gx, mean=mean, rstd=rstd)
-    for label, blocks in (("as launched", -1), ("clusters of two blocks", 2)):
-        default = lab.lab._rowwise_cluster_blocks(blocks)
-        try:
-            print(f"layer_norm_backward+bias bfloat16 8192 x 8192, {label}", file=sys.stderr)
-            lab.layer_norm_backward(dy, x, w, mean, rstd, gx, gw, gb)
-        finally:
-            lab.lab._rowwise_cluster_blocks(default)
-    torch.cuda.synchronize()
+def long_norm_backwards(torch):
+    """The norms' backwards on long bf16 rows (2^26 elements): rows of 8192 as launched and cut across
+    clusters of two blocks, rows of 16384 as launched (clusters of four). The statistics are made up -
+    the kernels' work does not depend on them - so that only backward kernels launch."""
+    for n, cluster_choices in ((8192, (("as launched", -1), ("clusters of two blocks", 2))),
+                               (16384, (("as launched", -1),))):
+        x = torch.randn((1 << 26) // n, n, device="cuda", dtype=torch.bfloat16)
+        w, dy = torch.randn(n, device="cuda", dtype=torch.bfloat16), torch.randn_like(x)
+        gx, gw, gb = torch.empty_like(x), torch.empty_like(w), torch.empty_like(w)
+        mean, rstd = torch.randn(x.shape[0], device="cuda"), torch.rand(x.shape[0], device="cuda") + 0.5
+        for label, blocks in cluster_choices:
+            default = lab.lab._rowwise_cluster_blocks(blocks)
+            try:
+                print(f"layer_norm_backward+bias bfloat16 {x.shape[0]} x {n}, {label}", file=sys.stderr)
+                lab.layer_norm_backward(dy, x, w, mean, rstd, gx, gw, gb)
+                print(f"rms_norm_backward bfloat16 {x.shape[0]} x {n}, {label}", file=sys.stderr)
+                lab.rms_norm_backward(dy, x, w, rstd, gx, gw)
+            finally:
+                lab.lab._rowwise_cluster_blocks(default)
+        torch.cuda.synchronize()
 
 
 def main(forwards_only=False, cross_entropy_only=False, cross_entropy_walks_only=False):
     import torch
     F = torch.nn.functional
-    if "--norm-backward-8192" in sys.argv:
-        norm_backward_8192(torch)
+    if "--long-norm-backwards" in sys.argv:
+        long_norm_backwards(torch)
         return
     if cross_entropy_walks_only:
         cross_entropy_walks(torch)
