@@ -291,7 +291,7 @@ def test_only_the_cluster_header_branches_on_the_architecture():
 @pytest.mark.parametrize("arch", ["80", "90"])
 def test_the_cluster_header_compiles_for_each_default_architecture(arch, tmp_path):
     """cluster.cuh's reduction in a kernel, compiled for sm_80 (where it traps) and sm_90 (where it
-    reads the other blocks' shared memory): the branches CI's sm_90 build of lab does not see."""
+    writes into the other blocks' shared memory): the branches CI's sm_90 build of lab does not see."""
     nvcc = shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc")
                                     if os.environ.get("CUDA_HOME") else None)
     if nvcc is None:
@@ -300,6 +300,7 @@ def test_the_cluster_header_compiles_for_each_default_architecture(arch, tmp_pat
     source.write_text('#include "kernels/cluster.cuh"\n'
                       "struct Add { __device__ float operator()(float a, float b) const { return a + b; } };\n"
                       "__global__ void cluster_sum(float *out) {\n"
+                      "    lab::cluster_reduce_setup();\n"
                       "    const float total = lab::cluster_reduce(float(threadIdx.x), Add{}, 0u);\n"
                       "    lab::cluster_sync();\n"
                       "    if (threadIdx.x == 0) out[blockIdx.x] = total;\n"

@@ -13,7 +13,7 @@ namespace lab {
 
 // How an op's rows are cut across a cluster, where it cuts them (`struct ClusterShape`): a block's lanes
 // and the chunks each holds - a slice is at most lanes x chunks 16-byte vectors - and the fewest vectors
-// a row needs to be cut by default.
+// a row of elements of so many bytes needs to be cut by default.
 template <class Op, typename = void> struct Clustering {
     static constexpr bool allowed = false;
     static constexpr int lanes = 0, chunks = 1;
@@ -21,7 +21,9 @@ template <class Op, typename = void> struct Clustering {
 template <class Op> struct Clustering<Op, std::void_t<typename Op::ClusterShape>> {
     static constexpr bool allowed = true;
     static constexpr int lanes = Op::ClusterShape::lanes, chunks = Op::ClusterShape::chunks;
-    static constexpr int64_t min_vectors = Op::ClusterShape::min_vectors;
+    static constexpr int64_t min_vectors(int element_bytes) {
+        return Op::ClusterShape::min_vectors(element_bytes);
+    }
 };
 
 // Rows cut across a cluster: block `rank` of each cluster takes columns [rank * n, (rank + 1) * n) of
@@ -45,11 +47,15 @@ __global__ void __launch_bounds__(RowBounds<Op, kChunks, Tiles>::threads,
     ColumnSums<T, kChunks>::zero(sums.weight);
     if (Op::kBias) ColumnSums<T, kChunks>::zero(sums.bias);
     const int lane = int(threadIdx.x);
-    unsigned slot = 0; // cluster_reduce's: alternating from row to row
-    for (int64_t row = cluster.index; row < a.rows; row += cluster.count, slot ^= 1u) {
-        Op::template row<T, kChunks, Tiles, true>(a, row, lane, true, sums, slot);
+    if constexpr (Op::kClusterTotalsAsync) cluster_reduce_setup();
+    // The reduction's round: cluster_reduce counts the rows (0, 1, 2, ...); cluster_reduce_at_barrier
+    // takes its slot, 0 and 1 in turn.
+    unsigned round = 0;
+    for (int64_t row = cluster.index; row < a.rows;
+         row += cluster.count, round = Op::kClusterTotalsAsync ? round + 1 : round ^ 1u) {
+        Op::template row<T, kChunks, Tiles, true>(a, row, lane, true, sums, round);
     }
-    cluster_sync(); // no block leaves while another may still read its slot
+    cluster_sync(); // no block leaves while another may still write to it
     write_partials<T, kChunks, Op::kBias>(a, sums);
 }
 

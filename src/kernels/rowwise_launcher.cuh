@@ -111,16 +111,18 @@ cudaError_t resident_clusters(int blocks, bool whole, size_t shared_bytes, int64
 // number of 16-byte vectors - fit the op's block (lanes x chunks vectors). The norms' backward on bf16
 // 4096 x 16384, streamed and buffered, ran at 1.82 TB/s (rms_norm) and 1.54 (layer_norm with the bias);
 // cut across four blocks of 128 lanes, 2.48 and 2.01; 4096 x 12288 1.26 -> 1.94 and 1.18 -> 1.60. Rows
-// its registers hold at two chunks a lane stay there: bf16 8192 x 8192 ran 2.73 TB/s in registers against
-// 2.59 in two blocks, float32 8192 x 4096 3.28 against 3.05 (bench/sweep_rowwise.py clusters, H200,
-// 2026-12-04). The grid: the clusters the device holds at once, at most one per four rows (fewer
+// its registers hold at two chunks a lane mostly stay there (the op's min_vectors says which do not):
+// bf16 8192 x 8192 ran 2.73 TB/s in registers against 2.59 in two blocks, float32 8192 x 4096 3.28
+// against 3.05 (bench/sweep_rowwise.py clusters, H200, 2026-12-04, before layer_norm's totals went by
+// st.async). The grid: the clusters the device holds at once, at most one per four rows (fewer
 // partial rows to add).
 template <class Op, typename T>
 cudaError_t plan_cluster_rows(const lab_rowwise_launch &l, int64_t vectors, bool vectorized, RowPlan *plan) {
     if constexpr (Clustering<Op>::allowed) {
         constexpr int64_t kSliceVectors = int64_t(Clustering<Op>::lanes) * Clustering<Op>::chunks;
         const int asked = rowwise_cluster_blocks;
-        const bool by_default = vectors >= Clustering<Op>::min_vectors && plan->layout != RowLayout::staged;
+        const bool by_default =
+            vectors >= Clustering<Op>::min_vectors(int(sizeof(T))) && plan->layout != RowLayout::staged;
         if (asked == 0 || (asked < 0 && !by_default) || !vectorized || l.lead_ndim > 1 || l.rows == 0) {
             return cudaSuccess;
         }

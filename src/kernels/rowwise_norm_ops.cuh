@@ -276,11 +276,22 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
     static constexpr bool kColumnSums = true;
     // Rows too long for the registers (more than 1024 vectors: bf16 past 8192) are cut across a cluster
     // where the GPU has them (rows_in_clusters, rowwise_clusters.cuh; plan_cluster_rows), each block's
-    // slice held as a row of 4096 bf16 is: 128 lanes of four chunks.
+    // slice held as a row of 4096 bf16 is: 128 lanes of four chunks. So are layer_norm's rows of 1024
+    // vectors in a half type, which its registers hold only at two chunks of 512 lanes: with the totals
+    // sent by st.async (below), bf16 8192 x 8192 ran 2.49 TB/s in two blocks against 2.27 in registers.
+    // rms_norm's lost there (2.34 against 2.57), layer_norm's float32 8192 x 4096 tied (2.45 against
+    // 2.47) (bench/sweep_rowwise.py clusters, H100, 2026-12-06).
     struct ClusterShape {
         static constexpr int lanes = 128, chunks = 4;
-        static constexpr int64_t min_vectors = 1025;
+        static constexpr int64_t min_vectors(int element_bytes) {
+            return kCentered && element_bytes == 2 ? 1024 : 1025;
+        }
     };
+    // How a row's sums are finished across its cluster (cluster.cuh). layer_norm's take cluster_reduce,
+    // the blocks' totals sent with st.async and no cluster barrier: bf16 4096 x 16384 with the bias
+    // 84.2-84.3% of the copy against 78.9-79.1 at the barrier. rms_norm's keep cluster_reduce_at_barrier:
+    // 86.4-87.5% against 83.6-84.0 with st.async (H100, make device-ab, 2026-12-06).
+    static constexpr bool kClusterTotalsAsync = kCentered;
     // rms_norm's streamed walk takes BufferedRows (rowwise_window.cuh): 8-10% faster on 4096 x 16384 and
     // x 20000 (sweep_rowwise.py buffered, 2026-12-04); layer_norm's ran 1-2% slower buffered (ptxas
     // spilled 40 bytes there), so it streams as before.
@@ -294,14 +305,18 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
     }
 
     // kClustered (rows_in_clusters): `a` is the block's slice of the row, the row is the cluster's
-    // slices together - its sums finished across the cluster (cluster_reduce's `slot`), its length the
+    // slices together - its sums finished across the cluster (cluster_reduce's `round`), its length the
     // slices'.
     template <bool kClustered = false, typename A>
-    __device__ static void means(const RowArgs &a, A s1, A s2, A &mean_g, A &mean_gx, unsigned slot = 0) {
+    __device__ static void means(const RowArgs &a, A s1, A s2, A &mean_g, A &mean_gx, unsigned round = 0) {
         Pair<A> sums = group_sums(s1, s2, a.group);
         A n = A(a.n);
         if constexpr (kClustered) {
-            sums = cluster_reduce(sums, PairSum{}, slot);
+            if constexpr (kClusterTotalsAsync) {
+                sums = cluster_reduce(sums, PairSum{}, round);
+            } else {
+                sums = cluster_reduce_at_barrier(sums, PairSum{}, round);
+            }
             n *= A(cluster_place().blocks);
         }
         mean_g = kCentered ? sums.first / n : A(0);
@@ -310,11 +325,11 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
 
     // x, grad_out and the weight stay packets (Packet16) in storage type; each pass converts what it uses.
     // kClustered: `a` is this block's slice of a row cut across a cluster (rows_in_clusters), whose
-    // reduction takes cluster_slot. Tiles: WholeTiles where the launcher found the rows fill them
+    // reduction takes cluster_round. Tiles: WholeTiles where the launcher found the rows fill them
     // (WholeTileShape).
     template <typename T, int kChunks, class Tiles = PartialTiles, bool kClustered = false>
     __device__ static void row(const RowArgs &a, int64_t row, int lane, bool valid,
-                               ColumnSums<T, kChunks> &sums, unsigned cluster_slot = 0) {
+                               ColumnSums<T, kChunks> &sums, unsigned cluster_round = 0) {
         using A = compute_t<T>;
         constexpr int kVec = kRowVec<T>;
         A mean, rstd;
@@ -362,7 +377,7 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
             if constexpr (kBiasSums) ColumnSums<T, kChunks>::add(sums.bias, c, to_bias);
         }
         A mean_g, mean_gx;
-        means<kClustered>(a, s1, s2, mean_g, mean_gx, cluster_slot);
+        means<kClustered>(a, s1, s2, mean_g, mean_gx, cluster_round);
         // Slices on whole tiles read the weight again (from L1, where the first read left it) rather
         // than hold it across the cluster's reduction: 16 registers freed where ptxas spilled.
         if constexpr (kClustered && Tiles::kWhole) load_weight();
