@@ -1,8 +1,8 @@
 // cluster.cuh - what the blocks of a thread-block cluster (Hopper, sm_90 and later) share: their
 // barrier, their place in the cluster, each other's shared memory (distributed shared memory), and two
-// reductions across them: one that writes the totals with asynchronous stores counted on mbarriers, one
-// that reads them after a cluster barrier. rowwise_clusters.cuh
-// cuts long rows across a cluster with it.
+// reductions across them: one writes each block's total into the others with asynchronous stores
+// counted on mbarriers, one reads the totals after a cluster barrier. rowwise_clusters.cuh cuts long
+// rows across a cluster with them.
 #pragma once
 
 #include <stdint.h>
