@@ -290,8 +290,9 @@ def test_only_the_cluster_header_branches_on_the_architecture():
 
 @pytest.mark.parametrize("arch", ["80", "90"])
 def test_the_cluster_header_compiles_for_each_default_architecture(arch, tmp_path):
-    """cluster.cuh's reduction in a kernel, compiled for sm_80 (where it traps) and sm_90 (where it
-    writes into the other blocks' shared memory): the branches CI's sm_90 build of lab does not see."""
+    """cluster.cuh's two reductions in a kernel, compiled for sm_80 (where they trap) and sm_90 (where
+    they write into and read from the other blocks' shared memory): the branches CI's sm_90 build of
+    lab does not see."""
     nvcc = shutil.which("nvcc") or (os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc")
                                     if os.environ.get("CUDA_HOME") else None)
     if nvcc is None:
@@ -302,8 +303,9 @@ def test_the_cluster_header_compiles_for_each_default_architecture(arch, tmp_pat
                       "__global__ void cluster_sum(float *out) {\n"
                       "    lab::cluster_reduce_setup();\n"
                       "    const float total = lab::cluster_reduce(float(threadIdx.x), Add{}, 0u);\n"
+                      "    const float at_barrier = lab::cluster_reduce_at_barrier(float(threadIdx.x), Add{}, 0u);\n"
                       "    lab::cluster_sync();\n"
-                      "    if (threadIdx.x == 0) out[blockIdx.x] = total;\n"
+                      "    if (threadIdx.x == 0) out[blockIdx.x] = total + at_barrier;\n"
                       "}\n")
     result = subprocess.run([nvcc, "-c", str(source), "-o", str(tmp_path / "cluster_sum.o"), "-std=c++17",
                              f"-I{SRC}", f"-gencode=arch=compute_{arch},code=sm_{arch}"],

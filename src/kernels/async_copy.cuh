@@ -1,12 +1,21 @@
 // async_copy.cuh - cp.async (sm_80+): 16 bytes from global to shared memory without passing through
 // registers, tracked in commit groups. Used where a kernel keeps bytes in flight in shared memory:
-// the staged rows (rowwise.cuh stage_row) and rope's ring of items (rope.cu).
+// the staged rows (rowwise.cuh stage_row) and rope's ring of items (rope.cu). Also the 32-bit address
+// in the shared window that such instructions take (and cluster.cuh's mbarriers and st.async).
 #pragma once
+
+#include <stdint.h>
 
 namespace lab {
 
+// The address of `p` (which points into shared memory) in the shared window: what PTX's shared-memory
+// instructions take, 32 bits where a generic pointer has 64.
+__device__ __forceinline__ uint32_t shared_window_address(const void *p) {
+    return uint32_t(__cvta_generic_to_shared(p));
+}
+
 // Starts copying 16 bytes (both addresses 16-byte aligned) to `shared_address`, an address in the
-// shared window (__cvta_generic_to_shared), through L2 only (.cg: the data is used once).
+// shared window (shared_window_address), through L2 only (.cg: the data is used once).
 __device__ __forceinline__ void async_copy_16(unsigned shared_address, const void *global) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global));
 }

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "async_copy.cuh"
+
 namespace lab {
 
 // Built for sm_90 and later only - the one kernel header that asks which architecture it is built for
@@ -49,21 +51,21 @@ __device__ __forceinline__ ClusterPlace cluster_place() {
     return p;
 }
 
+// The most blocks a cluster may have on every GPU that has clusters (the portable cluster size): the
+// launcher cuts rows across no more (rowwise_launcher.cuh), and cluster_reduce keeps a slot for each.
+constexpr int kMostClusterBlocks = 8;
+
 // What cluster_reduce keeps in each block's shared memory: two rounds' totals from every block of the
 // cluster (a total of at most 16 bytes, as 32-bit words), and for each round the mbarrier that counts
 // the other blocks' words in.
-constexpr int kClusterMostBlocks = 8, kClusterTotalWords = 4;
+constexpr int kClusterTotalWords = 4;
 struct ClusterTotals {
     uint64_t arrived[2];
-    uint32_t words[2][kClusterMostBlocks][kClusterTotalWords];
+    uint32_t words[2][kMostClusterBlocks][kClusterTotalWords];
 };
 __device__ __forceinline__ ClusterTotals &cluster_totals() {
     __shared__ __align__(16) ClusterTotals totals;
     return totals;
-}
-
-__device__ __forceinline__ uint32_t shared_address(const void *p) {
-    return uint32_t(__cvta_generic_to_shared(p));
 }
 
 // Every block of the cluster calls this once, before its first cluster_reduce: it readies the block's
@@ -72,9 +74,9 @@ __device__ __forceinline__ void cluster_reduce_setup() {
 #if LAB_CLUSTERS
     if (threadIdx.x == 0) {
         for (int i = 0; i < 2; ++i) {
-            asm volatile(
-                "mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&cluster_totals().arrived[i]))
-                : "memory");
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(
+                             shared_window_address(&cluster_totals().arrived[i]))
+                         : "memory");
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -102,7 +104,7 @@ __device__ __forceinline__ V cluster_reduce(V block_total, Combine combine, unsi
 #if LAB_CLUSTERS
     constexpr int kWords = int(sizeof(V) / 4);
     const unsigned parity = (round >> 1) & 1u; // the mbarrier's phases: one per use of its slot
-    const uint32_t arrived = shared_address(&totals.arrived[slot]);
+    const uint32_t arrived = shared_window_address(&totals.arrived[slot]);
     if (threadIdx.x == 0) {
         uint32_t words[kWords];
         memcpy(words, &block_total, sizeof(V));
@@ -119,7 +121,7 @@ __device__ __forceinline__ V cluster_reduce(V block_total, Combine combine, unsi
             uint32_t to_words, to_arrived;
             asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
                          : "=r"(to_words)
-                         : "r"(shared_address(own)), "r"(rank));
+                         : "r"(shared_window_address(own)), "r"(rank));
             asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(to_arrived) : "r"(arrived), "r"(rank));
             for (int w = 0; w < kWords; ++w) {
                 asm volatile(

@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     extern __shared__ __align__(16) unsigned char ring[];
     const uint32_t total = uint32_t(items.total), step = gridDim.x * uint32_t(blockDim.x);
     const uint32_t first = blockIdx.x * uint32_t(blockDim.x) + threadIdx.x;
-    const unsigned ring_base = static_cast<unsigned>(__cvta_generic_to_shared(ring));
+    const unsigned ring_base = shared_window_address(ring);
     // slot (stage, packet) of this thread: consecutive threads' slots are consecutive 16 bytes
     auto slot = [&](int stage, int packet) {
         return ((stage * 2 + packet) * blockDim.x + threadIdx.x) * 16u;

@@ -139,7 +139,7 @@ struct StagedShape {
 // A staged row is under kStagedBytes: the offsets count in 32 bits, and the copy's shared-memory
 // address is found once, not per piece (the loop had 30 instructions a piece, ncu source counters).
 __device__ __forceinline__ void stage_row(char *shared, const char *global, int bytes) {
-    const unsigned shared_base = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+    const unsigned shared_base = shared_window_address(shared);
     for (int offset = int(threadIdx.x) * 16; offset < bytes; offset += int(blockDim.x) * 16) {
         if (offset + 16 <= bytes) {
             async_copy_16(shared_base + offset, global + offset);

@@ -143,7 +143,7 @@ constexpr bool kWalksBufferedRows<Op, std::void_t<decltype(Op::kBufferedRows)>> 
 template <class Op, typename T, class Sink>
 __device__ void buffered_rows(const RowArgs &a, int64_t steps, void *buffer, const Sink &sink) {
     BufferedRows rows{};
-    rows.x_slots = static_cast<unsigned>(__cvta_generic_to_shared(buffer));
+    rows.x_slots = shared_window_address(buffer);
     rows.grad_slots = rows.x_slots + unsigned(steps * a.group * 16);
     const int64_t whole_steps = a.n / (int64_t(a.group) * kRowVec<T>);
     const int lane = int(threadIdx.x);
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(StreamShape<Op>::threads, 1024 / StreamShape<O
     extern __shared__ __align__(16) unsigned char window_bytes[];
     const int64_t steps = ceil_div(a.n, int64_t(a.group) * kRowVec<T> * StreamShape<Op>::chunks);
     WindowRows window{};
-    window.shared = static_cast<unsigned>(__cvta_generic_to_shared(window_bytes));
+    window.shared = shared_window_address(window_bytes);
     window.depth = depth;
     for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
         Op::template streamed_row<T>(a, row, steps, window);

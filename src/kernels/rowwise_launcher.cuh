@@ -53,9 +53,6 @@ RowArgs make_row_args(const lab_rowwise_launch &l, int group, bool vectorized) {
     return a;
 }
 
-// The most blocks a cluster may have on every GPU that has clusters (the portable cluster size).
-constexpr int kMostClusterBlocks = 8;
-
 // A launch of `grid` blocks of `threads` in clusters of `cluster_blocks` (one-dimensional), as the
 // occupancy calculator and cudaLaunchKernelEx take it. Not copyable: the configuration points at the
 // attribute beside it.
