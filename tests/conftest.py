@@ -17,6 +17,25 @@ import lab  # noqa: E402
 HAVE_GPU = lab.is_available()
 
 
+# The row-wise kernels' layout knobs, set for one test by indirect parametrization and put back after it.
+@pytest.fixture
+def window_depth(request):
+    """lab.lab._rowwise_window_depth: the steps of copies cross-entropy's window rows keep in flight (-1:
+    lab's default; 0: window rows and the norms' buffered rows off, the streamed walk)."""
+    previous = lab.lab._rowwise_window_depth(request.param)
+    yield request.param
+    lab.lab._rowwise_window_depth(previous)
+
+
+@pytest.fixture
+def cluster_blocks(request):
+    """lab.lab._rowwise_cluster_blocks: the blocks of a cluster a row is cut across (-1: lab's default; 0:
+    never; 2, 4, 8: that many wherever the row cuts into slices that fit)."""
+    previous = lab.lab._rowwise_cluster_blocks(request.param)
+    yield request.param
+    lab.lab._rowwise_cluster_blocks(previous)
+
+
 def pytest_collection_modifyitems(config, items):
     if HAVE_GPU:
         return

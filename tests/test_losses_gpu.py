@@ -119,15 +119,6 @@ def test_gradient_overwrites_the_logits(dtype, shape, torch_producer):
     check(p.to_host(x), want_grad, dtype, scale, "grad in the logits")
 
 
-@pytest.fixture
-def window_depth(request):
-    """The steps of copies the window-rows kernel keeps in flight for this test (-1: lab's default; 0:
-    window rows off, the streamed walk), put back afterwards."""
-    previous = lab.lab._rowwise_window_depth(request.param)
-    yield request.param
-    lab.lab._rowwise_window_depth(previous)
-
-
 # Long rows walked through a window of shared memory: a window of one step, of two (fewer than a bf16
 # row of 20000 has), the default (which leaves rows of six steps or fewer streamed: the 20000 rows), the
 # deepest (8, one block an SM; the whole of a 20000 row in the window) and none; a row whose last

@@ -142,15 +142,6 @@ def test_norm_backward(op, dtype, shape, weight, torch_producer):
     check_norm_backward(op, dtype, shape, weight, torch_producer)
 
 
-@pytest.fixture
-def window_depth(request):
-    """lab.lab._rowwise_window_depth for this test (-1: lab's default; 0: window rows and buffered rows
-    off), put back afterwards."""
-    previous = lab.lab._rowwise_window_depth(request.param)
-    yield request.param
-    lab.lab._rowwise_window_depth(previous)
-
-
 # Streamed rows of at most eight steps whose column sums fit shared memory take their x and grad_out
 # there too (BufferedRows): more rows than the grid (each block refills its buffer with a next row), a
 # row of whole steps and one ending in a partial step (20000 = 2500 16-byte vectors of bf16). Only
@@ -161,15 +152,6 @@ def window_depth(request):
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
 def test_norm_backward_buffered_rows(op, dtype, shape, window_depth, torch_producer):
     check_norm_backward(op, dtype, shape, True, torch_producer)
-
-
-@pytest.fixture
-def cluster_blocks(request):
-    """lab.lab._rowwise_cluster_blocks for this test (-1: lab's default; 0: never; 2, 4, 8: that many
-    wherever the row cuts into slices that fit), put back afterwards."""
-    previous = lab.lab._rowwise_cluster_blocks(request.param)
-    yield request.param
-    lab.lab._rowwise_cluster_blocks(previous)
 
 
 # Rows cut across a thread-block cluster (Hopper; elsewhere these run the other layouts): by default
