@@ -1,4 +1,5 @@
-"""Shared test setup: GPU detection, the `gpu` marker, and making optional producers importable.
+"""Shared test setup: GPU detection, the `gpu` marker, making optional producers importable, and the
+row-wise kernels' layout knobs as fixtures.
 
 GPU tests are marked `gpu` and skip where lab.is_available() is False (CI). The Numba shipped on
 the GPU machine imports numpy.row_stack, which NumPy 2.5 removed; the alias below restores it before
@@ -29,8 +30,8 @@ def window_depth(request):
 
 @pytest.fixture
 def cluster_blocks(request):
-    """lab.lab._rowwise_cluster_blocks: the blocks of a cluster a row is cut across (-1: lab's default; 0:
-    never; 2, 4, 8: that many wherever the row cuts into slices that fit)."""
+    """lab.lab._rowwise_cluster_blocks: the blocks of a cluster a row of the norms' backward is cut across
+    (-1: lab's default; 0: never; 2, 4, 8: that many wherever the row cuts into slices that fit)."""
     previous = lab.lab._rowwise_cluster_blocks(request.param)
     yield request.param
     lab.lab._rowwise_cluster_blocks(previous)

@@ -291,7 +291,7 @@ template <bool kCentered, bool kBiasSums> struct NormBackward {
     // the blocks' totals sent with st.async and no cluster barrier: bf16 4096 x 16384 with the bias
     // 84.2-84.3% of the copy against 78.9-79.1 at the barrier. rms_norm's keep cluster_reduce_at_barrier:
     // 86.4-87.5% against 83.3-84.0 with st.async back to back (H100, 2026-12-06), though alone under ncu
-    // the st.async kernel ran 1% faster - with 39% L2 hits against the barrier's 50%.
+    // a st.async version ran 1% faster - with 39% L2 hits against the barrier's 50%.
     static constexpr bool kClusterTotalsAsync = kCentered;
     // rms_norm's streamed walk takes BufferedRows (rowwise_window.cuh): 8-10% faster on 4096 x 16384 and
     // x 20000 (sweep_rowwise.py buffered, 2026-12-04); layer_norm's ran 1-2% slower buffered (ptxas
