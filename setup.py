@@ -9,6 +9,8 @@ Environment:
                  plus PTX for the newest, so newer GPUs can JIT it. "90" alone builds faster.
   CUDA_HOME      the CUDA toolkit (default: the directory above the nvcc on PATH, else /usr/local/cuda).
   LAB_NVCC_JOBS  how many nvcc processes to run at once (default: CPU count).
+  LAB_DEBUG      1: build the C files with their assertions on (the binding asserts, for one, that no
+                 argument reader runs with an exception already set).
   LAB_NVCC_CACHE a folder of nvcc objects kept by content (nvcc's version, the flags, the text of the
                  unit and of every file in src/kernels/): a build with the same sources and flags -
                  another checkout, the wheel pip builds from the sdist - copies them instead of
@@ -198,7 +200,10 @@ extension = Extension(
     include_dirs=["src"],
     define_macros=[("LAB_VERSION", f'"{VERSION}"')],
     libraries=["cudart_static", "stdc++", "rt", "pthread", "dl"],
-    extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fvisibility=hidden"],
+    # LAB_DEBUG=1: the C files keep their assertions (Python's flags define NDEBUG), among them the
+    # binding's check that no argument reader is entered with an exception already set
+    extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-fvisibility=hidden"]
+    + (["-UNDEBUG"] if os.environ.get("LAB_DEBUG") == "1" else []),
     extra_link_args=["-Wl,--exclude-libs,ALL"],  # keep the static runtime's symbols private to lab
     depends=depends,
 )

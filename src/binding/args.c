@@ -3,14 +3,40 @@
 
 static int find_param(lab_state *state, const lab_signature *sig, PyObject *keyword) {
     for (int i = 0; i < sig->n_params; i++) /* call sites intern keyword names: usually a pointer hit */
-        if (state->names[sig->names[i]] == keyword) return i;
+        if (state->names[sig->params[i].name] == keyword) return i;
     for (int i = 0; i < sig->n_params; i++)
-        if (PyUnicode_Compare(state->names[sig->names[i]], keyword) == 0) return i;
+        if (PyUnicode_Compare(state->names[sig->params[i].name], keyword) == 0) return i;
     return -1;
+}
+
+const lab_signature LAB_NO_PARAMETERS = {0, 0, 0, {{0, 0}}};
+
+/* What a parameter of each kind must be, for the message that refuses None. */
+static const char *kind_expected(int spec) {
+    switch ((lab_param_kind)(spec & LAB_KIND_MASK)) {
+    case LAB_ARRAY: return "a CUDA array";
+    case LAB_ARRAYS: return "a list or tuple of CUDA arrays";
+    case LAB_ARRAY_OR_NUMBER: return "a CUDA array or a Python number";
+    case LAB_REAL: return "a real number";
+    case LAB_INT: return "an int";
+    case LAB_FLAG: return "True or False";
+    case LAB_AXIS: return "an int";
+    case LAB_CHOICE: return "a str";
+    case LAB_STREAM: return "a stream";
+    case LAB_SHAPE: return "an int or a tuple of ints";
+    case LAB_DTYPE: return "a dtype";
+    case LAB_DEVICE: return "a device ordinal";
+    case LAB_DIMS: return "an int or a tuple of ints";
+    case LAB_ARGUMENTS: return "a tuple of kernel arguments";
+    case LAB_EVENT: return "a lab.Event";
+    case LAB_PAIR: return "a pair of ints";
+    }
+    return "given";
 }
 
 int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig, PyObject *const *args,
                    Py_ssize_t nargs, PyObject *kwnames, PyObject **slots) {
+    LAB_ASSERT_NO_ERROR();
     nargs = PyVectorcall_NARGS(nargs);
     if (nargs > sig->n_positional) {
         PyErr_Format(PyExc_TypeError, "%s() takes %s%d positional arguments but %zd were given", func,
@@ -33,10 +59,24 @@ int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig,
         }
         slots[i] = args[nargs + k];
     }
-    for (int i = 0; i < sig->n_required; i++) {
-        if (!slots[i]) {
-            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%U' (pos %d)", func,
-                         state->names[sig->names[i]], i + 1);
+    for (int i = 0; i < sig->n_params; i++) {
+        const int spec = sig->params[i].spec;
+        PyObject *name = state->names[sig->params[i].name];
+        if (slots[i] == Py_None) {
+            if (spec & LAB_OR_NONE) {
+                slots[i] = NULL; /* None means "not given": one spelling for every reader */
+                continue;
+            }
+            PyErr_Format(PyExc_TypeError, "%s(): argument '%U' must be %s, not None", func, name,
+                         kind_expected(spec));
+            return -1;
+        }
+        if (!slots[i] && i < sig->n_required) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%U' (pos %d)", func, name, i + 1);
+            return -1;
+        }
+        if (!slots[i] && (spec & LAB_REQUIRED)) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required keyword argument '%U'", func, name);
             return -1;
         }
     }
@@ -46,16 +86,16 @@ int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig,
 /* A stream handle from a Python int: 0 is the legacy default stream when given as `stream=`. */
 static int handle_from_int(PyObject *value, const char *func, const char *what, cudaStream_t *stream) {
     if (!PyLong_Check(value)) {
-        PyErr_Format(PyExc_TypeError, "%s(): %s must be an int stream handle, got %s", func, what,
-                     Py_TYPE(value)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'stream'%s must be an int stream handle, got %s", func,
+                     what, Py_TYPE(value)->tp_name);
         return -1;
     }
     unsigned long long handle = PyLong_AsUnsignedLongLong(value);
     if (handle == (unsigned long long)-1 && PyErr_Occurred()) {
         PyErr_Clear();
         PyErr_Format(PyExc_ValueError,
-                     "%s(): %s %R is not a valid stream handle (expected a non-negative int that fits "
-                     "a pointer)",
+                     "%s(): argument 'stream'%s = %R is not a valid stream handle (expected a "
+                     "non-negative int that fits a pointer)",
                      func, what, value);
         return -1;
     }
@@ -75,6 +115,7 @@ static int optional_attr(PyObject *obj, PyObject *name, PyObject **value) {
 static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func, cudaStream_t *stream);
 
 int lab_parse_stream_arg(lab_state *state, PyObject *obj, const char *func, lab_stream_arg *stream) {
+    LAB_ASSERT_NO_ERROR();
     stream->given = 0;
     stream->handle = 0;
     stream->owner = NULL;
@@ -88,11 +129,11 @@ int lab_parse_stream_arg(lab_state *state, PyObject *obj, const char *func, lab_
 static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func, cudaStream_t *stream) {
     if (PyLong_Check(obj)) {
         if (PyBool_Check(obj)) {
-            PyErr_Format(PyExc_TypeError, "%s(): stream must be an int handle or a stream object, got bool",
-                         func);
+            PyErr_Format(PyExc_TypeError,
+                         "%s(): argument 'stream' must be an int handle or a stream object, got bool", func);
             return -1;
         }
-        return handle_from_int(obj, func, "stream", stream);
+        return handle_from_int(obj, func, "", stream);
     }
 
     PyObject *attr = NULL;
@@ -101,7 +142,8 @@ static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func
     if (found) {
         if (!PyCallable_Check(attr)) {
             PyErr_Format(PyExc_TypeError,
-                         "%s(): stream.__cuda_stream__ must be a method returning (version, handle), got %s",
+                         "%s(): argument 'stream': its __cuda_stream__ must be a method returning (version, "
+                         "handle), got %s",
                          func, Py_TYPE(attr)->tp_name);
             Py_DECREF(attr);
             return -1;
@@ -112,10 +154,12 @@ static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func
         int rc = -1;
         if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
             PyErr_Format(PyExc_TypeError,
-                         "%s(): stream.__cuda_stream__() must return a tuple (version, handle), got %R", func,
+                         "%s(): argument 'stream': its __cuda_stream__() must return a tuple (version, handle), "
+                         "got %R",
+                         func,
                          result);
         } else {
-            rc = handle_from_int(PyTuple_GET_ITEM(result, 1), func, "stream.__cuda_stream__()[1]", stream);
+            rc = handle_from_int(PyTuple_GET_ITEM(result, 1), func, " (its __cuda_stream__()[1])", stream);
         }
         Py_DECREF(result);
         return rc;
@@ -125,13 +169,13 @@ static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func
         found = optional_attr(obj, state->names[fallbacks[i]], &attr);
         if (found < 0) return -1;
         if (found) {
-            int rc = handle_from_int(attr, func, i == 0 ? "stream.cuda_stream" : "stream.ptr", stream);
+            int rc = handle_from_int(attr, func, i == 0 ? " (its .cuda_stream)" : " (its .ptr)", stream);
             Py_DECREF(attr);
             return rc;
         }
     }
     PyErr_Format(PyExc_TypeError,
-                 "%s(): stream must be None, an int handle, or an object with __cuda_stream__() "
+                 "%s(): argument 'stream' must be None, an int handle, or an object with __cuda_stream__() "
                  "(or .cuda_stream / .ptr), got %s",
                  func, Py_TYPE(obj)->tp_name);
     return -1;
@@ -146,6 +190,7 @@ static int raise_too_large(const char *func, const char *name) {
 }
 
 int lab_read_scalar(PyObject *obj, const char *func, const char *name, lab_scalar_arg *scalar) {
+    LAB_ASSERT_NO_ERROR();
     scalar->name = name;
     scalar->type_name = Py_TYPE(obj)->tp_name;
     scalar->is_integer = 0;
@@ -169,14 +214,53 @@ int lab_read_scalar(PyObject *obj, const char *func, const char *name, lab_scala
 }
 
 int lab_read_real(PyObject *obj, const char *func, const char *name, double *value) {
-    *value = PyFloat_AsDouble(obj);
-    if (*value == -1.0 && PyErr_Occurred()) {
+    LAB_ASSERT_NO_ERROR();
+    if (!obj) return 0;
+    const double read = PyFloat_AsDouble(obj);
+    if (read == -1.0 && PyErr_Occurred()) {
         if (PyErr_ExceptionMatches(PyExc_OverflowError)) return raise_too_large(func, name);
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1; /* the object's own __float__ failed */
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be a real number, got %s", func, name,
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
+    *value = read;
+    return 0;
+}
+
+const lab_real_range LAB_NONNEGATIVE = {0.0, Py_HUGE_VAL, 0, 1, "a finite number >= 0"};
+const lab_real_range LAB_POSITIVE = {0.0, Py_HUGE_VAL, 1, 1, "a finite number > 0"};
+const lab_real_range LAB_UNIT = {0.0, 1.0, 0, 0, "a number in [0, 1]"};
+const lab_real_range LAB_UNIT_OPEN = {0.0, 1.0, 0, 1, "a number in [0, 1)"};
+
+int lab_read_real_in(PyObject *obj, const char *func, const char *name, const lab_real_range *range,
+                     double *value) {
+    LAB_ASSERT_NO_ERROR();
+    if (!obj) return 0;
+    if (PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be %s, got bool", func, name, range->expected);
+        return -1;
+    }
+    double read;
+    if (lab_read_real(obj, func, name, &read) < 0) return -1;
+    const int above_low = range->low_open ? read > range->low : read >= range->low;
+    const int below_high = range->high_open ? read < range->high : read <= range->high;
+    if (!(above_low && below_high)) { /* NaN fails both */
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' must be %s, got %R", func, name, range->expected,
+                     obj);
+        return -1;
+    }
+    *value = read;
+    return 0;
+}
+
+int lab_read_flag(PyObject *obj, const char *func, const char *name, int *value) {
+    LAB_ASSERT_NO_ERROR();
+    if (!obj) return 0;
+    const int truth = PyObject_IsTrue(obj);
+    if (truth < 0) return -1; /* the object's own __bool__ failed: its error, as Python's `if` gives it */
+    *value = truth;
     return 0;
 }
 
@@ -185,6 +269,7 @@ int lab_read_real(PyObject *obj, const char *func, const char *name, double *val
  * what the function takes) or the object's own __index__ error. */
 static int read_index(PyObject *obj, const char *func, const char *name, const char *accepted, int64_t *value,
                       int *overflow, PyObject **index) {
+    LAB_ASSERT_NO_ERROR();
     if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be %s, got %s", func, name, accepted,
                      Py_TYPE(obj)->tp_name);
@@ -198,19 +283,41 @@ static int read_index(PyObject *obj, const char *func, const char *name, const c
 }
 
 int lab_read_int64(PyObject *obj, const char *func, const char *name, int64_t *value) {
+    if (!obj) return 0;
     int overflow;
+    int64_t read;
     PyObject *index;
-    if (read_index(obj, func, name, "an int", value, &overflow, &index) < 0) return -1;
+    if (read_index(obj, func, name, "an int", &read, &overflow, &index) < 0) return -1;
     if (overflow) {
         PyErr_Format(PyExc_OverflowError, "%s(): argument '%s' = %R does not fit in int64", func, name,
                      index);
     }
     Py_DECREF(index);
-    return overflow ? -1 : 0;
+    if (overflow) return -1;
+    *value = read;
+    return 0;
+}
+
+const lab_int_range LAB_COUNT = {0, INT64_MAX, "an int >= 0"};
+const lab_int_range LAB_POSITIVE_INT = {1, INT64_MAX, "an int >= 1"};
+
+int lab_read_int_in(PyObject *obj, const char *func, const char *name, const lab_int_range *range,
+                    int64_t *value) {
+    if (!obj) return 0;
+    int64_t read;
+    if (lab_read_int64(obj, func, name, &read) < 0) return -1;
+    if (read < range->low || read > range->high) {
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' must be %s, got %lld", func, name, range->expected,
+                     (long long)read);
+        return -1;
+    }
+    *value = read;
+    return 0;
 }
 
 int lab_read_device(PyObject *obj, const char *func, int *device) {
-    int64_t value;
+    if (!obj) return 0;
+    int64_t value = 0;
     if (lab_read_int64(obj, func, "device", &value) < 0) return -1;
     if (value < 0 || value >= LAB_MAX_DEVICES) {
         PyErr_Format(PyExc_ValueError,

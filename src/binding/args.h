@@ -7,21 +7,78 @@
 #ifndef LAB_ARGS_H
 #define LAB_ARGS_H
 
+#include <assert.h>
+
 #include "binding/module_state.h"
 #include "dispatch/operand.h"
 #include "dispatch/stream.h"
 
 #define LAB_MAX_PARAMS 20
 
+/* What a parameter takes. The kind says how the function reads it, and what lab.lab._signatures()
+ * reports for it: the generated fuzz (tests/fuzz_calls.py) draws each argument from the kind's
+ * families, so an entry point is fuzzed the day its table row exists. */
+typedef enum {
+    LAB_ARRAY = 1,       /* one CUDA array, from any producer */
+    LAB_ARRAYS,          /* a list or tuple of CUDA arrays */
+    LAB_ARRAY_OR_NUMBER, /* a CUDA array, or a Python number (fused_add_mul's s) */
+    LAB_REAL,            /* a real number */
+    LAB_INT,             /* an int (anything with __index__) */
+    LAB_FLAG,            /* a truth value */
+    LAB_AXIS,            /* a dimension (an int); reductions also take a tuple of them */
+    LAB_CHOICE,          /* one of a few strings ('mean', 'tanh', a dtype's name) */
+    LAB_STREAM,          /* a stream: an int handle or an object with __cuda_stream__ */
+    LAB_SHAPE,           /* an int or a tuple of ints */
+    LAB_DTYPE,           /* a dtype: a name, a NumPy dtype, a typestr */
+    LAB_DEVICE,          /* a CUDA device ordinal */
+    LAB_DIMS,            /* a launch's grid or block: an int or a tuple of up to three */
+    LAB_ARGUMENTS,       /* a kernel's arguments: a tuple of arrays and numbers */
+    LAB_EVENT,           /* a lab.Event */
+    LAB_PAIR             /* a protocol's (int, int) pair: __dlpack__'s max_version and dl_device */
+} lab_param_kind;
+#define LAB_KIND_MASK 0xff
+#define LAB_OR_NONE 0x100  /* None is accepted, and means "not given" */
+#define LAB_REQUIRED 0x200 /* a keyword-only parameter that must be given */
+
+typedef struct {
+    lab_name name;
+    int spec; /* a lab_param_kind, with LAB_OR_NONE and LAB_REQUIRED */
+} lab_param;
+
+/* A function's parameters, in its text signature's order: positional ones (the first n_required
+ * must be given), then keyword-only ones. Whether an argument may be None is data here, checked
+ * once by lab_parse_args for every function: no function tests for None in its own loop. */
 typedef struct {
     int n_required;   /* leading parameters that must be given */
     int n_positional; /* leading parameters that may be passed by position (>= n_required) */
-    int n_params;     /* positional ones, then keyword-only ones (optional) */
-    lab_name names[LAB_MAX_PARAMS];
+    int n_params;     /* positional ones, then keyword-only ones */
+    lab_param params[LAB_MAX_PARAMS];
 } lab_signature;
 
-/* Fills slots[0 .. n_params) with borrowed references (NULL for optional ones not given).
- * `func` names the function in messages. Returns 0, or -1 with TypeError set. */
+/* The signature of a function that takes no arguments (registered like the others). */
+extern const lab_signature LAB_NO_PARAMETERS;
+
+/* A signature's row: LAB_PARAM(out, ARRAY), LAB_PARAM(k, ARRAY | LAB_OR_NONE). */
+#define LAB_PARAM(id, spec) {LAB_NAME_##id, LAB_##spec}
+
+/* One row of a binding file's table of the signatures it parses with (lab.lab._signatures() lists
+ * them all, the fuzz's coverage test checks them against the module's functions). */
+typedef struct {
+    const char *func; /* as Python names it: "add", "Stream.record_event" */
+    const lab_signature *signature;
+} lab_signed_function;
+
+/* A reader must never be entered with an exception already set: the Python code it may run
+ * (__index__, __bool__, a property) would run with the error pending, and CPython turns the
+ * function's result into a SystemError. Each reader asserts it in a build with assertions
+ * (LAB_DEBUG=1 python3 setup.py build_ext); every caller stops at the first reader that fails. */
+#define LAB_ASSERT_NO_ERROR() assert(!PyErr_Occurred())
+
+/* Fills slots[0 .. n_params) with borrowed references: NULL for a parameter not given, and NULL
+ * too for None given where the signature says LAB_OR_NONE - so "not given" has one spelling for
+ * every reader. None for any other parameter is a TypeError naming it ("add(): argument 'out'
+ * must be a CUDA array, not None"), as is a missing required one. `func` names the function in
+ * messages. Returns 0, or -1 with TypeError set. */
 int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig, PyObject *const *args,
                    Py_ssize_t nargs, PyObject *kwnames, PyObject **slots);
 
@@ -36,12 +93,47 @@ int lab_parse_stream_arg(lab_state *state, PyObject *obj, const char *func, lab_
  * in (dispatch/operand.h). Returns 0, or -1 with TypeError set naming the argument. */
 int lab_read_scalar(PyObject *obj, const char *func, const char *name, lab_scalar_arg *scalar);
 
-/* The same, as a float: for ops whose scalars are float32 math (list ops, optimizer steps). */
+/* The readers below leave *value as it is when obj is NULL (not given), so a caller sets the
+ * default first; each returns 0, or -1 with an exception naming the argument (or the argument's
+ * own error from __float__, __index__ or __bool__). Callers chain them with || and stop at the
+ * first -1, so no reader runs with an exception set. */
+
+/* A real number (anything with __float__, bool too), with no bounds: an op's alpha or beta. */
 int lab_read_real(PyObject *obj, const char *func, const char *name, double *value);
+
+/* The bounds a number must meet, declared where it is read: [low, high], either end open, and
+ * `expected` saying it in words for the message ("sgd_step(): argument 'dampening' must be a
+ * number in [0, 1], got -1"). NaN meets no bounds. */
+typedef struct {
+    double low, high;
+    char low_open, high_open;
+    const char *expected;
+} lab_real_range;
+extern const lab_real_range LAB_NONNEGATIVE; /* a finite number >= 0 */
+extern const lab_real_range LAB_POSITIVE;    /* a finite number > 0 */
+extern const lab_real_range LAB_UNIT;        /* a number in [0, 1] */
+extern const lab_real_range LAB_UNIT_OPEN;   /* a number in [0, 1) */
+
+/* A real number within `range` (not bool: True for a learning rate is a mistake). */
+int lab_read_real_in(PyObject *obj, const char *func, const char *name, const lab_real_range *range,
+                     double *value);
 
 /* An int argument (anything with __index__, not bool) that must fit int64: TypeError or
  * OverflowError naming it otherwise. */
 int lab_read_int64(PyObject *obj, const char *func, const char *name, int64_t *value);
+
+/* An int in [low, high], `expected` saying it in words ("an int >= 1"). */
+typedef struct {
+    int64_t low, high;
+    const char *expected;
+} lab_int_range;
+extern const lab_int_range LAB_COUNT;      /* an int >= 0 */
+extern const lab_int_range LAB_POSITIVE_INT; /* an int >= 1 */
+int lab_read_int_in(PyObject *obj, const char *func, const char *name, const lab_int_range *range,
+                    int64_t *value);
+
+/* A truth value: True/False, or anything with __bool__ (NumPy's bool too). */
+int lab_read_flag(PyObject *obj, const char *func, const char *name, int *value);
 
 /* A device ordinal argument (named 'device' in messages): an int in 0 .. LAB_MAX_DEVICES - 1. */
 int lab_read_device(PyObject *obj, const char *func, int *device);

@@ -70,17 +70,24 @@ static void capsule_destructor(PyObject *capsule) {
 PyObject *lab_array_dlpack(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     lab_array_object *self = (lab_array_object *)op;
     lab_state *state = state_of(op);
-    static const lab_signature signature = {
-        0, 0, 4, {LAB_NAME_stream, LAB_NAME_max_version, LAB_NAME_dl_device, LAB_NAME_copy}};
+    /* the DLPack spec's keywords: stream is the consumer's int handle (-1: no ordering), not a stream
+     * object */
+    static const lab_signature signature = {0,
+                                            0,
+                                            4,
+                                            {LAB_PARAM(stream, INT | LAB_OR_NONE), LAB_PARAM(max_version, PAIR | LAB_OR_NONE),
+                                             LAB_PARAM(dl_device, PAIR | LAB_OR_NONE), LAB_PARAM(copy, FLAG | LAB_OR_NONE)}};
     PyObject *slots[4];
     if (lab_parse_args(state, "__dlpack__", &signature, args, nargs, kwnames, slots) < 0) return NULL;
     PyObject *stream_obj = slots[0], *max_version = slots[1], *dl_device = slots[2], *copy = slots[3];
 
-    if (copy && copy != Py_None && PyObject_IsTrue(copy) == 1) {
+    int copy_requested = 0;
+    if (lab_read_flag(copy, "__dlpack__", "copy", &copy_requested) < 0) return NULL;
+    if (copy_requested) {
         return PyErr_Format(PyExc_BufferError,
                             "lab.Array.__dlpack__(copy=True): lab exports without copying only");
     }
-    if (dl_device && dl_device != Py_None) {
+    if (dl_device) {
         int type = -1, id = -1;
         if (!PyArg_ParseTuple(dl_device, "ii", &type, &id)) return NULL;
         if (type != kDLCUDA || id != self->device) {
@@ -91,13 +98,13 @@ PyObject *lab_array_dlpack(PyObject *op, PyObject *const *args, Py_ssize_t nargs
         }
     }
     int versioned = 0;
-    if (max_version && max_version != Py_None) {
+    if (max_version) {
         int major = 0, minor = 0;
         if (!PyArg_ParseTuple(max_version, "ii", &major, &minor)) return NULL;
         versioned = major >= 1;
     }
     /* The consumer reads on its stream: make that stream wait for this array's (spec: -1 = no sync). */
-    if (stream_obj && stream_obj != Py_None) {
+    if (stream_obj) {
         long long consumer = PyLong_AsLongLong(stream_obj);
         if (consumer == -1 && PyErr_Occurred()) return NULL;
         if (consumer == 0) {

@@ -14,6 +14,8 @@
  * producer's C function hands back is checked before it is used. */
 #include "binding/array_reader.h"
 
+#include "binding/args.h"
+
 #include <stdarg.h>
 #include <string.h>
 
@@ -240,6 +242,7 @@ outside:
 }
 
 static int read_array(lab_state *state, PyObject *obj, const lab_arg_label *label, lab_array *array) {
+    LAB_ASSERT_NO_ERROR();
     if (Py_IS_TYPE(obj, state->ArrayType)) {
         lab_array_object_describe((lab_array_object *)obj, array);
         return 0;

@@ -55,7 +55,7 @@ static int parse_dtype(lab_state *state, PyObject *obj, const char *func, lab_dt
     if (!np_dtype) {
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError,
-                     "%s(): dtype must be a dtype name such as 'float32' or 'bfloat16', a NumPy spelling "
+                     "%s(): argument 'dtype' must be a dtype name such as 'float32' or 'bfloat16', a NumPy spelling "
                      "such as 'f4', or a NumPy dtype, got %R",
                      func, obj);
         return -1;
@@ -70,7 +70,7 @@ static int parse_dtype(lab_state *state, PyObject *obj, const char *func, lab_dt
             return 0;
         }
     }
-    PyErr_Format(PyExc_TypeError, "%s(): unsupported dtype %R; lab supports %s", func, name,
+    PyErr_Format(PyExc_TypeError, "%s(): argument 'dtype' = %R is not supported; lab supports %s", func, name,
                  lab_supported_dtypes_text(1));
     Py_DECREF(name);
     return -1;
@@ -80,14 +80,14 @@ static int parse_shape(PyObject *obj, const char *func, lab_array_object *self) 
     PyObject *sequence = PyLong_Check(obj) ? PyTuple_Pack(1, obj) : PySequence_Tuple(obj);
     if (!sequence) {
         PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s(): shape must be an int or a tuple of ints, got %s", func,
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'shape' must be an int or a tuple of ints, got %s", func,
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
     const Py_ssize_t ndim = PyTuple_GET_SIZE(sequence);
     int rc = -1;
     if (ndim > LAB_MAX_DIMS) {
-        PyErr_Format(PyExc_ValueError, "%s(): %zd dimensions; lab supports at most %d", func, ndim,
+        PyErr_Format(PyExc_ValueError, "%s(): argument 'shape' has %zd dimensions; lab supports at most %d", func, ndim,
                      LAB_MAX_DIMS);
         goto done;
     }
@@ -96,14 +96,14 @@ static int parse_shape(PyObject *obj, const char *func, lab_array_object *self) 
     for (Py_ssize_t d = 0; d < ndim; d++) {
         PyObject *item = PyTuple_GET_ITEM(sequence, d);
         if (!PyLong_Check(item)) {
-            PyErr_Format(PyExc_TypeError, "%s(): shape[%zd] must be an int, got %s", func, d,
+            PyErr_Format(PyExc_TypeError, "%s(): argument 'shape' item %zd must be an int, got %s", func, d,
                          Py_TYPE(item)->tp_name);
             goto done;
         }
         int overflow = 0;
         long long size = PyLong_AsLongLongAndOverflow(item, &overflow);
         if (overflow || size < 0) {
-            PyErr_Format(PyExc_ValueError, "%s(): shape[%zd] = %R is not a valid size", func, d, item);
+            PyErr_Format(PyExc_ValueError, "%s(): argument 'shape' item %zd = %R is not a valid size", func, d, item);
             goto done;
         }
         self->shape[d] = size;
@@ -111,7 +111,7 @@ static int parse_shape(PyObject *obj, const char *func, lab_array_object *self) 
     for (Py_ssize_t d = 0; d < ndim; d++) {
         if (self->numel != 0 &&
             self->shape[d] > (INT64_MAX / lab_dtype_itemsize[self->dtype]) / self->numel) {
-            PyErr_Format(PyExc_OverflowError, "%s(): shape %R is too large", func, sequence);
+            PyErr_Format(PyExc_OverflowError, "%s(): argument 'shape' = %R is too large", func, sequence);
             goto done;
         }
         self->numel *= self->shape[d];
@@ -124,7 +124,7 @@ done:
 
 /* device=None: the current device. Returns the ordinal or -1 (error set). */
 static int parse_device(lab_state *state, PyObject *obj, const char *func) {
-    if (!obj || obj == Py_None) {
+    if (!obj) { /* left out, or None */
         int device = 0;
         cudaError_t err = cudaGetDevice(&device);
         if (err != cudaSuccess) {
@@ -171,21 +171,25 @@ static cudaError_t allocate(void *context) {
 }
 
 /* empty/zeros(shape, dtype="float32", *, device=None, stream=None) */
+static const lab_signature CREATE = {1,
+                                     2,
+                                     4,
+                                     {LAB_PARAM(shape, SHAPE), LAB_PARAM(dtype, DTYPE | LAB_OR_NONE),
+                                      LAB_PARAM(device, DEVICE | LAB_OR_NONE), LAB_PARAM(stream, STREAM | LAB_OR_NONE)}};
+
 static PyObject *create(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                         int zero) {
     lab_state *state = lab_get_state(module);
     const char *func = zero ? "zeros" : "empty";
-    static const lab_signature signature = {
-        1, 2, 4, {LAB_NAME_shape, LAB_NAME_dtype, LAB_NAME_device, LAB_NAME_stream}};
     PyObject *slots[4];
-    if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
+    if (lab_parse_args(state, func, &CREATE, args, nargs, kwnames, slots) < 0) return NULL;
     PyObject *dtype_obj = slots[1];
 
     lab_array_object *self = (lab_array_object *)state->ArrayType->tp_alloc(state->ArrayType, 0);
     if (!self) return NULL;
     self->dtype = LAB_FLOAT32;
     PyObject *owner = NULL;
-    if ((dtype_obj && dtype_obj != Py_None && parse_dtype(state, dtype_obj, func, &self->dtype) < 0) ||
+    if ((dtype_obj && parse_dtype(state, dtype_obj, func, &self->dtype) < 0) ||
         parse_shape(slots[0], func, self) < 0 ||
         parse_work_stream(state, slots[3], func, &self->last_use.stream, &owner) < 0 ||
         (self->device = parse_device(state, slots[2], func)) < 0) {
@@ -442,6 +446,8 @@ PyType_Spec lab_array_spec = {
     .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = array_slots,
 };
+
+const lab_signed_function lab_array_signatures[] = {{"empty", &CREATE}, {"zeros", &CREATE}, {NULL, NULL}};
 
 PyMethodDef lab_array_functions[] = {
     {"empty", (PyCFunction)(void (*)(void))py_empty, METH_FASTCALL | METH_KEYWORDS,

@@ -29,25 +29,29 @@ typedef struct {
     lab_role roles[LAB_MAX_PARAMS];
 } lab_family;
 
-#define N(id) LAB_NAME_##id
-static const lab_family FAMILY_UNARY = {{2, 2, 3, {N(x), N(out), N(stream)}},
+#define P LAB_PARAM
+#define STREAM P(stream, STREAM | LAB_OR_NONE)
+static const lab_family FAMILY_UNARY = {{2, 2, 3, {P(x, ARRAY), P(out, ARRAY), STREAM}},
                                         {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
-static const lab_family FAMILY_COPY = {{2, 2, 3, {N(src), N(dst), N(stream)}},
+static const lab_family FAMILY_COPY = {{2, 2, 3, {P(src, ARRAY), P(dst, ARRAY), STREAM}},
                                        {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
-static const lab_family FAMILY_GELU = {{2, 2, 4, {N(x), N(out), N(approximate), N(stream)}},
+static const lab_family FAMILY_GELU = {{2, 2, 4, {P(x, ARRAY), P(out, ARRAY), P(approximate, CHOICE), STREAM}},
                                        {ROLE_INPUT, ROLE_OUTPUT, ROLE_APPROXIMATE, ROLE_STREAM}};
-static const lab_family FAMILY_BINARY = {{3, 3, 4, {N(a), N(b), N(out), N(stream)}},
+static const lab_family FAMILY_BINARY = {{3, 3, 4, {P(a, ARRAY), P(b, ARRAY), P(out, ARRAY), STREAM}},
                                          {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
-static const lab_family FAMILY_GLU = {{3, 3, 4, {N(gate), N(up), N(out), N(stream)}},
+static const lab_family FAMILY_GLU = {{3, 3, 4, {P(gate, ARRAY), P(up, ARRAY), P(out, ARRAY), STREAM}},
                                       {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
-static const lab_family FAMILY_ADD = {{3, 3, 5, {N(a), N(b), N(out), N(alpha), N(stream)}},
-                                      {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_ALPHA, ROLE_STREAM}};
-static const lab_family FAMILY_FUSED = {{4, 4, 5, {N(a), N(b), N(s), N(out), N(stream)}},
-                                        {ROLE_INPUT, ROLE_INPUT, ROLE_SCALE, ROLE_OUTPUT, ROLE_STREAM}};
+static const lab_family FAMILY_ADD = {
+    {3, 3, 5, {P(a, ARRAY), P(b, ARRAY), P(out, ARRAY), P(alpha, REAL), STREAM}},
+    {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_ALPHA, ROLE_STREAM}};
+static const lab_family FAMILY_FUSED = {
+    {4, 4, 5, {P(a, ARRAY), P(b, ARRAY), P(s, ARRAY_OR_NUMBER), P(out, ARRAY), STREAM}},
+    {ROLE_INPUT, ROLE_INPUT, ROLE_SCALE, ROLE_OUTPUT, ROLE_STREAM}};
 static const lab_family FAMILY_AXPBY = {
-    {5, 5, 6, {N(alpha), N(x), N(beta), N(y), N(out), N(stream)}},
+    {5, 5, 6, {P(alpha, REAL), P(x, ARRAY), P(beta, REAL), P(y, ARRAY), P(out, ARRAY), STREAM}},
     {ROLE_ALPHA, ROLE_INPUT, ROLE_BETA, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
-#undef N
+#undef STREAM
+#undef P
 
 typedef struct {
     const char *name;
@@ -58,7 +62,7 @@ typedef struct {
 
 static const char *param_name(lab_state *state, const lab_family *family, int i) {
     return PyUnicode_AsUTF8(
-        state->names[family->signature.names[i]]); /* interned ASCII: cached, cannot fail */
+        state->names[family->signature.params[i].name]); /* interned ASCII: cached, cannot fail */
 }
 
 static int is_python_number(PyObject *obj) { return PyFloat_Check(obj) || PyLong_Check(obj); }
@@ -156,4 +160,11 @@ PyMethodDef lab_elementwise_methods[] = {
 #include "binding/ops_table.h"
 #undef LAB_PY_OP
     {NULL, NULL, 0, NULL},
+};
+
+const lab_signed_function lab_elementwise_signatures[] = {
+#define LAB_PY_OP(py_name, family, op, variant, doc) {#py_name, &FAMILY_##family.signature},
+#include "binding/ops_table.h"
+#undef LAB_PY_OP
+    {NULL, NULL},
 };

@@ -2,9 +2,9 @@
 #ifndef LAB_ELEMENTWISE_H
 #define LAB_ELEMENTWISE_H
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "binding/args.h"
 
 extern PyMethodDef lab_elementwise_methods[];
+extern const lab_signed_function lab_elementwise_signatures[]; /* ends with {NULL, NULL} */
 
 #endif

@@ -51,7 +51,7 @@ static void event_dealloc(PyObject *op) {
  * else this thread's lab.stream(), else the legacy default stream. */
 static int stream_of_call(lab_state *state, const char *func, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames, cudaStream_t *stream) {
-    static const lab_signature signature = {0, 1, 1, {LAB_NAME_stream}};
+    static const lab_signature signature = {0, 1, 1, {LAB_PARAM(stream, STREAM | LAB_OR_NONE)}};
     PyObject *stream_obj;
     lab_stream_arg arg;
     if (lab_parse_args(state, func, &signature, args, nargs, kwnames, &stream_obj) < 0) return -1;

@@ -99,14 +99,31 @@ done:
 
 /* ---- the Python functions ---- */
 
-#define N(id) LAB_NAME_##id
-
-/* A keyword-only argument without a default. */
-static int require(PyObject *value, const char *func, const char *name) {
-    if (value) return 0;
-    PyErr_Format(PyExc_TypeError, "%s() missing required keyword argument '%s'", func, name);
-    return -1;
-}
+#define P LAB_PARAM
+#define STREAM P(stream, STREAM | LAB_OR_NONE)
+static const lab_signature FOREACH_BINARY = {
+    3, 3, 5, {P(xs, ARRAYS), P(ys, ARRAYS), P(outs, ARRAYS), P(alpha, REAL), STREAM}};
+static const lab_signature FOREACH_MUL = {3, 3, 4, {P(xs, ARRAYS), P(ys, ARRAYS), P(outs, ARRAYS), STREAM}};
+static const lab_signature FOREACH_AXPBY = {
+    5, 5, 6, {P(alpha, REAL), P(xs, ARRAYS), P(beta, REAL), P(ys, ARRAYS), P(outs, ARRAYS), STREAM}};
+static const lab_signature FOREACH_SCALE = {3, 3, 4, {P(xs, ARRAYS), P(scalar, REAL), P(outs, ARRAYS), STREAM}};
+static const lab_signature FOREACH_COPY = {2, 2, 3, {P(srcs, ARRAYS), P(dsts, ARRAYS), STREAM}};
+static const lab_signature FOREACH_NORM = {2, 2, 3, {P(xs, ARRAYS), P(out, ARRAY), STREAM}};
+static const lab_signature SGD_STEP = {3,
+                                       3,
+                                       10,
+                                       {P(params, ARRAYS), P(grads, ARRAYS), P(momentum_bufs, ARRAYS | LAB_OR_NONE),
+                                        P(lr, REAL | LAB_REQUIRED), P(momentum, REAL), P(dampening, REAL),
+                                        P(weight_decay, REAL), P(nesterov, FLAG), P(first_step, FLAG), STREAM}};
+static const lab_signature ADAM_STEP = {
+    4,
+    4,
+    12,
+    {P(params, ARRAYS), P(grads, ARRAYS), P(exp_avgs, ARRAYS), P(exp_avg_sqs, ARRAYS), P(step, INT | LAB_REQUIRED),
+     P(lr, REAL | LAB_REQUIRED), P(beta1, REAL), P(beta2, REAL), P(eps, REAL), P(weight_decay, REAL),
+     P(decoupled_weight_decay, FLAG), STREAM}};
+#undef STREAM
+#undef P
 
 static lab_list_call make_call(lab_mt_op op, double alpha, double beta) {
     lab_list_call c;
@@ -122,19 +139,14 @@ static lab_list_call make_call(lab_mt_op op, double alpha, double beta) {
 static PyObject *foreach_binary(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                                 const char *func, lab_mt_op op) {
     lab_state *state = lab_get_state(module);
-    static const lab_signature signature = {3, 3, 5, {N(xs), N(ys), N(outs), N(alpha), N(stream)}};
-    PyObject *slots[5];
-    if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
+    const lab_signature *signature = op == LAB_MT_ADD ? &FOREACH_BINARY : &FOREACH_MUL;
+    PyObject *slots[5] = {NULL};
+    if (lab_parse_args(state, func, signature, args, nargs, kwnames, slots) < 0) return NULL;
     double alpha = 1.0;
-    if (slots[3]) {
-        if (op != LAB_MT_ADD) {
-            return PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument 'alpha'", func);
-        }
-        if (lab_read_real(slots[3], func, "alpha", &alpha) < 0) return NULL;
-    }
+    if (lab_read_real(slots[3], func, "alpha", &alpha) < 0) return NULL;
     static const char *const names[] = {"xs", "ys", "outs"};
     lab_list_call c = make_call(op, alpha, 1.0);
-    return run_list_op(state, func, &c, slots, names, slots[4], slots[2]);
+    return run_list_op(state, func, &c, slots, names, slots[op == LAB_MT_ADD ? 4 : 3], slots[2]);
 }
 
 static PyObject *py_foreach_add(PyObject *m, PyObject *const *a, Py_ssize_t n, PyObject *k) {
@@ -148,12 +160,10 @@ static PyObject *py_foreach_axpby(PyObject *module, PyObject *const *args, Py_ss
                                   PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "foreach_axpby";
-    static const lab_signature signature = {5, 5, 6, {N(alpha), N(xs), N(beta), N(ys), N(outs), N(stream)}};
     PyObject *slots[6];
-    if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
+    if (lab_parse_args(state, func, &FOREACH_AXPBY, args, nargs, kwnames, slots) < 0) return NULL;
     double alpha, beta;
-    if (lab_read_real(slots[0], func, "alpha", &alpha) < 0 ||
-        lab_read_real(slots[2], func, "beta", &beta) < 0) {
+    if (lab_read_real(slots[0], func, "alpha", &alpha) < 0 || lab_read_real(slots[2], func, "beta", &beta) < 0) {
         return NULL;
     }
     static const char *const names[] = {"xs", "ys", "outs"};
@@ -166,9 +176,8 @@ static PyObject *py_foreach_scale(PyObject *module, PyObject *const *args, Py_ss
                                   PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "foreach_scale";
-    static const lab_signature signature = {3, 3, 4, {N(xs), N(scalar), N(outs), N(stream)}};
     PyObject *slots[4];
-    if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
+    if (lab_parse_args(state, func, &FOREACH_SCALE, args, nargs, kwnames, slots) < 0) return NULL;
     double scalar;
     if (lab_read_real(slots[1], func, "scalar", &scalar) < 0) return NULL;
     static const char *const names[] = {"xs", "outs"};
@@ -181,9 +190,8 @@ static PyObject *py_foreach_copy(PyObject *module, PyObject *const *args, Py_ssi
                                  PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "foreach_copy";
-    static const lab_signature signature = {2, 2, 3, {N(srcs), N(dsts), N(stream)}};
     PyObject *slots[3];
-    if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
+    if (lab_parse_args(state, func, &FOREACH_COPY, args, nargs, kwnames, slots) < 0) return NULL;
     static const char *const names[] = {"srcs", "dsts"};
     lab_list_call c = make_call(LAB_MT_COPY, 1.0, 1.0);
     return run_list_op(state, func, &c, slots, names, slots[2], slots[1]);
@@ -193,9 +201,8 @@ static PyObject *py_foreach_norm(PyObject *module, PyObject *const *args, Py_ssi
                                  PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "foreach_norm";
-    static const lab_signature signature = {2, 2, 3, {N(xs), N(out), N(stream)}};
     PyObject *slots[3];
-    if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
+    if (lab_parse_args(state, func, &FOREACH_NORM, args, nargs, kwnames, slots) < 0) return NULL;
     lab_array norms; /* its length is checked by the plan, against the snapshot of xs actually read */
     if (lab_read_array(state, slots[1], func, "out", &norms) < 0) return NULL;
     if (lab_check_writable(&norms, func, "out") < 0) return lab_raise_failure(&state->dispatch);
@@ -210,37 +217,29 @@ static PyObject *py_foreach_norm(PyObject *module, PyObject *const *args, Py_ssi
 static PyObject *py_sgd_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "sgd_step";
-    static const lab_signature signature = {3,
-                                            3,
-                                            10,
-                                            {N(params), N(grads), N(momentum_bufs), N(lr), N(momentum),
-                                             N(dampening), N(weight_decay), N(nesterov), N(first_step),
-                                             N(stream)}};
     PyObject *slots[10];
-    if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
-    if (require(slots[3], func, "lr") < 0) return NULL;
-    double lr, momentum = 0, dampening = 0, weight_decay = 0;
-    if (lab_read_real(slots[3], func, "lr", &lr) < 0 ||
-        (slots[4] && lab_read_real(slots[4], func, "momentum", &momentum) < 0) ||
-        (slots[5] && lab_read_real(slots[5], func, "dampening", &dampening) < 0) ||
-        (slots[6] && lab_read_real(slots[6], func, "weight_decay", &weight_decay) < 0)) {
+    if (lab_parse_args(state, func, &SGD_STEP, args, nargs, kwnames, slots) < 0) return NULL;
+    double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+    int nesterov = 0, first_step = 0;
+    if (lab_read_real_in(slots[3], func, "lr", &LAB_NONNEGATIVE, &lr) < 0 ||
+        lab_read_real_in(slots[4], func, "momentum", &LAB_NONNEGATIVE, &momentum) < 0 ||
+        lab_read_real_in(slots[5], func, "dampening", &LAB_UNIT, &dampening) < 0 ||
+        lab_read_real_in(slots[6], func, "weight_decay", &LAB_NONNEGATIVE, &weight_decay) < 0 ||
+        lab_read_flag(slots[7], func, "nesterov", &nesterov) < 0 ||
+        lab_read_flag(slots[8], func, "first_step", &first_step) < 0) {
         return NULL;
-    }
-    const int nesterov = slots[7] ? PyObject_IsTrue(slots[7]) : 0;
-    const int first_step = slots[8] ? PyObject_IsTrue(slots[8]) : 0;
-    if (nesterov < 0 || first_step < 0) return NULL;
-    if (lr < 0 || momentum < 0 || weight_decay < 0) {
-        return PyErr_Format(PyExc_ValueError, "%s(): lr, momentum and weight_decay must be >= 0", func);
     }
     if (nesterov && (momentum <= 0 || dampening != 0)) {
         return PyErr_Format(PyExc_ValueError,
-                            "%s(): nesterov momentum requires a momentum and zero dampening", func);
+                            "%s(): argument 'nesterov' = True needs a momentum > 0 and dampening 0 (got "
+                            "momentum %g, dampening %g)",
+                            func, momentum, dampening);
     }
     const int with_momentum = momentum != 0;
-    if (with_momentum && slots[2] == Py_None) {
+    if (with_momentum && !slots[2]) {
         return PyErr_Format(PyExc_TypeError,
-                            "%s(): momentum=%R needs 'momentum_bufs' (a list of arrays), got None", func,
-                            slots[4]);
+                            "%s(): argument 'momentum_bufs' must be a list of arrays with momentum=%R, got None",
+                            func, slots[4]);
     }
     static const char *const names[] = {"params", "grads", "momentum_bufs"};
     lab_list_call c = make_call(with_momentum ? LAB_MT_SGD_MOMENTUM : LAB_MT_SGD, 1.0, 1.0);
@@ -258,33 +257,19 @@ static PyObject *py_sgd_step(PyObject *module, PyObject *const *args, Py_ssize_t
 static PyObject *py_adam_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "adam_step";
-    static const lab_signature signature = {4,
-                                            4,
-                                            12,
-                                            {N(params), N(grads), N(exp_avgs), N(exp_avg_sqs), N(step), N(lr),
-                                             N(beta1), N(beta2), N(eps), N(weight_decay),
-                                             N(decoupled_weight_decay), N(stream)}};
     PyObject *slots[12];
-    if (lab_parse_args(state, func, &signature, args, nargs, kwnames, slots) < 0) return NULL;
-    if (require(slots[4], func, "step") < 0 || require(slots[5], func, "lr") < 0) return NULL;
-    int64_t step;
-    if (lab_read_int64(slots[4], func, "step", &step) < 0) return NULL;
-    double lr, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
-    if (lab_read_real(slots[5], func, "lr", &lr) < 0 ||
-        (slots[6] && lab_read_real(slots[6], func, "beta1", &beta1) < 0) ||
-        (slots[7] && lab_read_real(slots[7], func, "beta2", &beta2) < 0) ||
-        (slots[8] && lab_read_real(slots[8], func, "eps", &eps) < 0) ||
-        (slots[9] && lab_read_real(slots[9], func, "weight_decay", &weight_decay) < 0)) {
+    if (lab_parse_args(state, func, &ADAM_STEP, args, nargs, kwnames, slots) < 0) return NULL;
+    int64_t step = 1;
+    double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+    int decoupled = 0;
+    if (lab_read_int_in(slots[4], func, "step", &LAB_POSITIVE_INT, &step) < 0 ||
+        lab_read_real_in(slots[5], func, "lr", &LAB_NONNEGATIVE, &lr) < 0 ||
+        lab_read_real_in(slots[6], func, "beta1", &LAB_UNIT_OPEN, &beta1) < 0 ||
+        lab_read_real_in(slots[7], func, "beta2", &LAB_UNIT_OPEN, &beta2) < 0 ||
+        lab_read_real_in(slots[8], func, "eps", &LAB_NONNEGATIVE, &eps) < 0 ||
+        lab_read_real_in(slots[9], func, "weight_decay", &LAB_NONNEGATIVE, &weight_decay) < 0 ||
+        lab_read_flag(slots[10], func, "decoupled_weight_decay", &decoupled) < 0) {
         return NULL;
-    }
-    const int decoupled = slots[10] ? PyObject_IsTrue(slots[10]) : 0;
-    if (decoupled < 0) return NULL;
-    if (step < 1) {
-        return PyErr_Format(PyExc_ValueError, "%s(): 'step' counts from 1, got %lld", func, (long long)step);
-    }
-    if (lr < 0 || eps < 0 || weight_decay < 0 || !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) {
-        return PyErr_Format(PyExc_ValueError,
-                            "%s(): need lr, eps, weight_decay >= 0 and 0 <= beta1, beta2 < 1", func);
     }
     static const char *const names[] = {"params", "grads", "exp_avgs", "exp_avg_sqs"};
     /* Bias corrections in double on the host, as torch computes them in Python floats. */
@@ -301,7 +286,6 @@ static PyObject *py_adam_step(PyObject *module, PyObject *const *args, Py_ssize_
     c.params.bias_correction2_sqrt = (float)sqrt(bias_correction2);
     return run_list_op(state, func, &c, slots, names, slots[11], Py_None);
 }
-#undef N
 
 #define LAB_LIST_DOC                                                                                         \
     " Lists are lists or tuples of CUDA arrays of equal length; the arrays at one index have one "           \
@@ -342,4 +326,10 @@ PyMethodDef lab_foreach_methods[] = {
      "math for half-precision params; `step` counts from 1. State may be float32 for half "
      "params." LAB_LIST_DOC},
     {NULL, NULL, 0, NULL},
+};
+
+const lab_signed_function lab_foreach_signatures[] = {
+    {"foreach_add", &FOREACH_BINARY}, {"foreach_mul", &FOREACH_MUL},   {"foreach_axpby", &FOREACH_AXPBY},
+    {"foreach_scale", &FOREACH_SCALE}, {"foreach_copy", &FOREACH_COPY}, {"foreach_norm", &FOREACH_NORM},
+    {"sgd_step", &SGD_STEP},           {"adam_step", &ADAM_STEP},       {NULL, NULL},
 };

@@ -2,9 +2,9 @@
 #ifndef LAB_FOREACH_H
 #define LAB_FOREACH_H
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "binding/args.h"
 
 extern PyMethodDef lab_foreach_methods[];
+extern const lab_signed_function lab_foreach_signatures[]; /* ends with {NULL, NULL} */
 
 #endif

@@ -12,17 +12,23 @@
 #include "dispatch/dtype.h"
 #include "dispatch/linear_ce_kind.h"
 
-#define N(id) LAB_NAME_##id
-static const lab_signature SIGNATURE = {4,
-                                        4,
-                                        18,
-                                        {N(hidden), N(weight), N(target), N(loss), N(bias), N(grad_hidden),
-                                         N(grad_weight), N(grad_bias), N(grad_output), N(accumulate),
-                                         N(ignore_index), N(label_smoothing), N(reduction), N(softcap),
-                                         N(z_loss), N(max_scratch_bytes), N(scratch), N(stream)}};
+#define P LAB_PARAM
+static const lab_signature SIGNATURE = {
+    4,
+    4,
+    18,
+    {P(hidden, ARRAY), P(weight, ARRAY), P(target, ARRAY), P(loss, ARRAY), P(bias, ARRAY | LAB_OR_NONE),
+     P(grad_hidden, ARRAY | LAB_OR_NONE), P(grad_weight, ARRAY | LAB_OR_NONE), P(grad_bias, ARRAY | LAB_OR_NONE),
+     P(grad_output, ARRAY | LAB_OR_NONE), P(accumulate, FLAG), P(ignore_index, INT), P(label_smoothing, REAL),
+     P(reduction, CHOICE), P(softcap, REAL | LAB_OR_NONE), P(z_loss, REAL), P(max_scratch_bytes, INT | LAB_OR_NONE),
+     P(scratch, ARRAY | LAB_OR_NONE), P(stream, STREAM | LAB_OR_NONE)}};
 static const lab_signature PLAN_SIGNATURE = {
-    3, 6, 6, {N(rows), N(classes), N(dtype), N(reduction), N(bias_grad), N(max_scratch_bytes)}};
-#undef N
+    3,
+    6,
+    6,
+    {P(rows, INT), P(classes, INT), P(dtype, CHOICE), P(reduction, CHOICE), P(bias_grad, FLAG),
+     P(max_scratch_bytes, INT | LAB_OR_NONE)}};
+#undef P
 enum {
     HIDDEN,
     WEIGHT,
@@ -45,31 +51,20 @@ enum {
     N_PARAMS
 };
 
-/* max_scratch_bytes: None (-1: the default, or the scratch array's size) or an int >= 0. */
-static int read_scratch_bytes(PyObject *obj, const char *func, int64_t *bytes) {
-    *bytes = -1;
-    if (!obj || obj == Py_None) return 0;
-    if (lab_read_int64(obj, func, "max_scratch_bytes", bytes) < 0) return -1;
-    if (*bytes < 0) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'max_scratch_bytes' must be >= 0, got %R", func, obj);
-        return -1;
-    }
-    return 0;
-}
-
 /* Everything but the arrays: numbers and options may run Python (__index__, __float__), which must
  * not see half-read arrays, so they come first. */
 static int read_options(lab_state *state, PyObject *const *slots, const char *func, lab_linear_ce_call *c) {
     c->reduction = LAB_LOSS_MEAN;
     c->ignore_index = -100;
-    c->accumulate = slots[ACCUMULATE] ? PyObject_IsTrue(slots[ACCUMULATE]) : 0;
-    if (c->accumulate < 0) return -1;
-    return lab_read_ignore_index(slots[IGNORE_INDEX], func, &c->ignore_index) < 0 ||
+    c->max_scratch_bytes = -1; /* the default, or the scratch array's size */
+    return lab_read_flag(slots[ACCUMULATE], func, "accumulate", &c->accumulate) < 0 ||
+                   lab_read_ignore_index(slots[IGNORE_INDEX], func, &c->ignore_index) < 0 ||
                    lab_read_label_smoothing(slots[LABEL_SMOOTHING], func, &c->label_smoothing) < 0 ||
                    lab_read_loss_reduction(state, slots[REDUCTION], func, &c->reduction) < 0 ||
                    lab_read_softcap(slots[SOFTCAP], func, &c->softcap) < 0 ||
                    lab_read_z_loss(slots[Z_LOSS], func, &c->z_loss) < 0 ||
-                   read_scratch_bytes(slots[MAX_SCRATCH_BYTES], func, &c->max_scratch_bytes) < 0
+                   lab_read_int_in(slots[MAX_SCRATCH_BYTES], func, "max_scratch_bytes", &LAB_COUNT,
+                                   &c->max_scratch_bytes) < 0
                ? -1
                : 0;
 }
@@ -104,7 +99,7 @@ static PyObject *py_linear_cross_entropy(PyObject *module, PyObject *const *args
     /* written operands first: the first decides the launch stream */
     for (size_t i = 0; i < sizeof operands / sizeof operands[0]; i++) {
         PyObject *obj = slots[operands[i].slot];
-        if (!obj || obj == Py_None) continue;
+        if (!obj) continue; /* an optional one left out, or None (the signature refused None elsewhere) */
         lab_array *array = &arrays[operands[i].slot];
         if (lab_read_array(state, obj, func, operands[i].name, array) < 0) return NULL;
         *operands[i].field = array;
@@ -127,17 +122,14 @@ static PyObject *py_linear_cross_entropy_plan(PyObject *module, PyObject *const 
     const char *func = "linear_cross_entropy_plan";
     PyObject *slots[6];
     if (lab_parse_args(state, func, &PLAN_SIGNATURE, args, nargs, kwnames, slots) < 0) return NULL;
-    int64_t rows, classes, max_scratch_bytes;
+    int64_t rows = 0, classes = 1, max_scratch_bytes = -1;
     lab_loss_reduction reduction = LAB_LOSS_MEAN;
-    if (lab_read_int64(slots[0], func, "rows", &rows) < 0 ||
-        lab_read_int64(slots[1], func, "classes", &classes) < 0 ||
+    int bias_grad = 0;
+    if (lab_read_int_in(slots[0], func, "rows", &LAB_COUNT, &rows) < 0 ||
+        lab_read_int_in(slots[1], func, "classes", &LAB_POSITIVE_INT, &classes) < 0 ||
         lab_read_loss_reduction(state, slots[3], func, &reduction) < 0 ||
-        read_scratch_bytes(slots[5], func, &max_scratch_bytes) < 0) {
-        return NULL;
-    }
-    if (rows < 0 || classes < 1) {
-        PyErr_Format(PyExc_ValueError, "%s(): rows must be >= 0 and classes >= 1, got %lld and %lld", func,
-                     (long long)rows, (long long)classes);
+        lab_read_flag(slots[4], func, "bias_grad", &bias_grad) < 0 ||
+        lab_read_int_in(slots[5], func, "max_scratch_bytes", &LAB_COUNT, &max_scratch_bytes) < 0) {
         return NULL;
     }
     int dtype = -1;
@@ -153,8 +145,6 @@ static PyObject *py_linear_cross_entropy_plan(PyObject *module, PyObject *const 
                      func, slots[2]);
         return NULL;
     }
-    const int bias_grad = slots[4] ? PyObject_IsTrue(slots[4]) : 0;
-    if (bias_grad < 0) return NULL;
     lab_linear_ce_chunks chunks;
     if (lab_plan_linear_ce_chunks(rows, classes, (lab_dtype)dtype, reduction != LAB_LOSS_NONE, bias_grad,
                                   max_scratch_bytes < 0 ? LAB_LINEAR_CE_DEFAULT_SCRATCH : max_scratch_bytes,
@@ -197,3 +187,6 @@ PyMethodDef lab_linear_ce_methods[] = {
      "most max_scratch_bytes). No GPU needed."},
     {NULL, NULL, 0, NULL},
 };
+
+const lab_signed_function lab_linear_ce_signatures[] = {
+    {"linear_cross_entropy", &SIGNATURE}, {"linear_cross_entropy_plan", &PLAN_SIGNATURE}, {NULL, NULL}};

@@ -2,8 +2,9 @@
 #ifndef LAB_BINDING_LINEAR_CE_H
 #define LAB_BINDING_LINEAR_CE_H
 
-#include <Python.h>
+#include "binding/args.h"
 
 extern PyMethodDef lab_linear_ce_methods[];
+extern const lab_signed_function lab_linear_ce_signatures[]; /* ends with {NULL, NULL} */
 
 #endif

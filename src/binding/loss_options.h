@@ -13,7 +13,7 @@ int lab_read_ignore_index(PyObject *obj, const char *func, int64_t *index);
 int lab_read_label_smoothing(PyObject *obj, const char *func, double *smoothing);
 /* 'mean', 'sum' or 'none' */
 int lab_read_loss_reduction(lab_state *state, PyObject *obj, const char *func, lab_loss_reduction *reduction);
-/* None (0: no softcap) or a finite real number > 0 */
+/* a finite real number > 0 (None, or left out: no softcap) */
 int lab_read_softcap(PyObject *obj, const char *func, double *softcap);
 /* a finite real number >= 0 */
 int lab_read_z_loss(PyObject *obj, const char *func, double *z_loss);

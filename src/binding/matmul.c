@@ -15,14 +15,16 @@
 #include "dispatch/device.h"
 #include "dispatch/dtype.h"
 
-#define N(id) LAB_NAME_##id
-static const lab_signature SIGNATURE = {2,
-                                        3,
-                                        15,
-                                        {N(a), N(b), N(out), N(c), N(alpha), N(beta), N(bias), N(epilogue),
-                                         N(aux_out), N(aux), N(bias_grad_out), N(allow_tf32), N(stream),
-                                         N(scale_a), N(scale_b)}};
-#undef N
+#define P LAB_PARAM
+static const lab_signature SIGNATURE = {
+    2,
+    3,
+    15,
+    {P(a, ARRAY), P(b, ARRAY), P(out, ARRAY | LAB_OR_NONE), P(c, ARRAY | LAB_OR_NONE), P(alpha, REAL), P(beta, REAL | LAB_OR_NONE),
+     P(bias, ARRAY | LAB_OR_NONE), P(epilogue, CHOICE | LAB_OR_NONE), P(aux_out, ARRAY | LAB_OR_NONE), P(aux, ARRAY | LAB_OR_NONE),
+     P(bias_grad_out, ARRAY | LAB_OR_NONE), P(allow_tf32, FLAG), P(stream, STREAM | LAB_OR_NONE),
+     P(scale_a, ARRAY | LAB_OR_NONE), P(scale_b, ARRAY | LAB_OR_NONE)}};
+#undef P
 enum {
     A,
     B,
@@ -43,7 +45,7 @@ enum {
 
 static int read_epilogue(lab_state *state, PyObject *obj, const char *func, lab_matmul_epilogue *epilogue) {
     *epilogue = LAB_MATMUL_NONE;
-    if (!obj || obj == Py_None) return 0;
+    if (!obj) return 0;
     static const struct {
         lab_name name;
         lab_matmul_epilogue value;
@@ -125,15 +127,13 @@ int lab_matmul_read(lab_state *state, const char *func, PyObject *const *slots, 
                     lab_matmul_arrays *arrays, lab_matmul_call *call) {
     memset(call, 0, sizeof *call);
     call->alpha = 1.0;
-    if (slots[ALPHA] && lab_read_real(slots[ALPHA], func, "alpha", &call->alpha) < 0) return -1;
-    const int has_c = slots[C] && slots[C] != Py_None;
-    call->beta = has_c ? 1.0 : 0.0; /* with c: out = alpha * a @ b + c, as torch.addmm */
-    if (slots[BETA] && slots[BETA] != Py_None && lab_read_real(slots[BETA], func, "beta", &call->beta) < 0) {
+    call->beta = slots[C] ? 1.0 : 0.0; /* with c: out = alpha * a @ b + c, as torch.addmm */
+    if (lab_read_real(slots[ALPHA], func, "alpha", &call->alpha) < 0 ||
+        lab_read_real(slots[BETA], func, "beta", &call->beta) < 0 ||
+        read_epilogue(state, slots[EPILOGUE], func, &call->epilogue) < 0 ||
+        lab_read_flag(slots[ALLOW_TF32], func, "allow_tf32", &call->allow_tf32) < 0) {
         return -1;
     }
-    if (read_epilogue(state, slots[EPILOGUE], func, &call->epilogue) < 0) return -1;
-    call->allow_tf32 = slots[ALLOW_TF32] ? PyObject_IsTrue(slots[ALLOW_TF32]) : 0;
-    if (call->allow_tf32 < 0) return -1;
     /* Arrays last: numbers above may run Python (__float__), which must not see half-read arrays. */
     if (lab_read_array_float8(state, slots[A], func, "a", &arrays->a) < 0 ||
         lab_read_array_float8(state, slots[B], func, "b", &arrays->b) < 0 ||
@@ -157,7 +157,7 @@ int lab_matmul_read(lab_state *state, const char *func, PyObject *const *slots, 
                     {SCALE_B, "scale_b", &arrays->scale_b, &call->scale_b}};
     for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++) {
         PyObject *obj = slots[optional[i].slot];
-        if (!obj || obj == Py_None) continue;
+        if (!obj) continue; /* left out, or None */
         if (lab_read_array(state, obj, func, optional[i].name, optional[i].array) < 0) return -1;
         *optional[i].field = optional[i].array;
     }
@@ -172,7 +172,7 @@ static PyObject *py_matmul(PyObject *module, PyObject *const *args, Py_ssize_t n
     PyObject *slots[15];
     if (lab_parse_args(state, func, &SIGNATURE, args, nargs, kwnames, slots) < 0) return NULL;
     lab_matmul_arrays arrays;
-    PyObject *out_obj = slots[OUT] && slots[OUT] != Py_None ? Py_NewRef(slots[OUT]) : NULL;
+    PyObject *out_obj = Py_XNewRef(slots[OUT]);
     if (!out_obj) { /* read a and b once to size the new array, then read the call as usual */
         if (lab_read_array_float8(state, slots[A], func, "a", &arrays.a) < 0 ||
             lab_read_array_float8(state, slots[B], func, "b", &arrays.b) < 0) {
@@ -244,3 +244,5 @@ PyMethodDef lab_matmul_methods[] = {
      "loader's path); its failures are lab.CudaError naming the status."},
     {NULL, NULL, 0, NULL},
 };
+
+const lab_signed_function lab_matmul_signatures[] = {{"matmul", &SIGNATURE}, {NULL, NULL}};

@@ -8,6 +8,7 @@
 #include "dispatch/matmul_kind.h"
 
 extern PyMethodDef lab_matmul_methods[];
+extern const lab_signed_function lab_matmul_signatures[]; /* ends with {NULL, NULL} */
 
 /* Where the arrays of one call are read to (lab_matmul_call points into it). */
 typedef struct {

@@ -22,6 +22,7 @@
 #include "testing/introspect.h"
 #include "testing/launch_floor.h"
 #include "testing/matmul_plan_info.h"
+#include "testing/signatures.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,7 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_launch_floor_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_matmul_plan_info_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_ffi_holding_gil_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_signatures_methods) < 0) return -1;
     if (PyModule_AddStringConstant(module, "__version__", LAB_VERSION) < 0) return -1;
     return 0;
 }

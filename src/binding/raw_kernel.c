@@ -208,17 +208,21 @@ static PyObject *prepared_handle(kernel_launcher *self) {
     return self->handle;
 }
 
+/* A launch: kernel(grid, block, args, shared_mem=0, stream=None), as CuPy's RawKernel. */
+static const lab_signature LAUNCH = {3,
+                                     3,
+                                     5,
+                                     {LAB_PARAM(grid, DIMS), LAB_PARAM(block, DIMS), LAB_PARAM(args, ARGUMENTS),
+                                      LAB_PARAM(shared_mem, INT), LAB_PARAM(stream, STREAM | LAB_OR_NONE)}};
+
 static PyObject *launcher_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
     kernel_launcher *self = (kernel_launcher *)self_obj;
-#define N(id) LAB_NAME_##id
-    static const lab_signature signature = {3, 3, 5, {N(grid), N(block), N(args), N(shared_mem), N(stream)}};
-#undef N
     if (!prepared_handle(self)) return NULL;
     const char *func = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self->handle, 1));
     if (!func) return NULL;
     PyObject *slots[5];
-    if (lab_parse_args(self->state, func, &signature, args, PyVectorcall_NARGS(nargsf), kwnames, slots) < 0) {
+    if (lab_parse_args(self->state, func, &LAUNCH, args, PyVectorcall_NARGS(nargsf), kwnames, slots) < 0) {
         return NULL;
     }
     return launch_with_handle(self->state, self->handle, slots[0], slots[1], slots[2], slots[3], slots[4]);
@@ -434,6 +438,9 @@ PyType_Spec lab_kernel_launcher_spec = {"lab.lab._KernelLauncher", sizeof(kernel
                                         Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
                                             Py_TPFLAGS_HAVE_VECTORCALL,
                                         launcher_slots};
+
+/* RawKernel's launch, by the name of the Python class whose calls it parses (the launcher is its base). */
+const lab_signed_function lab_raw_kernel_signatures[] = {{"RawKernel.__call__", &LAUNCH}, {NULL, NULL}};
 
 PyMethodDef lab_raw_kernel_methods[] = {
     {"_library_load", (PyCFunction)py_library_load, METH_O,

@@ -57,12 +57,13 @@ typedef enum { EXTRA_NONE, EXTRA_ORD, EXTRA_CORRECTION } reduction_extra;
 
 /* norm's ord -> the op: 1, 2 or inf (as torch.linalg.vector_norm's; other orders are not built). */
 static int read_ord(PyObject *obj, const char *func, lab_reduce_op *op) {
+    if (!obj) return 0;
     double ord = 2.0;
-    if (obj && PyBool_Check(obj)) {
+    if (PyBool_Check(obj)) {
         PyErr_Format(PyExc_TypeError, "%s(): argument 'ord' must be 1, 2 or inf, got bool", func);
         return -1;
     }
-    if (obj && lab_read_real(obj, func, "ord", &ord) < 0) return -1;
+    if (lab_read_real(obj, func, "ord", &ord) < 0) return -1;
     if (ord == 1.0 || ord == 2.0 || ord == Py_HUGE_VAL) {
         *op = ord == 1.0 ? LAB_REDUCE_NORM1 : ord == 2.0 ? LAB_REDUCE_NORM2 : LAB_REDUCE_NORMINF;
         return 0;
@@ -70,22 +71,6 @@ static int read_ord(PyObject *obj, const char *func, lab_reduce_op *op) {
     PyErr_Format(PyExc_ValueError, "%s(): argument 'ord' must be 1, 2 or inf (float('inf')), got %R", func,
                  obj);
     return -1;
-}
-
-static int read_correction(PyObject *obj, const char *func, double *correction) {
-    *correction = 1.0;
-    if (!obj) return 0;
-    if (PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument 'correction' must be a real number, got bool", func);
-        return -1;
-    }
-    if (lab_read_real(obj, func, "correction", correction) < 0) return -1;
-    if (!(*correction >= 0.0) || *correction == Py_HUGE_VAL) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'correction' must be finite and >= 0, got %R", func,
-                     obj);
-        return -1;
-    }
-    return 0;
 }
 
 /* Reads the arrays and hands the call to the op driver. in2 / in2_obj: dot's second input. */
@@ -111,27 +96,31 @@ static PyObject *run_reduction_call(lab_state *state, const char *func, lab_redu
     return Py_NewRef(out_obj);
 }
 
+#define P LAB_PARAM
+#define COMMON P(x, ARRAY), P(out, ARRAY), P(axis, AXIS | LAB_OR_NONE), P(keepdim, FLAG), P(stream, STREAM | LAB_OR_NONE)
+/* (x, out, *, axis, keepdim, stream), then the extra keyword where there is one (slot 5) */
+static const lab_signature SIGNATURES[3] = {
+    [EXTRA_NONE] = {2, 2, 5, {COMMON}},
+    [EXTRA_ORD] = {2, 2, 6, {COMMON, P(ord, REAL)}},
+    [EXTRA_CORRECTION] = {2, 2, 6, {COMMON, P(correction, REAL)}},
+};
+static const lab_signature DOT = {3, 3, 4, {P(a, ARRAY), P(b, ARRAY), P(out, ARRAY), P(stream, STREAM | LAB_OR_NONE)}};
+#undef COMMON
+#undef P
+
 static PyObject *run_reduction(PyObject *module, const char *func, lab_reduce_op op, int single_axis,
                                reduction_extra extra, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
-#define N(id) LAB_NAME_##id
-    /* slot 5 is the extra keyword, where there is one */
-    static const lab_signature signatures[3] = {
-        {2, 2, 5, {N(x), N(out), N(axis), N(keepdim), N(stream)}},
-        {2, 2, 6, {N(x), N(out), N(axis), N(keepdim), N(stream), N(ord)}},
-        {2, 2, 6, {N(x), N(out), N(axis), N(keepdim), N(stream), N(correction)}},
-    };
-#undef N
     PyObject *slots[6] = {NULL};
-    if (lab_parse_args(state, func, &signatures[extra], args, nargs, kwnames, slots) < 0) return NULL;
-    lab_reduction_call description = {.op = op, .in_names = {"x", NULL}};
-    if (extra == EXTRA_ORD && read_ord(slots[5], func, &description.op) < 0) return NULL;
-    const int bad_correction =
-        extra == EXTRA_CORRECTION && read_correction(slots[5], func, &description.correction) < 0;
-    if (bad_correction) return NULL;
-    description.keepdim = slots[3] ? PyObject_IsTrue(slots[3]) : 0;
-    if (description.keepdim < 0) return NULL;
+    if (lab_parse_args(state, func, &SIGNATURES[extra], args, nargs, kwnames, slots) < 0) return NULL;
+    lab_reduction_call description = {.op = op, .in_names = {"x", NULL}, .correction = 1.0};
+    const int bad_extra =
+        extra == EXTRA_ORD ? read_ord(slots[5], func, &description.op) < 0
+        : extra == EXTRA_CORRECTION
+            ? lab_read_real_in(slots[5], func, "correction", &LAB_NONNEGATIVE, &description.correction) < 0
+            : 0;
+    if (bad_extra || lab_read_flag(slots[3], func, "keepdim", &description.keepdim) < 0) return NULL;
     return run_reduction_call(state, func, &description, slots[0], NULL, slots[1], slots[2], single_axis,
                               slots[4]);
 }
@@ -157,11 +146,8 @@ LAB_REDUCTION_FUNCTION(std, LAB_REDUCE_STD, 0, EXTRA_CORRECTION)
 /* dot(a, b, out, *, stream=None): the reduction of a * b over their one dimension. */
 static PyObject *py_dot(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
-#define N(id) LAB_NAME_##id
-    static const lab_signature signature = {3, 3, 4, {N(a), N(b), N(out), N(stream)}};
-#undef N
     PyObject *slots[4];
-    if (lab_parse_args(state, "dot", &signature, args, nargs, kwnames, slots) < 0) return NULL;
+    if (lab_parse_args(state, "dot", &DOT, args, nargs, kwnames, slots) < 0) return NULL;
     lab_reduction_call description = {.op = LAB_REDUCE_DOT, .in_names = {"a", "b"}};
     return run_reduction_call(state, "dot", &description, slots[0], slots[1], slots[2], NULL, 0, slots[3]);
 }
@@ -229,3 +215,11 @@ PyMethodDef lab_reduction_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 #undef LAB_METHOD
+
+const lab_signed_function lab_reduction_signatures[] = {
+    {"sum", &SIGNATURES[EXTRA_NONE]},  {"mean", &SIGNATURES[EXTRA_NONE]},      {"prod", &SIGNATURES[EXTRA_NONE]},
+    {"amax", &SIGNATURES[EXTRA_NONE]}, {"amin", &SIGNATURES[EXTRA_NONE]},      {"argmax", &SIGNATURES[EXTRA_NONE]},
+    {"argmin", &SIGNATURES[EXTRA_NONE]}, {"logsumexp", &SIGNATURES[EXTRA_NONE]}, {"norm", &SIGNATURES[EXTRA_ORD]},
+    {"var", &SIGNATURES[EXTRA_CORRECTION]}, {"std", &SIGNATURES[EXTRA_CORRECTION]}, {"dot", &DOT},
+    {NULL, NULL},
+};

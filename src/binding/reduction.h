@@ -2,9 +2,9 @@
 #ifndef LAB_REDUCTION_H
 #define LAB_REDUCTION_H
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "binding/args.h"
 
 extern PyMethodDef lab_reduction_methods[];
+extern const lab_signed_function lab_reduction_signatures[]; /* ends with {NULL, NULL} */
 
 #endif

@@ -12,34 +12,20 @@
 
 enum { X0, X1, COS, SIN, OUT0, OUT1, ROTARY_DIM, INTERLEAVED, STREAM, N_PARAMS };
 
-#define N(id) LAB_NAME_##id
-static const lab_signature FORWARD = {
-    6,
-    6,
-    N_PARAMS,
-    {N(q), N(k), N(cos), N(sin), N(q_out), N(k_out), N(rotary_dim), N(interleaved), N(stream)}};
+#define P LAB_PARAM
+#define OPTIONS P(rotary_dim, INT | LAB_OR_NONE), P(interleaved, FLAG), P(stream, STREAM | LAB_OR_NONE)
+static const lab_signature FORWARD = {6,
+                                      6,
+                                      N_PARAMS,
+                                      {P(q, ARRAY), P(k, ARRAY | LAB_OR_NONE), P(cos, ARRAY), P(sin, ARRAY),
+                                       P(q_out, ARRAY), P(k_out, ARRAY | LAB_OR_NONE), OPTIONS}};
 static const lab_signature BACKWARD = {6,
                                        6,
                                        N_PARAMS,
-                                       {N(grad_q_out), N(grad_k_out), N(cos), N(sin), N(grad_q), N(grad_k),
-                                        N(rotary_dim), N(interleaved), N(stream)}};
-#undef N
-
-/* rotary_dim: None (-1: the tables' last dimension) or an int; the plan checks its value. */
-static int read_rotary_dim(PyObject *obj, const char *func, int64_t *rotary_dim) {
-    *rotary_dim = -1;
-    if (!obj || obj == Py_None) return 0;
-    if (PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument 'rotary_dim' must be an int or None, got bool", func);
-        return -1;
-    }
-    if (lab_read_int64(obj, func, "rotary_dim", rotary_dim) < 0) return -1;
-    if (*rotary_dim < 0) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'rotary_dim' must be >= 0, got %R", func, obj);
-        return -1;
-    }
-    return 0;
-}
+                                       {P(grad_q_out, ARRAY), P(grad_k_out, ARRAY | LAB_OR_NONE), P(cos, ARRAY),
+                                        P(sin, ARRAY), P(grad_q, ARRAY), P(grad_k, ARRAY | LAB_OR_NONE), OPTIONS}};
+#undef OPTIONS
+#undef P
 
 static PyObject *run_rope(PyObject *module, int backward, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames) {
@@ -53,10 +39,12 @@ static PyObject *run_rope(PyObject *module, int backward, PyObject *const *args,
     description.backward = backward;
     /* options first: reading them may run Python (__index__, __bool__), which must not see
      * half-read arrays */
-    if (read_rotary_dim(slots[ROTARY_DIM], func, &description.rotary_dim) < 0) return NULL;
-    description.interleaved = slots[INTERLEAVED] ? PyObject_IsTrue(slots[INTERLEAVED]) : 0;
-    if (description.interleaved < 0) return NULL;
-    if ((slots[X1] == Py_None) != (slots[OUT1] == Py_None)) {
+    description.rotary_dim = -1; /* the tables' last dimension */
+    if (lab_read_int_in(slots[ROTARY_DIM], func, "rotary_dim", &LAB_COUNT, &description.rotary_dim) < 0 ||
+        lab_read_flag(slots[INTERLEAVED], func, "interleaved", &description.interleaved) < 0) {
+        return NULL;
+    }
+    if (!slots[X1] != !slots[OUT1]) {
         PyErr_Format(PyExc_TypeError,
                      "%s(): arguments '%s' and '%s' go together: give both or neither (None)", func,
                      backward ? "grad_k_out" : "k", backward ? "grad_k" : "k_out");
@@ -75,7 +63,7 @@ static PyObject *run_rope(PyObject *module, int backward, PyObject *const *args,
     lab_op_call call = {.func = func, .description = &description};
     if (lab_parse_stream_arg(state, slots[STREAM], func, &call.stream) < 0) return NULL;
     for (int slot = X0; slot <= OUT1; slot++) {
-        if ((slot == X1 || slot == OUT1) && slots[slot] == Py_None) continue; /* left out together */
+        if (!slots[slot]) continue; /* k and k_out, left out together (None) */
         if (lab_read_array(state, slots[slot], func, names[slot], &arrays[slot]) < 0) return NULL;
         *fields[slot] = &arrays[slot];
     }
@@ -83,7 +71,7 @@ static PyObject *run_rope(PyObject *module, int backward, PyObject *const *args,
     description.out_names[0] = names[OUT0], description.out_names[1] = names[OUT1];
     lab_rope_add_operands(&call, &description);
     if (lab_run_op(&state->dispatch, &lab_rope_kind, &call) < 0) return lab_raise_failure(&state->dispatch);
-    return PyTuple_Pack(2, slots[OUT0], slots[OUT1]);
+    return PyTuple_Pack(2, slots[OUT0], slots[OUT1] ? slots[OUT1] : Py_None);
 }
 
 static PyObject *py_rope(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -120,4 +108,7 @@ PyMethodDef lab_rope_methods[] = {
         "(the transpose of the forward, exact for any tables)." LAB_ROPE_DOC_TAIL),
     {NULL, NULL, 0, NULL},
 };
+
+const lab_signed_function lab_rope_signatures[] = {
+    {"rope", &FORWARD}, {"rope_backward", &BACKWARD}, {NULL, NULL}};
 #undef LAB_METHOD

@@ -2,8 +2,9 @@
 #ifndef LAB_BINDING_ROPE_H
 #define LAB_BINDING_ROPE_H
 
-#include <Python.h>
+#include "binding/args.h"
 
 extern PyMethodDef lab_rope_methods[];
+extern const lab_signed_function lab_rope_signatures[]; /* ends with {NULL, NULL} */
 
 #endif

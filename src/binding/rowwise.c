@@ -33,7 +33,6 @@ typedef enum { RETURN_OUT, RETURN_LOSS, RETURN_OUT_PAIR } return_kind;
 typedef struct {
     param_role role;
     int slot;     /* ROLE_ROW: a lab_row_operand, ROLE_COL: a lab_col_operand */
-    int optional; /* an array that may be None (or left out) */
     int in_place; /* ROLE_ROW: the array is read as the row input X too (scaled in place) */
 } row_param;
 
@@ -46,22 +45,30 @@ typedef struct {
     return_kind returns;
 } row_function;
 
-#define N(id) LAB_NAME_##id
-#define ROW(k) {ROLE_ROW, LAB_ROW_##k, 0}
-#define ROW_OPTIONAL(k) {ROLE_ROW, LAB_ROW_##k, 1}
-#define ROW_IN_PLACE(k) {ROLE_ROW, LAB_ROW_##k, 0, 1}
-#define COL_OPTIONAL(k) {ROLE_COL, LAB_COL_##k, 1}
-#define AXIS {ROLE_AXIS, 0, 0}
-#define EPS {ROLE_EPS, 0, 0}
-#define STREAM {ROLE_STREAM, 0, 0}
-#define OPTION(role) {ROLE_##role, 0, 0}
+/* The signatures say which arrays may be None (LAB_OR_NONE); the roles say where each goes. */
+#define P LAB_PARAM
+#define ROW(k) {ROLE_ROW, LAB_ROW_##k}
+#define ROW_IN_PLACE(k) {ROLE_ROW, LAB_ROW_##k, 1}
+#define COL(k) {ROLE_COL, LAB_COL_##k}
+#define AXIS {ROLE_AXIS, 0}
+#define EPS {ROLE_EPS, 0}
+#define STREAM {ROLE_STREAM, 0}
+#define OPTION(role) {ROLE_##role, 0}
+#define STREAM_PARAM P(stream, STREAM | LAB_OR_NONE)
 #define GLU_BACKWARD(name, op)                                                                               \
     {name,                                                                                                   \
      op,                                                                                                     \
-     {5, 5, 7, {N(grad_out), N(gate), N(up), N(grad_gate), N(grad_up), N(product), N(stream)}},              \
-     {ROW(GRAD), ROW(X), ROW(UP), ROW(OUT), ROW(GRAD_UP), ROW_OPTIONAL(PRODUCT), STREAM},                    \
+     {5,                                                                                                     \
+      5,                                                                                                     \
+      7,                                                                                                     \
+      {P(grad_out, ARRAY), P(gate, ARRAY), P(up, ARRAY), P(grad_gate, ARRAY), P(grad_up, ARRAY),             \
+       P(product, ARRAY | LAB_OR_NONE), STREAM_PARAM}},                                                            \
+     {ROW(GRAD), ROW(X), ROW(UP), ROW(OUT), ROW(GRAD_UP), ROW(PRODUCT), STREAM},                             \
      0,                                                                                                      \
      RETURN_OUT_PAIR}
+#define SOFTMAX_SIGNATURE {2, 2, 4, {P(x, ARRAY), P(out, ARRAY), P(axis, AXIS), STREAM_PARAM}}
+#define SOFTMAX_BACKWARD_SIGNATURE                                                                           \
+    {3, 3, 5, {P(grad_out, ARRAY), P(y, ARRAY), P(grad_x, ARRAY), P(axis, AXIS), STREAM_PARAM}}
 enum {
     SOFTMAX,
     LOG_SOFTMAX,
@@ -74,103 +81,110 @@ enum {
     CROSS_ENTROPY,
     CROSS_ENTROPY_BACKWARD,
     SWIGLU_BACKWARD,
-    GEGLU_BACKWARD
+    GEGLU_BACKWARD,
+    N_FUNCTIONS
 };
 static const row_function FUNCTIONS[] = {
-    [SOFTMAX] = {"softmax",
-                 LAB_ROW_SOFTMAX,
-                 {2, 2, 4, {N(x), N(out), N(axis), N(stream)}},
-                 {ROW(X), ROW(OUT), AXIS, STREAM},
-                 0},
-    [LOG_SOFTMAX] = {"log_softmax",
-                     LAB_ROW_LOG_SOFTMAX,
-                     {2, 2, 4, {N(x), N(out), N(axis), N(stream)}},
-                     {ROW(X), ROW(OUT), AXIS, STREAM},
-                     0},
+    [SOFTMAX] = {"softmax", LAB_ROW_SOFTMAX, SOFTMAX_SIGNATURE, {ROW(X), ROW(OUT), AXIS, STREAM}, 0},
+    [LOG_SOFTMAX] = {"log_softmax", LAB_ROW_LOG_SOFTMAX, SOFTMAX_SIGNATURE, {ROW(X), ROW(OUT), AXIS, STREAM}, 0},
     [SOFTMAX_BACKWARD] = {"softmax_backward",
                           LAB_ROW_SOFTMAX_BACKWARD,
-                          {3, 3, 5, {N(grad_out), N(y), N(grad_x), N(axis), N(stream)}},
+                          SOFTMAX_BACKWARD_SIGNATURE,
                           {ROW(GRAD), ROW(X), ROW(OUT), AXIS, STREAM},
                           0},
     [LOG_SOFTMAX_BACKWARD] = {"log_softmax_backward",
                               LAB_ROW_LOG_SOFTMAX_BACKWARD,
-                              {3, 3, 5, {N(grad_out), N(y), N(grad_x), N(axis), N(stream)}},
+                              SOFTMAX_BACKWARD_SIGNATURE,
                               {ROW(GRAD), ROW(X), ROW(OUT), AXIS, STREAM},
                               0},
     [LAYER_NORM] = {"layer_norm",
                     LAB_ROW_LAYER_NORM,
-                    {4, 4, 8, {N(x), N(weight), N(bias), N(out), N(eps), N(mean), N(rstd), N(stream)}},
-                    {ROW(X), COL_OPTIONAL(WEIGHT), COL_OPTIONAL(BIAS), ROW(OUT), EPS, ROW_OPTIONAL(MEAN),
-                     ROW_OPTIONAL(RSTD), STREAM},
+                    {4,
+                     4,
+                     8,
+                     {P(x, ARRAY), P(weight, ARRAY | LAB_OR_NONE), P(bias, ARRAY | LAB_OR_NONE), P(out, ARRAY),
+                      P(eps, REAL | LAB_OR_NONE), P(mean, ARRAY | LAB_OR_NONE), P(rstd, ARRAY | LAB_OR_NONE), STREAM_PARAM}},
+                    {ROW(X), COL(WEIGHT), COL(BIAS), ROW(OUT), EPS, ROW(MEAN), ROW(RSTD), STREAM},
                     1e-5},
     [LAYER_NORM_BACKWARD] = {"layer_norm_backward",
                              LAB_ROW_LAYER_NORM_BACKWARD,
                              {6,
                               8,
                               9,
-                              {N(grad_out), N(x), N(weight), N(mean), N(rstd), N(grad_x), N(grad_weight),
-                               N(grad_bias), N(stream)}},
-                             {ROW(GRAD), ROW(X), COL_OPTIONAL(WEIGHT), ROW(MEAN), ROW(RSTD), ROW(OUT),
-                              COL_OPTIONAL(GRAD_WEIGHT), COL_OPTIONAL(GRAD_BIAS), STREAM},
+                              {P(grad_out, ARRAY), P(x, ARRAY), P(weight, ARRAY | LAB_OR_NONE), P(mean, ARRAY),
+                               P(rstd, ARRAY), P(grad_x, ARRAY), P(grad_weight, ARRAY | LAB_OR_NONE),
+                               P(grad_bias, ARRAY | LAB_OR_NONE), STREAM_PARAM}},
+                             {ROW(GRAD), ROW(X), COL(WEIGHT), ROW(MEAN), ROW(RSTD), ROW(OUT), COL(GRAD_WEIGHT),
+                              COL(GRAD_BIAS), STREAM},
                              0},
-    [RMS_NORM] =
-        {"rms_norm",
-         LAB_ROW_RMS_NORM,
-         {3, 3, 8, {N(x), N(weight), N(out), N(eps), N(rstd), N(residual), N(residual_out), N(stream)}},
-         {ROW(X), COL_OPTIONAL(WEIGHT), ROW(OUT), EPS, ROW_OPTIONAL(RSTD), ROW_OPTIONAL(RESIDUAL),
-          ROW_OPTIONAL(RESIDUAL_OUT), STREAM},
-         -1.0},
-    [RMS_NORM_BACKWARD] =
-        {"rms_norm_backward",
-         LAB_ROW_RMS_NORM_BACKWARD,
-         {5, 6, 7, {N(grad_out), N(x), N(weight), N(rstd), N(grad_x), N(grad_weight), N(stream)}},
-         {ROW(GRAD), ROW(X), COL_OPTIONAL(WEIGHT), ROW(RSTD), ROW(OUT), COL_OPTIONAL(GRAD_WEIGHT), STREAM},
-         0},
+    [RMS_NORM] = {"rms_norm",
+                  LAB_ROW_RMS_NORM,
+                  {3,
+                   3,
+                   8,
+                   {P(x, ARRAY), P(weight, ARRAY | LAB_OR_NONE), P(out, ARRAY), P(eps, REAL | LAB_OR_NONE),
+                    P(rstd, ARRAY | LAB_OR_NONE), P(residual, ARRAY | LAB_OR_NONE), P(residual_out, ARRAY | LAB_OR_NONE),
+                    STREAM_PARAM}},
+                  {ROW(X), COL(WEIGHT), ROW(OUT), EPS, ROW(RSTD), ROW(RESIDUAL), ROW(RESIDUAL_OUT), STREAM},
+                  -1.0},
+    [RMS_NORM_BACKWARD] = {"rms_norm_backward",
+                           LAB_ROW_RMS_NORM_BACKWARD,
+                           {5,
+                            6,
+                            7,
+                            {P(grad_out, ARRAY), P(x, ARRAY), P(weight, ARRAY | LAB_OR_NONE), P(rstd, ARRAY),
+                             P(grad_x, ARRAY), P(grad_weight, ARRAY | LAB_OR_NONE), STREAM_PARAM}},
+                           {ROW(GRAD), ROW(X), COL(WEIGHT), ROW(RSTD), ROW(OUT), COL(GRAD_WEIGHT), STREAM},
+                           0},
     [CROSS_ENTROPY] = {"cross_entropy",
                        LAB_ROW_CROSS_ENTROPY,
                        {3,
                         3,
                         10,
-                        {N(logits), N(target), N(loss), N(ignore_index), N(label_smoothing), N(reduction),
-                         N(softcap), N(z_loss), N(grad), N(stream)}},
-                       {ROW(X), ROW(TARGET), ROW(LOSS), OPTION(IGNORE_INDEX), OPTION(SMOOTHING),
-                        OPTION(REDUCTION), OPTION(SOFTCAP), OPTION(Z_LOSS), ROW_OPTIONAL(OUT), STREAM},
+                        {P(logits, ARRAY), P(target, ARRAY), P(loss, ARRAY), P(ignore_index, INT),
+                         P(label_smoothing, REAL), P(reduction, CHOICE), P(softcap, REAL | LAB_OR_NONE),
+                         P(z_loss, REAL), P(grad, ARRAY | LAB_OR_NONE), STREAM_PARAM}},
+                       {ROW(X), ROW(TARGET), ROW(LOSS), OPTION(IGNORE_INDEX), OPTION(SMOOTHING), OPTION(REDUCTION),
+                        OPTION(SOFTCAP), OPTION(Z_LOSS), ROW(OUT), STREAM},
                        0,
                        RETURN_LOSS},
     [CROSS_ENTROPY_BACKWARD] = {"cross_entropy_backward",
                                 LAB_ROW_CROSS_ENTROPY_BACKWARD,
-                                {2, 2, 3, {N(grad_loss), N(grad), N(stream)}},
+                                {2, 2, 3, {P(grad_loss, ARRAY), P(grad, ARRAY), STREAM_PARAM}},
                                 {ROW(LOSS), ROW_IN_PLACE(OUT), STREAM},
                                 0,
                                 RETURN_OUT},
     [SWIGLU_BACKWARD] = GLU_BACKWARD("swiglu_backward", LAB_ROW_SWIGLU_BACKWARD),
     [GEGLU_BACKWARD] = GLU_BACKWARD("geglu_backward", LAB_ROW_GEGLU_BACKWARD),
 };
-#undef N
+#undef P
 #undef ROW
-#undef ROW_OPTIONAL
 #undef ROW_IN_PLACE
-#undef COL_OPTIONAL
+#undef COL
 #undef AXIS
 #undef EPS
 #undef STREAM
 #undef OPTION
+#undef STREAM_PARAM
 #undef GLU_BACKWARD
+#undef SOFTMAX_SIGNATURE
+#undef SOFTMAX_BACKWARD_SIGNATURE
 
-/* eps: a finite real number >= 0; None keeps the function's default. */
-static int read_eps(PyObject *obj, const char *func, double *eps) {
-    if (!obj || obj == Py_None) return 0;
-    if (PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument 'eps' must be a real number, got bool", func);
-        return -1;
-    }
-    if (lab_read_real(obj, func, "eps", eps) < 0) return -1;
-    if (!(*eps >= 0.0) || *eps == Py_HUGE_VAL) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'eps' must be finite and >= 0, got %R", func, obj);
-        return -1;
-    }
-    return 0;
-}
+const lab_signed_function lab_rowwise_signatures[N_FUNCTIONS + 1] = {
+    {"softmax", &FUNCTIONS[SOFTMAX].signature},
+    {"log_softmax", &FUNCTIONS[LOG_SOFTMAX].signature},
+    {"softmax_backward", &FUNCTIONS[SOFTMAX_BACKWARD].signature},
+    {"log_softmax_backward", &FUNCTIONS[LOG_SOFTMAX_BACKWARD].signature},
+    {"layer_norm", &FUNCTIONS[LAYER_NORM].signature},
+    {"layer_norm_backward", &FUNCTIONS[LAYER_NORM_BACKWARD].signature},
+    {"rms_norm", &FUNCTIONS[RMS_NORM].signature},
+    {"rms_norm_backward", &FUNCTIONS[RMS_NORM_BACKWARD].signature},
+    {"cross_entropy", &FUNCTIONS[CROSS_ENTROPY].signature},
+    {"cross_entropy_backward", &FUNCTIONS[CROSS_ENTROPY_BACKWARD].signature},
+    {"swiglu_backward", &FUNCTIONS[SWIGLU_BACKWARD].signature},
+    {"geglu_backward", &FUNCTIONS[GEGLU_BACKWARD].signature},
+    {NULL, NULL},
+};
 
 static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
@@ -189,7 +203,7 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
         if (p->role == ROLE_AXIS) {
             axis_obj = obj;
         } else if (p->role == ROLE_EPS) {
-            if (read_eps(obj, func, &description.eps) < 0) return NULL;
+            if (lab_read_real_in(obj, func, "eps", &LAB_NONNEGATIVE, &description.eps) < 0) return NULL;
         } else if (p->role == ROLE_STREAM) {
             stream_obj = obj;
         } else if (p->role == ROLE_IGNORE_INDEX) {
@@ -202,9 +216,9 @@ static PyObject *run_rowwise(PyObject *module, int which, PyObject *const *args,
             if (lab_read_softcap(obj, func, &description.softcap) < 0) return NULL;
         } else if (p->role == ROLE_Z_LOSS) {
             if (lab_read_z_loss(obj, func, &description.z_loss) < 0) return NULL;
-        } else if (obj && !(p->optional && obj == Py_None)) {
+        } else if (obj) { /* an array given (the signature refused None for a required one) */
             /* the parameter's name, for messages: only for arrays given (interned, its UTF-8 cached) */
-            const char *name = PyUnicode_AsUTF8(state->names[f->signature.names[i]]);
+            const char *name = PyUnicode_AsUTF8(state->names[f->signature.params[i].name]);
             if (!name || lab_read_array(state, obj, func, name, &arrays[i]) < 0) return NULL;
             if (p->role == ROLE_ROW) {
                 description.rows[p->slot] = &arrays[i];

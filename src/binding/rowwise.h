@@ -2,9 +2,9 @@
 #ifndef LAB_ROWWISE_H
 #define LAB_ROWWISE_H
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "binding/args.h"
 
 extern PyMethodDef lab_rowwise_methods[];
+extern const lab_signed_function lab_rowwise_signatures[]; /* ends with {NULL, NULL} */
 
 #endif

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "binding/args.h"
 #include "binding/errors.h"
 #include "binding/module_state.h"
 #include "dispatch/device.h"
@@ -56,24 +57,17 @@ static PyObject *py_compiled_architectures(PyObject *module, PyObject *unused) {
     return PyUnicode_FromString(lab_compiled_architectures());
 }
 
-/* A device ordinal argument: an int (or anything with __index__); TypeError naming func otherwise. */
-static int read_device_index(PyObject *obj, const char *func, long *device) {
-    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): device must be an int, got %s", func, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    *device = PyLong_AsLong(obj);
-    if (*device == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "%s(): device %R is out of range", func, obj);
-        return -1;
-    }
-    return 0;
-}
+/* device=None (the current device) or an ordinal: every runtime function that takes a device. */
+static const lab_signature OPTIONAL_DEVICE = {0, 1, 1, {LAB_PARAM(device, DEVICE | LAB_OR_NONE)}};
+static const lab_signature DEVICE = {1, 1, 1, {LAB_PARAM(device, DEVICE)}};
 
-static PyObject *py_get_device_properties(PyObject *module, PyObject *arg) {
-    long device;
-    if (read_device_index(arg, "get_device_properties", &device) < 0) return NULL;
+static PyObject *py_get_device_properties(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *device_obj;
+    int device = 0;
+    if (lab_parse_args(lab_get_state(module), "get_device_properties", &DEVICE, args, nargs, NULL, &device_obj) < 0 ||
+        lab_read_device(device_obj, "get_device_properties", &device) < 0) {
+        return NULL;
+    }
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
@@ -82,8 +76,8 @@ static PyObject *py_get_device_properties(PyObject *module, PyObject *arg) {
     }
     if (device < 0 || device >= count) {
         return PyErr_Format(PyExc_ValueError,
-                            "get_device_properties(): device %ld does not exist (%d device(s))", device,
-                            count);
+                            "get_device_properties(): argument 'device' = %d does not exist (%d device(s))",
+                            device, count);
     }
     struct cudaDeviceProp prop;
     err = cudaGetDeviceProperties(&prop, (int)device);
@@ -109,24 +103,19 @@ static cudaError_t read_memory_info(void *context) {
     return cudaMemGetInfo(&info->free, &info->total);
 }
 
-/* device=None -> -1 (the current device); else a non-negative ordinal. -2 on error. */
-static int optional_device(PyObject *const *args, Py_ssize_t nargs, const char *func) {
-    if (nargs > 1) {
-        PyErr_Format(PyExc_TypeError, "%s() takes at most 1 argument (device)", func);
+/* device=None -> -1 (the current device); else an ordinal. -2 on error. */
+static int optional_device(PyObject *module, PyObject *const *args, Py_ssize_t nargs, const char *func) {
+    PyObject *device_obj;
+    int device = -1;
+    if (lab_parse_args(lab_get_state(module), func, &OPTIONAL_DEVICE, args, nargs, NULL, &device_obj) < 0 ||
+        lab_read_device(device_obj, func, &device) < 0) {
         return -2;
     }
-    if (nargs == 0 || args[0] == Py_None) return -1;
-    long device;
-    if (read_device_index(args[0], func, &device) < 0) return -2;
-    if (device < 0) {
-        PyErr_Format(PyExc_ValueError, "%s(): device must be >= 0, got %ld", func, device);
-        return -2;
-    }
-    return (int)device;
+    return device;
 }
 
 static PyObject *py_synchronize(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    const int device = optional_device(args, nargs, "synchronize");
+    const int device = optional_device(module, args, nargs, "synchronize");
     if (device == -2) return NULL;
     cudaError_t err;
     Py_BEGIN_ALLOW_THREADS
@@ -140,7 +129,7 @@ static PyObject *py_synchronize(PyObject *module, PyObject *const *args, Py_ssiz
 }
 
 static PyObject *py_mem_get_info(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    const int device = optional_device(args, nargs, "mem_get_info");
+    const int device = optional_device(module, args, nargs, "mem_get_info");
     if (device == -2) return NULL;
     memory_info info = {0, 0};
     cudaError_t err = lab_with_device(device, read_memory_info, &info);
@@ -171,7 +160,7 @@ static cudaError_t read_pool_attribute(void *context) {
 
 static PyObject *pool_bytes(PyObject *module, PyObject *const *args, Py_ssize_t nargs, const char *func,
                             enum cudaMemPoolAttr attribute) {
-    const int device = optional_device(args, nargs, func);
+    const int device = optional_device(module, args, nargs, func);
     if (device == -2) return NULL;
     pool_query query = {attribute, 0};
     cudaError_t err = lab_with_device(device, read_pool_attribute, &query);
@@ -217,9 +206,18 @@ PyMethodDef lab_runtime_methods[] = {
     {"compiled_architectures", py_compiled_architectures, METH_NOARGS,
      "compiled_architectures()\n--\n\nThe GPU code in this build, e.g. 'sm_80 sm_90 compute_90' (SASS and "
      "PTX)."},
-    {"get_device_properties", py_get_device_properties, METH_O,
+    {"get_device_properties", (PyCFunction)(void (*)(void))py_get_device_properties, METH_FASTCALL,
      "get_device_properties(device, /)\n--\n\nA dict of the device's name, capability, "
      "multi_processor_count, "
      "total_memory, l2_cache_size and max_threads_per_block."},
     {NULL, NULL, 0, NULL},
+};
+
+const lab_signed_function lab_runtime_signatures[] = {
+    {"memory_allocated", &OPTIONAL_DEVICE},  {"memory_reserved", &OPTIONAL_DEVICE},
+    {"synchronize", &OPTIONAL_DEVICE},       {"mem_get_info", &OPTIONAL_DEVICE},
+    {"is_available", &LAB_NO_PARAMETERS},        {"device_count", &LAB_NO_PARAMETERS},
+    {"cuda_runtime_version", &LAB_NO_PARAMETERS}, {"cuda_driver_version", &LAB_NO_PARAMETERS},
+    {"compiled_architectures", &LAB_NO_PARAMETERS}, {"get_device_properties", &DEVICE},
+    {NULL, NULL},
 };

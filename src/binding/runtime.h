@@ -2,9 +2,9 @@
 #ifndef LAB_RUNTIME_H
 #define LAB_RUNTIME_H
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "binding/args.h"
 
 extern PyMethodDef lab_runtime_methods[];
+extern const lab_signed_function lab_runtime_signatures[]; /* ends with {NULL, NULL} */
 
 #endif

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "binding/args.h"
 #include "binding/module_state.h"
 #include "dispatch/operand.h"
 
@@ -38,6 +39,7 @@ typedef struct {
 
 extern PyType_Spec lab_stream_spec, lab_event_spec, lab_array_spec;
 extern PyMethodDef lab_stream_functions[], lab_array_functions[];
+extern const lab_signed_function lab_stream_signatures[], lab_array_signatures[]; /* end with {NULL, NULL} */
 
 /* lab.Array's protocol exports (array_export.c): the __cuda_array_interface__ getter,
  * __dlpack__(*, stream, max_version, dl_device, copy) and __dlpack_device__(). */

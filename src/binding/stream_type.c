@@ -34,6 +34,8 @@ PyMethodDef lab_stream_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
+const lab_signed_function lab_stream_signatures[] = {{"current_stream", &LAB_NO_PARAMETERS}, {NULL, NULL}};
+
 /* ---- lab.Stream ---- */
 
 static lab_state *state_of(PyObject *self) { return (lab_state *)PyType_GetModuleState(Py_TYPE(self)); }
@@ -149,16 +151,16 @@ static PyObject *stream_wait_stream(PyObject *op, PyObject *other) {
 static PyObject *stream_record_event(PyObject *op, PyObject *const *args, Py_ssize_t nargs,
                                      PyObject *kwnames) {
     lab_state *state = state_of(op);
-    static const lab_signature signature = {0, 1, 1, {LAB_NAME_event}};
+    static const lab_signature signature = {0, 1, 1, {LAB_PARAM(event, EVENT | LAB_OR_NONE)}};
     PyObject *event;
     if (lab_parse_args(state, "Stream.record_event", &signature, args, nargs, kwnames, &event) < 0) {
         return NULL;
     }
-    if (!event || event == Py_None) {
+    if (!event) { /* left out, or None */
         event = PyObject_CallNoArgs((PyObject *)state->EventType);
         if (!event) return NULL;
     } else if (!PyObject_TypeCheck(event, state->EventType)) {
-        return PyErr_Format(PyExc_TypeError, "Stream.record_event(): expected a lab.Event or None, got %s",
+        return PyErr_Format(PyExc_TypeError, "Stream.record_event(): argument 'event' must be a lab.Event or None, got %s",
                             Py_TYPE(event)->tp_name);
     } else {
         Py_INCREF(event);

@@ -30,6 +30,7 @@ int lab_run_op(lab_dispatch_state *state, const lab_op_kind *kind, lab_op_call *
     const lab_array *decide[LAB_MAX_GROUPS];
     const int n_decide = representatives(call, decide);
     lab_launch_scope scope;
+    state->launch_scopes++;
     if (lab_launch_scope_begin(state, &scope, decide, n_decide, &call->stream) < 0) return -1;
     if (lab_launch_scope_ok(&scope)) kind->launch(call, &scope);
     if (lab_launch_scope_end(state, &scope, call->func) < 0) return -1;

@@ -19,7 +19,7 @@ static PyObject *py_matmul_plan(PyObject *module, PyObject *const *args, Py_ssiz
     const char *func = "_matmul_plan";
     PyObject *slots[LAB_MAX_PARAMS] = {NULL};
     if (lab_parse_args(state, func, lab_matmul_signature(), args, nargs, kwnames, slots) < 0) return NULL;
-    if (!slots[2] || slots[2] == Py_None) {
+    if (!slots[2]) { /* left out, or None */
         return PyErr_Format(PyExc_TypeError, "%s() needs 'out' (it plans, never allocates)", func);
     }
     lab_matmul_arrays arrays;
