@@ -121,15 +121,15 @@ def test_optimizer_argument_errors():
         lab.adam_step(p, g, m, v, lr=1e-3)
     with pytest.raises(TypeError, match="missing required keyword argument 'lr'"):
         lab.sgd_step(p, g, None)
-    with pytest.raises(ValueError, match="'step' counts from 1"):
+    with pytest.raises(ValueError, match="argument 'step' must be an int >= 1, got 0"):
         lab.adam_step(p, g, m, v, step=0, lr=1e-3)
-    with pytest.raises(ValueError, match="0 <= beta1, beta2 < 1"):
+    with pytest.raises(ValueError, match=r"argument 'beta1' must be a number in \[0, 1\), got 1.0"):
         lab.adam_step(p, g, m, v, step=1, lr=1e-3, beta1=1.0)
     with pytest.raises(TypeError, match="'step' must be an int"):
         lab.adam_step(p, g, m, v, step=1.0, lr=1e-3)
-    with pytest.raises(TypeError, match=r"momentum=0.9 needs 'momentum_bufs'"):
+    with pytest.raises(TypeError, match=r"argument 'momentum_bufs' must be a list of arrays with momentum=0.9"):
         lab.sgd_step(p, g, None, lr=0.1, momentum=0.9)
-    with pytest.raises(ValueError, match="nesterov momentum requires"):
+    with pytest.raises(ValueError, match="argument 'nesterov' = True needs a momentum > 0 and dampening 0"):
         lab.sgd_step(p, g, m, lr=0.1, nesterov=True)
 
 

@@ -8,19 +8,18 @@ import numpy as np
 import pytest
 
 import lab
-from fakes import fake_array
+from fakes import _capsule_new, fake_array
 from lab._jit import parse_signature
 
-_CAPSULE_NAME = ctypes.c_char_p(b"lab.kernel")  # outlives every capsule made with it
-_capsule_new = ctypes.pythonapi.PyCapsule_New
-_capsule_new.restype = ctypes.py_object
-_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+# ctypes.pythonapi.PyCapsule_New is one object: fakes.py declares its argument types once (void
+# pointers), and every capsule made in the tests goes through that declaration.
+_CAPSULE_NAME = ctypes.create_string_buffer(b"lab.kernel")  # outlives every capsule made with it
 
 
 def handle(sizes=None, signature=None, name="scale"):
     """What RawKernel passes to the binding: (kernel, name, parameter sizes, signature codes)."""
     sizes = bytes(sizes) if sizes is not None else None
-    return (_capsule_new(0x1000, _CAPSULE_NAME, None), name, sizes,
+    return (_capsule_new(0x1000, ctypes.addressof(_CAPSULE_NAME), None), name, sizes,
             parse_signature(signature) if signature is not None else None)
 
 
@@ -130,7 +129,7 @@ def test_launch_configuration_is_checked(grid, block, error, pattern):
 
 
 def test_other_call_arguments():
-    with pytest.raises(ValueError, match=r"scale\(\): argument 'shared_mem' must be >= 0 bytes, got -1"):
+    with pytest.raises(ValueError, match=r"scale\(\): argument 'shared_mem' must be an int >= 0, got -1"):
         launch(handle(), (fake_array(),), shared_mem=-1)
     with pytest.raises(TypeError, match=r"scale\(\): argument 'args' must be a tuple or list of the kernel's arguments, got "
                                         r"FakeCudaArray"):
@@ -166,7 +165,7 @@ def test_calls_go_through_the_c_launcher():
         kernel(1, 32, (fake_array(), np.int32(1)), shared=4)
     with pytest.raises(TypeError, match=r"scale\(\): argument 'args\[1\]' passes 8 bytes"):
         kernel(1, 32, (fake_array(), 1))
-    with pytest.raises(ValueError, match=r"scale\(\): argument 'shared_mem' must be >= 0 bytes"):
+    with pytest.raises(ValueError, match=r"scale\(\): argument 'shared_mem' must be an int >= 0"):
         kernel(1, 32, (fake_array(), np.int32(1)), shared_mem=-4)
     if not lab.is_available():
         with pytest.raises(lab.CudaError):

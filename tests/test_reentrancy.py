@@ -224,7 +224,7 @@ class StreamAttribute:
 
 @pytest.mark.parametrize("call, error, words", [
     (lambda: lab.add(fake_array(), fake_array(), fake_array(), stream=StreamAttribute()), TypeError,
-     "stream.__cuda_stream__ must be a method returning (version, handle), got int"),
+     "argument 'stream': its __cuda_stream__ must be a method returning (version, handle), got int"),
     (lambda: lab.empty((4,), device="x"), TypeError, "argument 'device' must be an int, got str"),
     (lambda: lab.empty((4,), device=2 ** 70), OverflowError, "argument 'device' = 1180591620717411303424 does not fit"),
     (lambda: lab.empty((4,), device=-1), ValueError, "argument 'device' must be a CUDA device ordinal"),

@@ -131,8 +131,8 @@ def test_backward_refusals_use_its_own_names():
 @pytest.mark.parametrize("options, error, match", [
     ({"rotary_dim": 6}, ValueError, r"'cos' has 8 columns; for rotary_dim=6 it must have 6 \(one per element\) or 3 "
      r"\(one per pair\)"),
-    ({"rotary_dim": True}, TypeError, r"argument 'rotary_dim' must be an int or None, got bool"),
-    ({"rotary_dim": -2}, ValueError, r"argument 'rotary_dim' must be >= 0"),
+    ({"rotary_dim": True}, TypeError, r"argument 'rotary_dim' must be an int, got bool"),
+    ({"rotary_dim": -2}, ValueError, r"argument 'rotary_dim' must be an int >= 0"),
     ({"rotary_dim": 2.0}, TypeError, r"rotary_dim"),
     ({"rotary_dim": 1 << 70}, OverflowError, r"rotary_dim"),
     ({"unknown": 1}, TypeError, r"rope\(\) got an unexpected keyword argument 'unknown'"),

@@ -143,7 +143,7 @@ static PyObject *foreach_binary(PyObject *module, PyObject *const *args, Py_ssiz
     PyObject *slots[5] = {NULL};
     if (lab_parse_args(state, func, signature, args, nargs, kwnames, slots) < 0) return NULL;
     double alpha = 1.0;
-    if (lab_read_real(slots[3], func, "alpha", &alpha) < 0) return NULL;
+    if (op == LAB_MT_ADD && lab_read_real(slots[3], func, "alpha", &alpha) < 0) return NULL;
     static const char *const names[] = {"xs", "ys", "outs"};
     lab_list_call c = make_call(op, alpha, 1.0);
     return run_list_op(state, func, &c, slots, names, slots[op == LAB_MT_ADD ? 4 : 3], slots[2]);

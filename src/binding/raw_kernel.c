@@ -114,16 +114,8 @@ static int read_launch_shape(PyObject *grid, PyObject *block, PyObject *shared_m
         lab_read_launch_dimensions(block, name, "block", d->block) < 0) {
         return -1;
     }
-    Py_ssize_t shared = 0;
-    if (shared_mem) {
-        shared = PyNumber_AsSsize_t(shared_mem, PyExc_OverflowError);
-        if (shared == -1 && PyErr_Occurred()) return -1;
-    }
-    if (shared < 0) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'shared_mem' must be >= 0 bytes, got %zd", name,
-                     shared);
-        return -1;
-    }
+    int64_t shared = 0;
+    if (lab_read_int_in(shared_mem, name, "shared_mem", &LAB_COUNT, &shared) < 0) return -1;
     d->shared_mem = (size_t)shared;
     PyOS_snprintf(d->step, sizeof d->step, "launching kernel '%s'", name);
     return 0;

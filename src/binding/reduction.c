@@ -97,14 +97,16 @@ static PyObject *run_reduction_call(lab_state *state, const char *func, lab_redu
 }
 
 #define P LAB_PARAM
-#define COMMON P(x, ARRAY), P(out, ARRAY), P(axis, AXIS | LAB_OR_NONE), P(keepdim, FLAG), P(stream, STREAM | LAB_OR_NONE)
-/* (x, out, *, axis, keepdim, stream), then the extra keyword where there is one (slot 5) */
+#define COMMON P(x, ARRAY), P(out, ARRAY), P(axis, AXIS | LAB_OR_NONE), P(keepdim, FLAG)
+#define STREAM P(stream, STREAM | LAB_OR_NONE)
+/* (x, out, *, axis, keepdim), the extra keyword where there is one (slot 4), then stream (the last) */
 static const lab_signature SIGNATURES[3] = {
-    [EXTRA_NONE] = {2, 2, 5, {COMMON}},
-    [EXTRA_ORD] = {2, 2, 6, {COMMON, P(ord, REAL)}},
-    [EXTRA_CORRECTION] = {2, 2, 6, {COMMON, P(correction, REAL)}},
+    [EXTRA_NONE] = {2, 2, 5, {COMMON, STREAM}},
+    [EXTRA_ORD] = {2, 2, 6, {COMMON, P(ord, REAL), STREAM}},
+    [EXTRA_CORRECTION] = {2, 2, 6, {COMMON, P(correction, REAL), STREAM}},
 };
-static const lab_signature DOT = {3, 3, 4, {P(a, ARRAY), P(b, ARRAY), P(out, ARRAY), P(stream, STREAM | LAB_OR_NONE)}};
+static const lab_signature DOT = {3, 3, 4, {P(a, ARRAY), P(b, ARRAY), P(out, ARRAY), STREAM}};
+#undef STREAM
 #undef COMMON
 #undef P
 
@@ -116,13 +118,13 @@ static PyObject *run_reduction(PyObject *module, const char *func, lab_reduce_op
     if (lab_parse_args(state, func, &SIGNATURES[extra], args, nargs, kwnames, slots) < 0) return NULL;
     lab_reduction_call description = {.op = op, .in_names = {"x", NULL}, .correction = 1.0};
     const int bad_extra =
-        extra == EXTRA_ORD ? read_ord(slots[5], func, &description.op) < 0
+        extra == EXTRA_ORD ? read_ord(slots[4], func, &description.op) < 0
         : extra == EXTRA_CORRECTION
-            ? lab_read_real_in(slots[5], func, "correction", &LAB_NONNEGATIVE, &description.correction) < 0
+            ? lab_read_real_in(slots[4], func, "correction", &LAB_NONNEGATIVE, &description.correction) < 0
             : 0;
     if (bad_extra || lab_read_flag(slots[3], func, "keepdim", &description.keepdim) < 0) return NULL;
-    return run_reduction_call(state, func, &description, slots[0], NULL, slots[1], slots[2], single_axis,
-                              slots[4]);
+    PyObject *stream = slots[SIGNATURES[extra].n_params - 1];
+    return run_reduction_call(state, func, &description, slots[0], NULL, slots[1], slots[2], single_axis, stream);
 }
 
 #define LAB_REDUCTION_FUNCTION(name, op, single_axis, extra)                                                 \

@@ -27,9 +27,10 @@ static int choose_compute_dtype(const lab_operands *ops, int integers_allowed, c
     for (int i = 2; i < ops->count; i++) promoted = lab_promote(promoted, ops->arrays[i].dtype);
     if (lab_dtype_is_integer(promoted) && !integers_allowed) {
         lab_fail(LAB_FAILURE_TYPE,
-                 "%s(): the inputs are integers (%s); this op computes on floating-point inputs "
-                 "only (%s) - convert first, e.g. lab.copy into a float array",
-                 func, lab_dtype_names[promoted], lab_supported_dtypes_text(0));
+                 "%s(): argument '%s' has dtype %s%s; this op computes on floating-point inputs only (%s) - "
+                 "convert first, e.g. lab.copy into a float array",
+                 func, ops->names[1 % ops->count], lab_dtype_names[ops->arrays[1 % ops->count].dtype],
+                 ops->count > 2 ? " (and so do the other inputs)" : "", lab_supported_dtypes_text(0));
         return -1;
     }
     *compute = lab_compute_dtype(promoted);

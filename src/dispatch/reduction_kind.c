@@ -141,9 +141,9 @@ static int plan(lab_op_call *call) {
     if (l->n_outputs == 0) return 0; /* nothing to write */
     if (l->n_reduce == 0 && !RULES[c->op].empty_value) {
         lab_fail(LAB_FAILURE_VALUE,
-                 "%s(): the reduction is over zero elements, which has no %s (sum, prod and mean of nothing "
-                 "are 0, 1 and NaN; this op has no such value)",
-                 func, RULES[c->op].index_output ? "index" : "value");
+                 "%s(): argument '%s' has zero elements along the reduced dimensions, whose reduction has no %s "
+                 "(sum, prod and mean of nothing are 0, 1 and NaN; this op has no such value)",
+                 func, c->in_names[0], RULES[c->op].index_output ? "index" : "value");
         return -1;
     }
     /* With no elements to reduce the iterator made no space: every output gets the identity. */

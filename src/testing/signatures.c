@@ -2,7 +2,7 @@
  *
  * _signatures() gathers every binding file's table of (function, signature) and returns, for each
  * function, its parameters as the table declares them: name, kind, whether None is accepted,
- * whether it must be given, whether it may be passed by position. tests/test_fuzz_coverage.py
+ * whether it must be given, whether it may be passed by position. tests/test_contract.py
  * checks each public function of lab.lab against it (an entry point with no row fails), and
  * tests/fuzz_calls.py draws every argument from its kind's families. */
 #include "testing/signatures.h"
