@@ -347,14 +347,18 @@ gpu-sanitize:
 	  find $(LOGS) -type f -size +4M -printf "left out of sanitize-logs.tgz (over 4 MiB): %p\n" -delete; \
 	  tar czf $(OUT)/sanitize-logs.tgz -C $(OUT) logs && rm -rf $(LOGS); exit $$rc
 
-# The fuzzers at full strength (CI runs 300 examples per test): the protocol fuzzer, then the
-# re-entrancy fuzzer (tests/hostile.py) in FUZZ_JOBS child processes of FUZZ_EXAMPLES calls each,
-# every one with its own seed, under PYTHONMALLOC=debug so that a use after free crashes for certain.
+# The fuzzers at full strength (CI runs a seeded slice of each): the protocol fuzzer; the generated
+# fuzz of every public entry point (tests/fuzz_calls.py: FUZZ_CALLS calls in child processes, the
+# allocator in debug mode so that freed memory is poisoned); then the re-entrancy fuzzer
+# (tests/hostile.py) in FUZZ_JOBS child processes of FUZZ_EXAMPLES calls each.
+FUZZ_CALLS ?= 1000000
+FUZZ_SEED ?= 2
 FUZZ_EXAMPLES ?= 50000
 FUZZ_JOBS ?= 2
 fuzz: $(VENV_PY)
 	$(VENV_PY) setup.py build_ext --inplace
 	LAB_FUZZ_EXAMPLES=100000 $(VENV_PY) -m pytest -q tests/test_fuzz.py
+	PYTHONMALLOC=debug $(VENV_PY) tests/fuzz_calls.py --calls $(FUZZ_CALLS) --seed $(FUZZ_SEED) --jobs $(FUZZ_JOBS)
 	cd tests && seq 1 $(FUZZ_JOBS) | PYTHONMALLOC=debug PYTHONFAULTHANDLER=1 PYTHONPATH=$(CURDIR):$(CURDIR)/tests \
 	  xargs -P $(FUZZ_JOBS) -I{} $(CURDIR)/$(VENV_PY) hostile.py $(FUZZ_EXAMPLES) {}
 
