@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
+.PHONY: build first-hour test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -28,6 +28,21 @@ test: $(VENV_PY)
 	$(VENV_PY) -m pytest -q -n auto tests; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests - that is a failure"; exit 1; fi; exit $$rc
 	$(MAKE) --no-print-directory lessons PYTHON=$(VENV_PY)
+
+# A learner's first hour, on a machine with nvcc and no GPU, before lab itself is built (CI runs it
+# first, on the clean checkout): the minimal extension built and tried (its refusals on plain
+# objects, no lab), its checks; the lessons built and checked; example 7. Each runs its GPU half
+# where there is a GPU. A few seconds a step once the test environment exists.
+first-hour: $(VENV_PY)
+	@start=$$(date +%s%N); \
+	  LAB_CUDA_ARCH=$${LAB_CUDA_ARCH:-90} $(VENV_PY) examples/minimal_extension/setup.py -q build_ext --inplace > /dev/null \
+	  && $(VENV_PY) examples/minimal_extension/try_minimal.py \
+	  && $(VENV_PY) -m pytest -q -p no:cacheprovider examples/minimal_extension \
+	  && echo "first-hour: the minimal extension built, tried and checked in $$(( ($$(date +%s%N) - start) / 1000000 )) ms"
+	@start=$$(date +%s%N); $(MAKE) --no-print-directory lessons PYTHON=$(VENV_PY) \
+	  && echo "first-hour: the lessons built and checked in $$(( ($$(date +%s%N) - start) / 1000000 )) ms"
+	@start=$$(date +%s%N); $(VENV_PY) examples/07_minimal_extension.py \
+	  && echo "first-hour: example 7 ran in $$(( ($$(date +%s%N) - start) / 1000000 )) ms"
 
 # The lessons between examples/minimal_extension and src/: each a small extension built with nvcc
 # (one architecture unless LAB_CUDA_ARCH says more: a few seconds), its checks run on any machine and

@@ -4,8 +4,6 @@ frames of buffers and attributes. tests/test_xla_ffi.py calls lab's handlers wit
 test calls lesson 7's: a handler is a C function of one pointer, so no jax is needed."""
 import ctypes
 
-import lab
-
 HANDLER = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
 
 
@@ -143,6 +141,7 @@ class Xla:
     @staticmethod
     def target(name):
         """The handler's capsule for a target's name ("elsewhere": lab_kernel off CUDA)."""
+        import lab  # here, not at the top: the lessons build frames with this file before lab is built
         return lab.lab._xla_ffi_elsewhere() if name == "elsewhere" else lab.lab._xla_ffi_targets()[name]
 
     def call(self, target, args, rets, attributes=None, stage=EXECUTE, extension=None):

@@ -14,7 +14,8 @@
  * read before the arrays, and checked on any machine (stream_of shows what it read).
  *
  * lab does this in src/dispatch/stream.c (which stream, the protocols) and
- * src/dispatch/launch_scope.c (the events around every op's launch, from a pool, not created per call). */
+ * src/dispatch/launch_scope.c (the events around every op's launch: one event per device, made at the
+ * first launch that needs it and reused by every later one - never created per call). */
 #include <cuda_runtime_api.h>
 
 #include "lessons.h"

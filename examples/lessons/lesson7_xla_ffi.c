@@ -14,9 +14,11 @@
  * Python's job: add_target() hands the handler out as a capsule, and
  * jax.ffi.register_ffi_target("lesson7_add", capsule, platform="CUDA") tells XLA its name.
  *
- * lab's handlers (src/binding/xla_ffi.c) do the same for every op - with one difference: they feed
- * lab's op driver, which reports a bad argument as a Python exception, so they take the GIL while
- * they run. */
+ * lab's handlers (src/binding/xla_ffi.c) do the same for every op, feeding lab's op driver. The
+ * driver reports a bad argument or a CUDA failure in a plain C record (src/dispatch/failure.h), not
+ * as a Python exception, so the built-in ops' handlers run without the GIL too; only the handler of
+ * a user's runtime-compiled kernel takes it (`PyGILState_Ensure`), because that kernel's compiled
+ * module is a Python object loaded at its first run. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>

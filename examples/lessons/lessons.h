@@ -229,7 +229,7 @@ static int read_and_add(PyObject *const *slots, const char *func, int *err, cons
     if (read_stream(slots[3], func, &stream) < 0) return -1;
     vector a, b, out;
     if (read_add_operands(slots, func, &a, &b, &out) < 0) return -1;
-    if (!slots[3]) stream = out.stream;
+    if (!slots[3] || slots[3] == Py_None) stream = out.stream; /* stream=None is the same as none given */
     *err = lessons_launch_add_strided(out.is_double, out.data, a.data, b.data, out.n, out.stride, a.stride,
                                       b.stride, launch_stream(stream), error);
     return *err != 0;

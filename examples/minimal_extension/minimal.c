@@ -3,7 +3,7 @@
  * A first lesson before lab itself (which does all of this at scale): one method table, one module
  * definition, one function that reads three __cuda_array_interface__ dicts, checks them, and calls a
  * kernel launcher compiled by nvcc (add_kernel.cu). Every error is a Python exception; every
- * reference taken is released on every path. */
+ * reference taken is released on every path, and none is borrowed across Python code. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -18,6 +18,15 @@ typedef struct {
     void *stream; /* the CAI v3 stream the producer declared, NULL for none */
 } vector;
 
+/* A strong reference to dict[key], or NULL where the key is missing. Strong, because what follows
+ * runs Python code (the read-only flag's __bool__) that may empty the dict: a borrowed reference
+ * from PyDict_GetItemString would then point at freed memory (docs/tour.md, section 4). */
+static PyObject *entry(PyObject *dict, const char *key) {
+    PyObject *value = PyDict_GetItemString(dict, key);
+    Py_XINCREF(value); /* before anything else can run */
+    return value;
+}
+
 /* Reads obj.__cuda_array_interface__ as a contiguous 1-D float32 vector. 0, or -1 with an exception. */
 static int read_vector(PyObject *obj, const char *name, int writable, vector *v) {
     PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
@@ -26,16 +35,16 @@ static int read_vector(PyObject *obj, const char *name, int writable, vector *v)
         return -1;
     }
     int rc = -1;
-    PyObject *shape, *typestr, *data, *strides, *stream;
+    PyObject *shape = NULL, *typestr = NULL, *data = NULL, *strides = NULL, *stream = NULL;
     if (!PyDict_Check(cai)) {
         PyErr_Format(PyExc_TypeError, "add(): '%s'.__cuda_array_interface__ is not a dict", name);
         goto done;
     }
-    shape = PyDict_GetItemString(cai, "shape");       /* borrowed references: the dict owns them */
-    typestr = PyDict_GetItemString(cai, "typestr");
-    data = PyDict_GetItemString(cai, "data");
-    strides = PyDict_GetItemString(cai, "strides");
-    stream = PyDict_GetItemString(cai, "stream");
+    shape = entry(cai, "shape");
+    typestr = entry(cai, "typestr");
+    data = entry(cai, "data");
+    strides = entry(cai, "strides");
+    stream = entry(cai, "stream");
     const char *type_text = typestr && PyUnicode_Check(typestr) ? PyUnicode_AsUTF8(typestr) : NULL;
     if (typestr && PyUnicode_Check(typestr) && !type_text) goto done; /* AsUTF8 failed: its error stands */
     if (!shape || !PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 1 || !type_text || strcmp(type_text, "<f4") != 0) {
@@ -50,6 +59,7 @@ static int read_vector(PyObject *obj, const char *name, int writable, vector *v)
         PyErr_Format(PyExc_TypeError, "add(): '%s' has a malformed 'data' entry", name);
         goto done;
     }
+    /* Runs the flag's own __bool__, which may do anything - the references above stay valid. */
     const int readonly = PyObject_IsTrue(PyTuple_GET_ITEM(data, 1)); /* -1: its __bool__ raised */
     if (readonly < 0) goto done;
     if (writable && readonly) {
@@ -61,8 +71,13 @@ static int read_vector(PyObject *obj, const char *name, int writable, vector *v)
     v->stream = stream && stream != Py_None ? PyLong_AsVoidPtr(stream) : NULL;
     if (PyErr_Occurred()) goto done;
     rc = 0;
-done:
-    Py_DECREF(cai); /* the one reference we own, released on every path */
+done: /* every reference taken, released on every path */
+    Py_XDECREF(shape);
+    Py_XDECREF(typestr);
+    Py_XDECREF(data);
+    Py_XDECREF(strides);
+    Py_XDECREF(stream);
+    Py_DECREF(cai);
     return rc;
 }
 
