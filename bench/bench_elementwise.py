@@ -9,6 +9,7 @@
 Times are medians of event-timed repeats after warm-up (lab/_timing.py); ratios are the peer's
 time over lab's (> 1: lab is faster). Writes results.json and results.png to --out-dir.
     python3 bench/bench_elementwise.py [--out-dir DIR] [--quick]
+    python3 bench/bench_elementwise.py --per-call      # the per-call table alone (an A/B of the binding)
 """
 import argparse
 import json
@@ -356,6 +357,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out-dir", help="write results.json and results.png here")
     parser.add_argument("--quick", action="store_true", help="2^24 elements and fewer repeats")
+    parser.add_argument("--per-call", action="store_true", help="only the per-call host cost table")
     args = parser.parse_args()
     torch = optional("torch")
     cupy = optional("cupy")
@@ -363,6 +365,10 @@ def main():
         print("benchmark: needs a CUDA GPU and PyTorch (CuPy and Numba optional); `python3 -m lab` says what is "
               "missing")
         return 1
+    if args.per_call:
+        for row in per_call_rows(torch, cupy):
+            print(f"{row['what']:<34s} {row['us']:7.2f} us a call")
+        return 0
     n = 1 << 24 if args.quick else 1 << 28
     repeats = 10 if args.quick else 20
     bw, copy_tbs = bandwidth_rows(torch, cupy, n, repeats)
