@@ -162,3 +162,13 @@ def test_the_check_catches_a_planted_stale_symbol_path_and_target():
     found = stale_names(planted, "README.md", WORDS, TARGETS)
     assert found == ["symbol lab_raise_shape", "path src/binding/no_such_file.c", "make target no-such-target",
                      "example 99"], found
+
+
+def test_the_performance_page_is_the_scripts_output():
+    """docs/performance.md is generated from bench/results by docs/make_performance.py: no number on it
+    is copied by hand (run the script after adding results)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("make_performance", os.path.join(DOCS, "make_performance.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert open(os.path.join(DOCS, "performance.md")).read() == script.page()

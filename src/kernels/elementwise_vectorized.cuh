@@ -36,7 +36,7 @@ struct VectorizedTuning {
 // input took 92 registers a thread (29% of an SM's warps). `./sweep glu` (2026-12-02, 16384 x 4096
 // bfloat16, ten launches back to back): swiglu 0.0957 ms at two packets (100% of the copy), 0.0971 at
 // four, 0.0983 at eight; geglu 0.0954 / 0.0964 / 0.0974. Inside jax.jit the swiglu chain went from
-// 0.143 to 0.121 ms an application (bench/jax_platform_branch.py).
+// 0.143 to 0.121 ms an application (docs/notebook/jax-measurements.md).
 template <typename T, typename Op, int kInputs>
 using VectorizedTuningFor =
     std::conditional_t<IsTranscendental<Op>::value && sizeof(T) == 2 && kInputs == 1,

@@ -327,7 +327,7 @@ template <class Op> constexpr bool kWalksWindow<Op, std::void_t<decltype(Op::kWi
 // Window rows (rows_window) instead of streamed ones, for an op that walks them, where every operand is
 // aligned and contiguous (cp.async copies 16 bytes): streamed, a thread has the one step its registers
 // hold in flight, and bfloat16 cross-entropy waited on memory at 72% of DRAM's peak; through a window
-// of six steps it ran at 84%, 12% faster (ncu, H200, 2026-12-04; docs/rowwise-measurements.md). By
+// of six steps it ran at 84%, 12% faster (ncu, H200, 2026-12-04; docs/notebook/rowwise-measurements.md). By
 // default the window is kDefaultWindowDepth steps deep - less where the SM would otherwise hold fewer
 // of these blocks than of the streamed ones, kMaxWindowDepth for the long rows with a gradient that
 // rows_take_deepest_window takes - and takes only rows of more steps than kDefaultWindowDepth (a

@@ -1,0 +1,162 @@
+"""Writes docs/performance.md from bench/results: one table per benchmark area, each row a number
+read from that area's latest results file, each table headed by the file's date, GPU, commit and the
+command that produced it. No number in docs/performance.md is typed by hand; after a GPU run, copy
+its results into bench/results under the usual name (DATE-GPU-AREA-COMMIT.json) and run
+    python3 docs/make_performance.py          (tests/test_docs.py checks the page is its output)
+"""
+import json
+import os
+import re
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "bench", "results")
+NAME = re.compile(r"^(\d{4}-\d\d-\d\d)-(h\d00)(?:-(.+?))?(?:-([0-9a-f]{7}))?\.json$")
+GPUS = {"h100": "NVIDIA H100", "h200": "NVIDIA H200"}
+
+# area (the file name's middle part) -> (title, the command that writes it, what its rows say)
+AREAS = {
+    "": ("Elementwise ops", "python3 bench/bench_elementwise.py", "goals"),
+    "elementwise-quick": ("Elementwise ops (quick run)", "python3 bench/bench_elementwise.py --quick", "goals"),
+    "bandwidth": ("Every memory-bound kernel against a copy of its bytes", "python3 bench/bench_bandwidth.py",
+                  "bandwidth"),
+    "reductions": ("Reductions", "python3 bench/bench_reductions.py", "timed"),
+    "jit": ("Runtime-compiled kernels (RawKernel, ElementwiseKernel)", "python3 bench/bench_jit.py", "scalars"),
+    "rowwise": ("Row-wise training ops", "python3 bench/bench_rowwise.py", "timed"),
+    "losses": ("Cross-entropy and the GLUs", "python3 bench/bench_losses.py", "timed"),
+    "swiglu": ("SwiGLU forward + backward through autograd", "make bench-swiglu", "goals"),
+    "rope": ("The rotary embedding", "make bench-rope", "goals"),
+    "gemm": ("Matrix products (cuBLASLt)", "python3 bench/bench_gemm.py", "timed"),
+    "gemm-float8": ("float8 matrix products", "python3 bench/bench_gemm.py --only float8 host", "timed"),
+    "linear-ce": ("The fused linear cross-entropy", "make bench-linear-ce", "goals"),
+    "llama": ("A Llama training step, end to end", "make gpu-llama", "llama"),
+    "jax": ("lab.jax inside jax.jit against XLA", "python3 bench/bench_jax.py", "goals"),
+    "jax-train": ("A JAX training step with lab.jax", "python3 bench/bench_jax_train.py", "goals"),
+}
+
+
+def commit_order(commit):
+    """How far along history a commit is (more commits reachable: later); 0 where it is unknown."""
+    if not commit:
+        return 0
+    done = subprocess.run(["git", "rev-list", "--count", commit], cwd=ROOT, capture_output=True, text=True)
+    return int(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip().isdigit() else 0
+
+
+def latest_files():
+    """{area: (file name, date, gpu, commit)}: per area the newest file, by date, then by commit."""
+    found = {}
+    for name in sorted(os.listdir(RESULTS)):
+        match = NAME.match(name)
+        if not match or (match.group(3) or "") not in AREAS:
+            continue
+        date, gpu, area, commit = match.group(1), match.group(2), match.group(3) or "", match.group(4)
+        key = (date, commit_order(commit), name)
+        if area not in found or key > found[area][0]:
+            found[area] = (key, (name, date, gpu, commit))
+    return {area: value for area, (_, value) in found.items()}
+
+
+def fmt(value):
+    if isinstance(value, bool):
+        return "met" if value else "missed"
+    if isinstance(value, (int, float)):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def goal_rows(data):
+    rows = []
+    for goal in data.get("goals", []):
+        if isinstance(goal, dict):
+            rows.append([goal.get("goal"), fmt(goal.get("measured")), fmt(goal["met"]) if "met" in goal else ""])
+        else:
+            rows.append([goal[0], fmt(goal[1]), fmt(goal[2]) if len(goal) > 2 else ""])
+    return ["goal", "measured", ""], rows
+
+
+def timed_rows(data):
+    """Rows of {case, lab_ms, <peer>_ms...}: lab's time, its rate, and each peer's time over lab's."""
+    rows = []
+    for row in data.get("rows", []):
+        if "lab_ms" not in row:
+            continue
+        lab = row["lab_ms"]
+        rate = ""
+        if row.get("bytes"):
+            rate = f"{row['bytes'] / lab / 1e9:.2f} TB/s"
+        elif row.get("flop"):
+            rate = f"{row['flop'] / lab / 1e9:.0f} TFLOP/s"
+        peers = []
+        for key, value in row.items():
+            if key.endswith("_ms") and key != "lab_ms" and isinstance(value, (int, float)) and value:
+                peer = row.get("peer", "peer") if key == "peer_ms" else key[:-3].replace("_", " ")
+                peers.append(f"{value / lab:.2f}x {peer}")
+        rows.append([row["case"], f"{lab:.3f}", rate, ", ".join(peers)])
+    return ["case", "lab ms", "rate", "peer's time / lab's"], rows
+
+
+def bandwidth_rows(data):
+    rows = [[r["case"], f"{r['lab_ms']:.3f}", f"{r['bytes'] / r['lab_ms'] / 1e9:.2f}",
+             f"{r['bytes'] / r['lab_ms'] / 1e9 / r['copy_tbps'] * 100:.1f}%"]
+            for r in data.get("rows", []) if r.get("copy_tbps")]
+    return ["case", "lab ms", "TB/s", "of the copy's rate"], rows
+
+
+def scalar_rows(data):
+    rows = []
+    for key, value in data.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            rows.append([key.replace("_", " "), fmt(value), ""])
+        elif isinstance(value, dict):
+            for inner, number in value.items():
+                if isinstance(number, (int, float)) and not isinstance(number, bool):
+                    rows.append([f"{key.replace('_', ' ')}: {inner}", fmt(number), ""])
+    return ["what", "measured", ""], rows
+
+
+def llama_rows(data):
+    rows = [[r.get("implementation"), r.get("case"), fmt(r.get("tokens_per_s")), fmt(r.get("peak_gib"))]
+            for r in data.get("rows", [])]
+    return ["implementation", "batch", "tokens/s", "peak GiB beyond the model"], rows
+
+
+FORMATS = {"goals": goal_rows, "timed": timed_rows, "bandwidth": bandwidth_rows, "scalars": scalar_rows,
+           "llama": llama_rows}
+
+
+def table(header, rows):
+    cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def page():
+    parts = ["""# Performance
+
+What lab measures against its peers on the GPU machine, area by area. Every table is generated by
+`docs/make_performance.py` from the newest results file of its area in `bench/results/` (its date,
+GPU, commit and command head the table); nothing here is typed by hand. Times are medians of
+event-timed repeats after warm-up; a ratio is the peer's time over lab's (above 1: lab is faster),
+measured side by side in one run on one machine - compare numbers only within one table. How the
+kernels got there, run by run, is in [notebook/](notebook/).
+"""]
+    files = latest_files()
+    for area, (title, command, kind) in AREAS.items():
+        if area not in files:
+            continue
+        name, date, gpu, commit = files[area]
+        data = json.load(open(os.path.join(RESULTS, name)))
+        header, rows = FORMATS[kind](data)
+        if not rows:
+            continue
+        parts.append(f"## {title}\n\n{date}, {GPUS.get(gpu, gpu)}, commit {commit or 'not recorded'}, "
+                     f"`{command}`: [{name}](../bench/results/{name})\n\n{table(header, rows)}\n")
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    with open(os.path.join(ROOT, "docs", "performance.md"), "w") as f:
+        f.write(page())
+    print("wrote docs/performance.md")
