@@ -9,6 +9,8 @@ Environment:
                  plus PTX for the newest, so newer GPUs can JIT it. "90" alone builds faster.
   CUDA_HOME      the CUDA toolkit (default: the directory above the nvcc on PATH, else /usr/local/cuda).
   LAB_NVCC_JOBS  how many nvcc processes to run at once (default: CPU count).
+  LAB_NVCC_DEBUG kernel units to build with device debug information (-G, for cuda-gdb), by file name:
+                 "rowwise_cross_entropy.cu" or several, comma-separated; the others stay optimized.
   LAB_DEBUG      1: build the C files with their assertions on (the binding asserts, for one, that no
                  argument reader runs with an exception already set).
   LAB_NVCC_CACHE a folder of nvcc objects kept by content (nvcc's version, the flags, the text of the
@@ -141,14 +143,19 @@ class BuildExtWithNvcc(build_ext):
         counter = iter(range(1, len(cuda_sources) + 1))
         cache = ObjectCache(os.environ["LAB_NVCC_CACHE"], nvcc) if os.environ.get("LAB_NVCC_CACHE") else None
 
+        debug_units = {u.strip() for u in os.environ.get("LAB_NVCC_DEBUG", "").split(",") if u.strip()}
+
         def compile_one(source):
-            # the architectures are part of the name, so changing LAB_CUDA_ARCH never reuses a stale object
-            obj = os.path.join(objects_dir, f"{os.path.basename(source)}.{listing.replace(' ', '-')}.o")
+            debug = os.path.basename(source) in debug_units
+            # the architectures (and -G) are part of the name, so changing LAB_CUDA_ARCH or LAB_NVCC_DEBUG
+            # never reuses a stale object
+            obj = os.path.join(objects_dir, f"{os.path.basename(source)}.{listing.replace(' ', '-')}"
+                                            f"{'.debug' if debug else ''}.o")
             if not self.force and os.path.exists(obj) and all(os.path.getmtime(obj) >= os.path.getmtime(d)
                                                                for d in object_depends(source, obj)):
                 return obj
             flags = ["-O3", "-std=c++17", "-Isrc", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
-                     f'-DLAB_ARCH_LIST="{listing}"', *gencode]
+                     f'-DLAB_ARCH_LIST="{listing}"', *gencode] + (["-G"] if debug else [])
             cached = cache.path(source, flags) if cache else None
             if cached and cache.fetch(cached, obj):
                 print(f"lab: nvcc [{next(counter)}/{len(cuda_sources)}] {source} for {listing}: from "
