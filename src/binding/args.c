@@ -153,11 +153,11 @@ static int parse_stream_handle(lab_state *state, PyObject *obj, const char *func
         if (!result) return -1;
         int rc = -1;
         if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
-            PyErr_Format(PyExc_TypeError,
-                         "%s(): argument 'stream': its __cuda_stream__() must return a tuple (version, handle), "
-                         "got %R",
-                         func,
-                         result);
+            PyErr_Format(
+                PyExc_TypeError,
+                "%s(): argument 'stream': its __cuda_stream__() must return a tuple (version, handle), "
+                "got %R",
+                func, result);
         } else {
             rc = handle_from_int(PyTuple_GET_ITEM(result, 1), func, " (its __cuda_stream__()[1])", stream);
         }
@@ -239,7 +239,8 @@ int lab_read_real_in(PyObject *obj, const char *func, const char *name, const la
     LAB_ASSERT_NO_ERROR();
     if (!obj) return 0;
     if (PyBool_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be %s, got bool", func, name, range->expected);
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be %s, got bool", func, name,
+                     range->expected);
         return -1;
     }
     double read;
@@ -307,8 +308,8 @@ int lab_read_int_in(PyObject *obj, const char *func, const char *name, const lab
     int64_t read;
     if (lab_read_int64(obj, func, name, &read) < 0) return -1;
     if (read < range->low || read > range->high) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' must be %s, got %lld", func, name, range->expected,
-                     (long long)read);
+        PyErr_Format(PyExc_ValueError, "%s(): argument '%s' must be %s, got %lld", func, name,
+                     range->expected, (long long)read);
         return -1;
     }
     *value = read;

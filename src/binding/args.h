@@ -127,7 +127,7 @@ typedef struct {
     int64_t low, high;
     const char *expected;
 } lab_int_range;
-extern const lab_int_range LAB_COUNT;      /* an int >= 0 */
+extern const lab_int_range LAB_COUNT;        /* an int >= 0 */
 extern const lab_int_range LAB_POSITIVE_INT; /* an int >= 1 */
 int lab_read_int_in(PyObject *obj, const char *func, const char *name, const lab_int_range *range,
                     int64_t *value);

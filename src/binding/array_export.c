@@ -72,11 +72,12 @@ PyObject *lab_array_dlpack(PyObject *op, PyObject *const *args, Py_ssize_t nargs
     lab_state *state = state_of(op);
     /* the DLPack spec's keywords: stream is the consumer's int handle (-1: no ordering), not a stream
      * object */
-    static const lab_signature signature = {0,
-                                            0,
-                                            4,
-                                            {LAB_PARAM(stream, INT | LAB_OR_NONE), LAB_PARAM(max_version, PAIR | LAB_OR_NONE),
-                                             LAB_PARAM(dl_device, PAIR | LAB_OR_NONE), LAB_PARAM(copy, FLAG | LAB_OR_NONE)}};
+    static const lab_signature signature = {
+        0,
+        0,
+        4,
+        {LAB_PARAM(stream, INT | LAB_OR_NONE), LAB_PARAM(max_version, PAIR | LAB_OR_NONE),
+         LAB_PARAM(dl_device, PAIR | LAB_OR_NONE), LAB_PARAM(copy, FLAG | LAB_OR_NONE)}};
     PyObject *slots[4];
     if (lab_parse_args(state, "__dlpack__", &signature, args, nargs, kwnames, slots) < 0) return NULL;
     PyObject *stream_obj = slots[0], *max_version = slots[1], *dl_device = slots[2], *copy = slots[3];

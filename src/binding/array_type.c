@@ -54,10 +54,11 @@ static int parse_dtype(lab_state *state, PyObject *obj, const char *func, lab_dt
     PyObject *np_dtype = PyObject_CallMethod(state->numpy, "dtype", "O", obj);
     if (!np_dtype) {
         PyErr_Clear();
-        PyErr_Format(PyExc_TypeError,
-                     "%s(): argument 'dtype' must be a dtype name such as 'float32' or 'bfloat16', a NumPy spelling "
-                     "such as 'f4', or a NumPy dtype, got %R",
-                     func, obj);
+        PyErr_Format(
+            PyExc_TypeError,
+            "%s(): argument 'dtype' must be a dtype name such as 'float32' or 'bfloat16', a NumPy spelling "
+            "such as 'f4', or a NumPy dtype, got %R",
+            func, obj);
         return -1;
     }
     PyObject *name = PyObject_GetAttrString(np_dtype, "name");
@@ -80,15 +81,15 @@ static int parse_shape(PyObject *obj, const char *func, lab_array_object *self) 
     PyObject *sequence = PyLong_Check(obj) ? PyTuple_Pack(1, obj) : PySequence_Tuple(obj);
     if (!sequence) {
         PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s(): argument 'shape' must be an int or a tuple of ints, got %s", func,
-                     Py_TYPE(obj)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'shape' must be an int or a tuple of ints, got %s",
+                     func, Py_TYPE(obj)->tp_name);
         return -1;
     }
     const Py_ssize_t ndim = PyTuple_GET_SIZE(sequence);
     int rc = -1;
     if (ndim > LAB_MAX_DIMS) {
-        PyErr_Format(PyExc_ValueError, "%s(): argument 'shape' has %zd dimensions; lab supports at most %d", func, ndim,
-                     LAB_MAX_DIMS);
+        PyErr_Format(PyExc_ValueError, "%s(): argument 'shape' has %zd dimensions; lab supports at most %d",
+                     func, ndim, LAB_MAX_DIMS);
         goto done;
     }
     self->ndim = (int)ndim;
@@ -103,7 +104,8 @@ static int parse_shape(PyObject *obj, const char *func, lab_array_object *self) 
         int overflow = 0;
         long long size = PyLong_AsLongLongAndOverflow(item, &overflow);
         if (overflow || size < 0) {
-            PyErr_Format(PyExc_ValueError, "%s(): argument 'shape' item %zd = %R is not a valid size", func, d, item);
+            PyErr_Format(PyExc_ValueError, "%s(): argument 'shape' item %zd = %R is not a valid size", func,
+                         d, item);
             goto done;
         }
         self->shape[d] = size;
@@ -175,7 +177,8 @@ static const lab_signature CREATE = {1,
                                      2,
                                      4,
                                      {LAB_PARAM(shape, SHAPE), LAB_PARAM(dtype, DTYPE | LAB_OR_NONE),
-                                      LAB_PARAM(device, DEVICE | LAB_OR_NONE), LAB_PARAM(stream, STREAM | LAB_OR_NONE)}};
+                                      LAB_PARAM(device, DEVICE | LAB_OR_NONE),
+                                      LAB_PARAM(stream, STREAM | LAB_OR_NONE)}};
 
 static PyObject *create(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                         int zero) {

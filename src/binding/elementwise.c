@@ -35,8 +35,9 @@ static const lab_family FAMILY_UNARY = {{2, 2, 3, {P(x, ARRAY), P(out, ARRAY), S
                                         {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
 static const lab_family FAMILY_COPY = {{2, 2, 3, {P(src, ARRAY), P(dst, ARRAY), STREAM}},
                                        {ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
-static const lab_family FAMILY_GELU = {{2, 2, 4, {P(x, ARRAY), P(out, ARRAY), P(approximate, CHOICE), STREAM}},
-                                       {ROLE_INPUT, ROLE_OUTPUT, ROLE_APPROXIMATE, ROLE_STREAM}};
+static const lab_family FAMILY_GELU = {
+    {2, 2, 4, {P(x, ARRAY), P(out, ARRAY), P(approximate, CHOICE), STREAM}},
+    {ROLE_INPUT, ROLE_OUTPUT, ROLE_APPROXIMATE, ROLE_STREAM}};
 static const lab_family FAMILY_BINARY = {{3, 3, 4, {P(a, ARRAY), P(b, ARRAY), P(out, ARRAY), STREAM}},
                                          {ROLE_INPUT, ROLE_INPUT, ROLE_OUTPUT, ROLE_STREAM}};
 static const lab_family FAMILY_GLU = {{3, 3, 4, {P(gate, ARRAY), P(up, ARRAY), P(out, ARRAY), STREAM}},

@@ -14,7 +14,9 @@ static PyObject *event_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     if (enable_timing >= 0) {
         if (PyTuple_GET_SIZE(args) > 0 || (kwargs && PyDict_GetItemString(kwargs, "timing"))) {
-            PyErr_SetString(PyExc_TypeError, "Event(): arguments 'timing' and 'enable_timing' say the same: pass one, not both");
+            PyErr_SetString(
+                PyExc_TypeError,
+                "Event(): arguments 'timing' and 'enable_timing' say the same: pass one, not both");
             return NULL;
         }
         timing = enable_timing;

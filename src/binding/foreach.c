@@ -106,22 +106,24 @@ static const lab_signature FOREACH_BINARY = {
 static const lab_signature FOREACH_MUL = {3, 3, 4, {P(xs, ARRAYS), P(ys, ARRAYS), P(outs, ARRAYS), STREAM}};
 static const lab_signature FOREACH_AXPBY = {
     5, 5, 6, {P(alpha, REAL), P(xs, ARRAYS), P(beta, REAL), P(ys, ARRAYS), P(outs, ARRAYS), STREAM}};
-static const lab_signature FOREACH_SCALE = {3, 3, 4, {P(xs, ARRAYS), P(scalar, REAL), P(outs, ARRAYS), STREAM}};
+static const lab_signature FOREACH_SCALE = {
+    3, 3, 4, {P(xs, ARRAYS), P(scalar, REAL), P(outs, ARRAYS), STREAM}};
 static const lab_signature FOREACH_COPY = {2, 2, 3, {P(srcs, ARRAYS), P(dsts, ARRAYS), STREAM}};
 static const lab_signature FOREACH_NORM = {2, 2, 3, {P(xs, ARRAYS), P(out, ARRAY), STREAM}};
 static const lab_signature SGD_STEP = {3,
                                        3,
                                        10,
-                                       {P(params, ARRAYS), P(grads, ARRAYS), P(momentum_bufs, ARRAYS | LAB_OR_NONE),
-                                        P(lr, REAL | LAB_REQUIRED), P(momentum, REAL), P(dampening, REAL),
-                                        P(weight_decay, REAL), P(nesterov, FLAG), P(first_step, FLAG), STREAM}};
+                                       {P(params, ARRAYS), P(grads, ARRAYS),
+                                        P(momentum_bufs, ARRAYS | LAB_OR_NONE), P(lr, REAL | LAB_REQUIRED),
+                                        P(momentum, REAL), P(dampening, REAL), P(weight_decay, REAL),
+                                        P(nesterov, FLAG), P(first_step, FLAG), STREAM}};
 static const lab_signature ADAM_STEP = {
     4,
     4,
     12,
-    {P(params, ARRAYS), P(grads, ARRAYS), P(exp_avgs, ARRAYS), P(exp_avg_sqs, ARRAYS), P(step, INT | LAB_REQUIRED),
-     P(lr, REAL | LAB_REQUIRED), P(beta1, REAL), P(beta2, REAL), P(eps, REAL), P(weight_decay, REAL),
-     P(decoupled_weight_decay, FLAG), STREAM}};
+    {P(params, ARRAYS), P(grads, ARRAYS), P(exp_avgs, ARRAYS), P(exp_avg_sqs, ARRAYS),
+     P(step, INT | LAB_REQUIRED), P(lr, REAL | LAB_REQUIRED), P(beta1, REAL), P(beta2, REAL), P(eps, REAL),
+     P(weight_decay, REAL), P(decoupled_weight_decay, FLAG), STREAM}};
 #undef STREAM
 #undef P
 
@@ -163,7 +165,8 @@ static PyObject *py_foreach_axpby(PyObject *module, PyObject *const *args, Py_ss
     PyObject *slots[6];
     if (lab_parse_args(state, func, &FOREACH_AXPBY, args, nargs, kwnames, slots) < 0) return NULL;
     double alpha, beta;
-    if (lab_read_real(slots[0], func, "alpha", &alpha) < 0 || lab_read_real(slots[2], func, "beta", &beta) < 0) {
+    if (lab_read_real(slots[0], func, "alpha", &alpha) < 0 ||
+        lab_read_real(slots[2], func, "beta", &beta) < 0) {
         return NULL;
     }
     static const char *const names[] = {"xs", "ys", "outs"};
@@ -237,9 +240,10 @@ static PyObject *py_sgd_step(PyObject *module, PyObject *const *args, Py_ssize_t
     }
     const int with_momentum = momentum != 0;
     if (with_momentum && !slots[2]) {
-        return PyErr_Format(PyExc_TypeError,
-                            "%s(): argument 'momentum_bufs' must be a list of arrays with momentum=%R, got None",
-                            func, slots[4]);
+        return PyErr_Format(
+            PyExc_TypeError,
+            "%s(): argument 'momentum_bufs' must be a list of arrays with momentum=%R, got None", func,
+            slots[4]);
     }
     static const char *const names[] = {"params", "grads", "momentum_bufs"};
     lab_list_call c = make_call(with_momentum ? LAB_MT_SGD_MOMENTUM : LAB_MT_SGD, 1.0, 1.0);
@@ -329,7 +333,7 @@ PyMethodDef lab_foreach_methods[] = {
 };
 
 const lab_signed_function lab_foreach_signatures[] = {
-    {"foreach_add", &FOREACH_BINARY}, {"foreach_mul", &FOREACH_MUL},   {"foreach_axpby", &FOREACH_AXPBY},
+    {"foreach_add", &FOREACH_BINARY},  {"foreach_mul", &FOREACH_MUL},   {"foreach_axpby", &FOREACH_AXPBY},
     {"foreach_scale", &FOREACH_SCALE}, {"foreach_copy", &FOREACH_COPY}, {"foreach_norm", &FOREACH_NORM},
     {"sgd_step", &SGD_STEP},           {"adam_step", &ADAM_STEP},       {NULL, NULL},
 };

@@ -18,16 +18,17 @@ static const lab_signature SIGNATURE = {
     4,
     18,
     {P(hidden, ARRAY), P(weight, ARRAY), P(target, ARRAY), P(loss, ARRAY), P(bias, ARRAY | LAB_OR_NONE),
-     P(grad_hidden, ARRAY | LAB_OR_NONE), P(grad_weight, ARRAY | LAB_OR_NONE), P(grad_bias, ARRAY | LAB_OR_NONE),
-     P(grad_output, ARRAY | LAB_OR_NONE), P(accumulate, FLAG), P(ignore_index, INT), P(label_smoothing, REAL),
-     P(reduction, CHOICE), P(softcap, REAL | LAB_OR_NONE), P(z_loss, REAL), P(max_scratch_bytes, INT | LAB_OR_NONE),
-     P(scratch, ARRAY | LAB_OR_NONE), P(stream, STREAM | LAB_OR_NONE)}};
-static const lab_signature PLAN_SIGNATURE = {
-    3,
-    6,
-    6,
-    {P(rows, INT), P(classes, INT), P(dtype, CHOICE), P(reduction, CHOICE), P(bias_grad, FLAG),
-     P(max_scratch_bytes, INT | LAB_OR_NONE)}};
+     P(grad_hidden, ARRAY | LAB_OR_NONE), P(grad_weight, ARRAY | LAB_OR_NONE),
+     P(grad_bias, ARRAY | LAB_OR_NONE), P(grad_output, ARRAY | LAB_OR_NONE), P(accumulate, FLAG),
+     P(ignore_index, INT), P(label_smoothing, REAL), P(reduction, CHOICE), P(softcap, REAL | LAB_OR_NONE),
+     P(z_loss, REAL), P(max_scratch_bytes, INT | LAB_OR_NONE), P(scratch, ARRAY | LAB_OR_NONE),
+     P(stream, STREAM | LAB_OR_NONE)}};
+static const lab_signature PLAN_SIGNATURE = {3,
+                                             6,
+                                             6,
+                                             {P(rows, INT), P(classes, INT), P(dtype, CHOICE),
+                                              P(reduction, CHOICE), P(bias_grad, FLAG),
+                                              P(max_scratch_bytes, INT | LAB_OR_NONE)}};
 #undef P
 enum {
     HIDDEN,

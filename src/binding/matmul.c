@@ -20,10 +20,11 @@ static const lab_signature SIGNATURE = {
     2,
     3,
     15,
-    {P(a, ARRAY), P(b, ARRAY), P(out, ARRAY | LAB_OR_NONE), P(c, ARRAY | LAB_OR_NONE), P(alpha, REAL), P(beta, REAL | LAB_OR_NONE),
-     P(bias, ARRAY | LAB_OR_NONE), P(epilogue, CHOICE | LAB_OR_NONE), P(aux_out, ARRAY | LAB_OR_NONE), P(aux, ARRAY | LAB_OR_NONE),
-     P(bias_grad_out, ARRAY | LAB_OR_NONE), P(allow_tf32, FLAG), P(stream, STREAM | LAB_OR_NONE),
-     P(scale_a, ARRAY | LAB_OR_NONE), P(scale_b, ARRAY | LAB_OR_NONE)}};
+    {P(a, ARRAY), P(b, ARRAY), P(out, ARRAY | LAB_OR_NONE), P(c, ARRAY | LAB_OR_NONE), P(alpha, REAL),
+     P(beta, REAL | LAB_OR_NONE), P(bias, ARRAY | LAB_OR_NONE), P(epilogue, CHOICE | LAB_OR_NONE),
+     P(aux_out, ARRAY | LAB_OR_NONE), P(aux, ARRAY | LAB_OR_NONE), P(bias_grad_out, ARRAY | LAB_OR_NONE),
+     P(allow_tf32, FLAG), P(stream, STREAM | LAB_OR_NONE), P(scale_a, ARRAY | LAB_OR_NONE),
+     P(scale_b, ARRAY | LAB_OR_NONE)}};
 #undef P
 enum {
     A,

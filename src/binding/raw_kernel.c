@@ -204,8 +204,9 @@ static PyObject *prepared_handle(kernel_launcher *self) {
 static const lab_signature LAUNCH = {3,
                                      3,
                                      5,
-                                     {LAB_PARAM(grid, DIMS), LAB_PARAM(block, DIMS), LAB_PARAM(args, ARGUMENTS),
-                                      LAB_PARAM(shared_mem, INT), LAB_PARAM(stream, STREAM | LAB_OR_NONE)}};
+                                     {LAB_PARAM(grid, DIMS), LAB_PARAM(block, DIMS),
+                                      LAB_PARAM(args, ARGUMENTS), LAB_PARAM(shared_mem, INT),
+                                      LAB_PARAM(stream, STREAM | LAB_OR_NONE)}};
 
 static PyObject *launcher_vectorcall(PyObject *self_obj, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {

@@ -124,7 +124,8 @@ static PyObject *run_reduction(PyObject *module, const char *func, lab_reduce_op
             : 0;
     if (bad_extra || lab_read_flag(slots[3], func, "keepdim", &description.keepdim) < 0) return NULL;
     PyObject *stream = slots[SIGNATURES[extra].n_params - 1];
-    return run_reduction_call(state, func, &description, slots[0], NULL, slots[1], slots[2], single_axis, stream);
+    return run_reduction_call(state, func, &description, slots[0], NULL, slots[1], slots[2], single_axis,
+                              stream);
 }
 
 #define LAB_REDUCTION_FUNCTION(name, op, single_axis, extra)                                                 \
@@ -219,9 +220,17 @@ PyMethodDef lab_reduction_methods[] = {
 #undef LAB_METHOD
 
 const lab_signed_function lab_reduction_signatures[] = {
-    {"sum", &SIGNATURES[EXTRA_NONE]},  {"mean", &SIGNATURES[EXTRA_NONE]},      {"prod", &SIGNATURES[EXTRA_NONE]},
-    {"amax", &SIGNATURES[EXTRA_NONE]}, {"amin", &SIGNATURES[EXTRA_NONE]},      {"argmax", &SIGNATURES[EXTRA_NONE]},
-    {"argmin", &SIGNATURES[EXTRA_NONE]}, {"logsumexp", &SIGNATURES[EXTRA_NONE]}, {"norm", &SIGNATURES[EXTRA_ORD]},
-    {"var", &SIGNATURES[EXTRA_CORRECTION]}, {"std", &SIGNATURES[EXTRA_CORRECTION]}, {"dot", &DOT},
+    {"sum", &SIGNATURES[EXTRA_NONE]},
+    {"mean", &SIGNATURES[EXTRA_NONE]},
+    {"prod", &SIGNATURES[EXTRA_NONE]},
+    {"amax", &SIGNATURES[EXTRA_NONE]},
+    {"amin", &SIGNATURES[EXTRA_NONE]},
+    {"argmax", &SIGNATURES[EXTRA_NONE]},
+    {"argmin", &SIGNATURES[EXTRA_NONE]},
+    {"logsumexp", &SIGNATURES[EXTRA_NONE]},
+    {"norm", &SIGNATURES[EXTRA_ORD]},
+    {"var", &SIGNATURES[EXTRA_CORRECTION]},
+    {"std", &SIGNATURES[EXTRA_CORRECTION]},
+    {"dot", &DOT},
     {NULL, NULL},
 };

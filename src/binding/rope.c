@@ -22,8 +22,9 @@ static const lab_signature FORWARD = {6,
 static const lab_signature BACKWARD = {6,
                                        6,
                                        N_PARAMS,
-                                       {P(grad_q_out, ARRAY), P(grad_k_out, ARRAY | LAB_OR_NONE), P(cos, ARRAY),
-                                        P(sin, ARRAY), P(grad_q, ARRAY), P(grad_k, ARRAY | LAB_OR_NONE), OPTIONS}};
+                                       {P(grad_q_out, ARRAY), P(grad_k_out, ARRAY | LAB_OR_NONE),
+                                        P(cos, ARRAY), P(sin, ARRAY), P(grad_q, ARRAY),
+                                        P(grad_k, ARRAY | LAB_OR_NONE), OPTIONS}};
 #undef OPTIONS
 #undef P
 

@@ -62,13 +62,18 @@ typedef struct {
       5,                                                                                                     \
       7,                                                                                                     \
       {P(grad_out, ARRAY), P(gate, ARRAY), P(up, ARRAY), P(grad_gate, ARRAY), P(grad_up, ARRAY),             \
-       P(product, ARRAY | LAB_OR_NONE), STREAM_PARAM}},                                                            \
+       P(product, ARRAY | LAB_OR_NONE), STREAM_PARAM}},                                                      \
      {ROW(GRAD), ROW(X), ROW(UP), ROW(OUT), ROW(GRAD_UP), ROW(PRODUCT), STREAM},                             \
      0,                                                                                                      \
      RETURN_OUT_PAIR}
-#define SOFTMAX_SIGNATURE {2, 2, 4, {P(x, ARRAY), P(out, ARRAY), P(axis, AXIS), STREAM_PARAM}}
+#define SOFTMAX_SIGNATURE                                                                                    \
+    {                                                                                                        \
+        2, 2, 4, { P(x, ARRAY), P(out, ARRAY), P(axis, AXIS), STREAM_PARAM }                                 \
+    }
 #define SOFTMAX_BACKWARD_SIGNATURE                                                                           \
-    {3, 3, 5, {P(grad_out, ARRAY), P(y, ARRAY), P(grad_x, ARRAY), P(axis, AXIS), STREAM_PARAM}}
+    {                                                                                                        \
+        3, 3, 5, { P(grad_out, ARRAY), P(y, ARRAY), P(grad_x, ARRAY), P(axis, AXIS), STREAM_PARAM }          \
+    }
 enum {
     SOFTMAX,
     LOG_SOFTMAX,
@@ -86,7 +91,8 @@ enum {
 };
 static const row_function FUNCTIONS[] = {
     [SOFTMAX] = {"softmax", LAB_ROW_SOFTMAX, SOFTMAX_SIGNATURE, {ROW(X), ROW(OUT), AXIS, STREAM}, 0},
-    [LOG_SOFTMAX] = {"log_softmax", LAB_ROW_LOG_SOFTMAX, SOFTMAX_SIGNATURE, {ROW(X), ROW(OUT), AXIS, STREAM}, 0},
+    [LOG_SOFTMAX] =
+        {"log_softmax", LAB_ROW_LOG_SOFTMAX, SOFTMAX_SIGNATURE, {ROW(X), ROW(OUT), AXIS, STREAM}, 0},
     [SOFTMAX_BACKWARD] = {"softmax_backward",
                           LAB_ROW_SOFTMAX_BACKWARD,
                           SOFTMAX_BACKWARD_SIGNATURE,
@@ -102,8 +108,9 @@ static const row_function FUNCTIONS[] = {
                     {4,
                      4,
                      8,
-                     {P(x, ARRAY), P(weight, ARRAY | LAB_OR_NONE), P(bias, ARRAY | LAB_OR_NONE), P(out, ARRAY),
-                      P(eps, REAL | LAB_OR_NONE), P(mean, ARRAY | LAB_OR_NONE), P(rstd, ARRAY | LAB_OR_NONE), STREAM_PARAM}},
+                     {P(x, ARRAY), P(weight, ARRAY | LAB_OR_NONE), P(bias, ARRAY | LAB_OR_NONE),
+                      P(out, ARRAY), P(eps, REAL | LAB_OR_NONE), P(mean, ARRAY | LAB_OR_NONE),
+                      P(rstd, ARRAY | LAB_OR_NONE), STREAM_PARAM}},
                     {ROW(X), COL(WEIGHT), COL(BIAS), ROW(OUT), EPS, ROW(MEAN), ROW(RSTD), STREAM},
                     1e-5},
     [LAYER_NORM_BACKWARD] = {"layer_norm_backward",
@@ -111,11 +118,12 @@ static const row_function FUNCTIONS[] = {
                              {6,
                               8,
                               9,
-                              {P(grad_out, ARRAY), P(x, ARRAY), P(weight, ARRAY | LAB_OR_NONE), P(mean, ARRAY),
-                               P(rstd, ARRAY), P(grad_x, ARRAY), P(grad_weight, ARRAY | LAB_OR_NONE),
-                               P(grad_bias, ARRAY | LAB_OR_NONE), STREAM_PARAM}},
-                             {ROW(GRAD), ROW(X), COL(WEIGHT), ROW(MEAN), ROW(RSTD), ROW(OUT), COL(GRAD_WEIGHT),
-                              COL(GRAD_BIAS), STREAM},
+                              {P(grad_out, ARRAY), P(x, ARRAY), P(weight, ARRAY | LAB_OR_NONE),
+                               P(mean, ARRAY), P(rstd, ARRAY), P(grad_x, ARRAY),
+                               P(grad_weight, ARRAY | LAB_OR_NONE), P(grad_bias, ARRAY | LAB_OR_NONE),
+                               STREAM_PARAM}},
+                             {ROW(GRAD), ROW(X), COL(WEIGHT), ROW(MEAN), ROW(RSTD), ROW(OUT),
+                              COL(GRAD_WEIGHT), COL(GRAD_BIAS), STREAM},
                              0},
     [RMS_NORM] = {"rms_norm",
                   LAB_ROW_RMS_NORM,
@@ -123,8 +131,8 @@ static const row_function FUNCTIONS[] = {
                    3,
                    8,
                    {P(x, ARRAY), P(weight, ARRAY | LAB_OR_NONE), P(out, ARRAY), P(eps, REAL | LAB_OR_NONE),
-                    P(rstd, ARRAY | LAB_OR_NONE), P(residual, ARRAY | LAB_OR_NONE), P(residual_out, ARRAY | LAB_OR_NONE),
-                    STREAM_PARAM}},
+                    P(rstd, ARRAY | LAB_OR_NONE), P(residual, ARRAY | LAB_OR_NONE),
+                    P(residual_out, ARRAY | LAB_OR_NONE), STREAM_PARAM}},
                   {ROW(X), COL(WEIGHT), ROW(OUT), EPS, ROW(RSTD), ROW(RESIDUAL), ROW(RESIDUAL_OUT), STREAM},
                   -1.0},
     [RMS_NORM_BACKWARD] = {"rms_norm_backward",
@@ -144,8 +152,8 @@ static const row_function FUNCTIONS[] = {
                         {P(logits, ARRAY), P(target, ARRAY), P(loss, ARRAY), P(ignore_index, INT),
                          P(label_smoothing, REAL), P(reduction, CHOICE), P(softcap, REAL | LAB_OR_NONE),
                          P(z_loss, REAL), P(grad, ARRAY | LAB_OR_NONE), STREAM_PARAM}},
-                       {ROW(X), ROW(TARGET), ROW(LOSS), OPTION(IGNORE_INDEX), OPTION(SMOOTHING), OPTION(REDUCTION),
-                        OPTION(SOFTCAP), OPTION(Z_LOSS), ROW(OUT), STREAM},
+                       {ROW(X), ROW(TARGET), ROW(LOSS), OPTION(IGNORE_INDEX), OPTION(SMOOTHING),
+                        OPTION(REDUCTION), OPTION(SOFTCAP), OPTION(Z_LOSS), ROW(OUT), STREAM},
                        0,
                        RETURN_LOSS},
     [CROSS_ENTROPY_BACKWARD] = {"cross_entropy_backward",

@@ -64,7 +64,8 @@ static const lab_signature DEVICE = {1, 1, 1, {LAB_PARAM(device, DEVICE)}};
 static PyObject *py_get_device_properties(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     PyObject *device_obj;
     int device = 0;
-    if (lab_parse_args(lab_get_state(module), "get_device_properties", &DEVICE, args, nargs, NULL, &device_obj) < 0 ||
+    if (lab_parse_args(lab_get_state(module), "get_device_properties", &DEVICE, args, nargs, NULL,
+                       &device_obj) < 0 ||
         lab_read_device(device_obj, "get_device_properties", &device) < 0) {
         return NULL;
     }
@@ -214,10 +215,15 @@ PyMethodDef lab_runtime_methods[] = {
 };
 
 const lab_signed_function lab_runtime_signatures[] = {
-    {"memory_allocated", &OPTIONAL_DEVICE},  {"memory_reserved", &OPTIONAL_DEVICE},
-    {"synchronize", &OPTIONAL_DEVICE},       {"mem_get_info", &OPTIONAL_DEVICE},
-    {"is_available", &LAB_NO_PARAMETERS},        {"device_count", &LAB_NO_PARAMETERS},
-    {"cuda_runtime_version", &LAB_NO_PARAMETERS}, {"cuda_driver_version", &LAB_NO_PARAMETERS},
-    {"compiled_architectures", &LAB_NO_PARAMETERS}, {"get_device_properties", &DEVICE},
+    {"memory_allocated", &OPTIONAL_DEVICE},
+    {"memory_reserved", &OPTIONAL_DEVICE},
+    {"synchronize", &OPTIONAL_DEVICE},
+    {"mem_get_info", &OPTIONAL_DEVICE},
+    {"is_available", &LAB_NO_PARAMETERS},
+    {"device_count", &LAB_NO_PARAMETERS},
+    {"cuda_runtime_version", &LAB_NO_PARAMETERS},
+    {"cuda_driver_version", &LAB_NO_PARAMETERS},
+    {"compiled_architectures", &LAB_NO_PARAMETERS},
+    {"get_device_properties", &DEVICE},
     {NULL, NULL},
 };

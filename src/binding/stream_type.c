@@ -160,7 +160,8 @@ static PyObject *stream_record_event(PyObject *op, PyObject *const *args, Py_ssi
         event = PyObject_CallNoArgs((PyObject *)state->EventType);
         if (!event) return NULL;
     } else if (!PyObject_TypeCheck(event, state->EventType)) {
-        return PyErr_Format(PyExc_TypeError, "Stream.record_event(): argument 'event' must be a lab.Event or None, got %s",
+        return PyErr_Format(PyExc_TypeError,
+                            "Stream.record_event(): argument 'event' must be a lab.Event or None, got %s",
                             Py_TYPE(event)->tp_name);
     } else {
         Py_INCREF(event);

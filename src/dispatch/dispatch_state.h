@@ -17,7 +17,8 @@ typedef struct {
     int order_streams;   /* 0 when LAB_CUDA_ARRAY_INTERFACE_SYNC=0: no events between streams */
     void *order_events[LAB_MAX_DEVICES];           /* cudaEvent_t per device, made on first need (stream.c) */
     uintptr_t device_pages[LAB_DEVICE_PAGE_SLOTS]; /* (2 MiB page << 8) | (device + 1); see device.c */
-    uint64_t launch_scopes; /* calls that got as far as a launch scope: the fuzz checks a refused call never did */
+    uint64_t
+        launch_scopes; /* calls that got as far as a launch scope: the fuzz checks a refused call never did */
 } lab_dispatch_state;
 
 #endif

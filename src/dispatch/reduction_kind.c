@@ -140,10 +140,11 @@ static int plan(lab_op_call *call) {
         *(((c->reduced >> d) & 1) ? &l->n_reduce : &l->n_outputs) *= c->in->shape[d];
     if (l->n_outputs == 0) return 0; /* nothing to write */
     if (l->n_reduce == 0 && !RULES[c->op].empty_value) {
-        lab_fail(LAB_FAILURE_VALUE,
-                 "%s(): argument '%s' has zero elements along the reduced dimensions, whose reduction has no %s "
-                 "(sum, prod and mean of nothing are 0, 1 and NaN; this op has no such value)",
-                 func, c->in_names[0], RULES[c->op].index_output ? "index" : "value");
+        lab_fail(
+            LAB_FAILURE_VALUE,
+            "%s(): argument '%s' has zero elements along the reduced dimensions, whose reduction has no %s "
+            "(sum, prod and mean of nothing are 0, 1 and NaN; this op has no such value)",
+            func, c->in_names[0], RULES[c->op].index_output ? "index" : "value");
         return -1;
     }
     /* With no elements to reduce the iterator made no space: every output gets the identity. */

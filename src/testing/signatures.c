@@ -19,11 +19,21 @@
 #include "binding/runtime_types.h"
 
 static const char *const KIND_NAMES[] = {
-    [LAB_ARRAY] = "array",   [LAB_ARRAYS] = "arrays", [LAB_ARRAY_OR_NUMBER] = "array_or_number",
-    [LAB_REAL] = "real",     [LAB_INT] = "int",       [LAB_FLAG] = "flag",
-    [LAB_AXIS] = "axis",     [LAB_CHOICE] = "choice", [LAB_STREAM] = "stream",
-    [LAB_SHAPE] = "shape",   [LAB_DTYPE] = "dtype",   [LAB_DEVICE] = "device",
-    [LAB_DIMS] = "dims",     [LAB_ARGUMENTS] = "arguments", [LAB_EVENT] = "event",
+    [LAB_ARRAY] = "array",
+    [LAB_ARRAYS] = "arrays",
+    [LAB_ARRAY_OR_NUMBER] = "array_or_number",
+    [LAB_REAL] = "real",
+    [LAB_INT] = "int",
+    [LAB_FLAG] = "flag",
+    [LAB_AXIS] = "axis",
+    [LAB_CHOICE] = "choice",
+    [LAB_STREAM] = "stream",
+    [LAB_SHAPE] = "shape",
+    [LAB_DTYPE] = "dtype",
+    [LAB_DEVICE] = "device",
+    [LAB_DIMS] = "dims",
+    [LAB_ARGUMENTS] = "arguments",
+    [LAB_EVENT] = "event",
     [LAB_PAIR] = "pair",
 };
 
@@ -31,13 +41,16 @@ static PyObject *describe(lab_state *state, const lab_signature *sig) {
     PyObject *params = PyTuple_New(sig->n_params);
     for (int i = 0; params && i < sig->n_params; i++) {
         const int spec = sig->params[i].spec, kind = spec & LAB_KIND_MASK;
-        const int known = kind > 0 && kind < (int)(sizeof KIND_NAMES / sizeof KIND_NAMES[0]) && KIND_NAMES[kind];
-        PyObject *row = Py_BuildValue("(OsOOO)", state->names[sig->params[i].name], known ? KIND_NAMES[kind] : "?",
-                                      spec & LAB_OR_NONE ? Py_True : Py_False,
+        const int known =
+            kind > 0 && kind < (int)(sizeof KIND_NAMES / sizeof KIND_NAMES[0]) && KIND_NAMES[kind];
+        PyObject *row = Py_BuildValue("(OsOOO)", state->names[sig->params[i].name],
+                                      known ? KIND_NAMES[kind] : "?", spec & LAB_OR_NONE ? Py_True : Py_False,
                                       i < sig->n_required || (spec & LAB_REQUIRED) ? Py_True : Py_False,
                                       i < sig->n_positional ? Py_True : Py_False);
-        if (!row) Py_CLEAR(params);
-        else PyTuple_SET_ITEM(params, i, row);
+        if (!row)
+            Py_CLEAR(params);
+        else
+            PyTuple_SET_ITEM(params, i, row);
     }
     return params;
 }
@@ -45,9 +58,10 @@ static PyObject *describe(lab_state *state, const lab_signature *sig) {
 static PyObject *py_signatures(PyObject *module, PyObject *unused) {
     lab_state *state = lab_get_state(module);
     const lab_signed_function *const tables[] = {
-        lab_elementwise_signatures, lab_foreach_signatures, lab_reduction_signatures, lab_rowwise_signatures,
-        lab_matmul_signatures,      lab_linear_ce_signatures, lab_rope_signatures,    lab_raw_kernel_signatures,
-        lab_runtime_signatures,     lab_stream_signatures,  lab_array_signatures,
+        lab_elementwise_signatures, lab_foreach_signatures,    lab_reduction_signatures,
+        lab_rowwise_signatures,     lab_matmul_signatures,     lab_linear_ce_signatures,
+        lab_rope_signatures,        lab_raw_kernel_signatures, lab_runtime_signatures,
+        lab_stream_signatures,      lab_array_signatures,
     };
     PyObject *result = PyDict_New();
     for (size_t t = 0; result && t < sizeof tables / sizeof tables[0]; t++) {
