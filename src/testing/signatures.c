@@ -47,10 +47,11 @@ static PyObject *describe(lab_state *state, const lab_signature *sig) {
                                       known ? KIND_NAMES[kind] : "?", spec & LAB_OR_NONE ? Py_True : Py_False,
                                       i < sig->n_required || (spec & LAB_REQUIRED) ? Py_True : Py_False,
                                       i < sig->n_positional ? Py_True : Py_False);
-        if (!row)
+        if (!row) {
             Py_CLEAR(params);
-        else
+        } else {
             PyTuple_SET_ITEM(params, i, row);
+        }
     }
     return params;
 }
