@@ -8,7 +8,7 @@ They exist to catch the classic C-API bug: a borrowed reference (PyList_GET_ITEM
 PyDict_GetItem, PySequence_Fast items) used after a call that can run Python code, which may have
 freed the object it points to. Such a bug crashes the interpreter, so these objects are used in a
 child process (test_reentrancy.py), with PYTHONMALLOC=debug so that freed memory is poisoned and
-the crash is certain rather than likely.
+a crash is likely (not certain: a freed block may be reused before the stale read).
 
 Run as a program it is the re-entrancy fuzzer: `python hostile.py EXAMPLES SEED` draws that many
 hostile calls with hypothesis and exits 0 when every one ended in one of lab's exceptions (or the

@@ -3,8 +3,9 @@ __index__, a __bool__, a protocol property) and empties the list or dict being r
 whose DLPack exchange table lies; and the messages for bad arguments that used to be CPython's own.
 
 A crash would kill the test run, so every case that could crash runs in a child process (with
-PYTHONMALLOC=debug, which poisons freed memory so that a use after free crashes for certain, and
-no visible GPU, so that nothing reaches a device): a dead child is a failing test. The objects
+PYTHONMALLOC=debug, which poisons freed memory so that a use after free is likely to crash - not
+certain, since the freed block may be reused before the stale read - and no visible GPU, so that
+nothing reaches a device): a dead child is a failing test, and so is a wrong message. The objects
 themselves are in hostile.py; `make fuzz` runs its fuzzer at full strength."""
 import os
 import subprocess
