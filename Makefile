@@ -33,15 +33,18 @@ test: $(VENV_PY)
 # first, on the clean checkout): the minimal extension built and tried (its refusals on plain
 # objects, no lab), its checks; the lessons built and checked; example 7. Each runs its GPU half
 # where there is a GPU. A few seconds a step once the test environment exists.
-first-hour: $(VENV_PY)
+# FIRST_HOUR_PYTHON: the test environment by default; make gpu-check runs the same steps on the GPU
+# machine's python3 (no network there to make a venv), where each step's GPU half runs too.
+FIRST_HOUR_PYTHON ?= $(VENV_PY)
+first-hour: $(if $(filter $(VENV_PY),$(FIRST_HOUR_PYTHON)),$(VENV_PY))
 	@start=$$(date +%s%N); \
-	  LAB_CUDA_ARCH=$${LAB_CUDA_ARCH:-90} $(VENV_PY) examples/minimal_extension/setup.py -q build_ext --inplace > /dev/null \
-	  && $(VENV_PY) examples/minimal_extension/try_minimal.py \
-	  && $(VENV_PY) -m pytest -q -p no:cacheprovider examples/minimal_extension \
+	  LAB_CUDA_ARCH=$${LAB_CUDA_ARCH:-90} $(FIRST_HOUR_PYTHON) examples/minimal_extension/setup.py -q build_ext --inplace > /dev/null \
+	  && $(FIRST_HOUR_PYTHON) examples/minimal_extension/try_minimal.py \
+	  && $(FIRST_HOUR_PYTHON) -m pytest -q -p no:cacheprovider examples/minimal_extension \
 	  && echo "first-hour: the minimal extension built, tried and checked in $$(( ($$(date +%s%N) - start) / 1000000 )) ms"
-	@start=$$(date +%s%N); $(MAKE) --no-print-directory lessons PYTHON=$(VENV_PY) \
+	@start=$$(date +%s%N); $(MAKE) --no-print-directory lessons PYTHON=$(FIRST_HOUR_PYTHON) \
 	  && echo "first-hour: the lessons built and checked in $$(( ($$(date +%s%N) - start) / 1000000 )) ms"
-	@start=$$(date +%s%N); $(VENV_PY) examples/07_minimal_extension.py \
+	@start=$$(date +%s%N); $(FIRST_HOUR_PYTHON) examples/07_minimal_extension.py \
 	  && echo "first-hour: example 7 ran in $$(( ($$(date +%s%N) - start) / 1000000 )) ms"
 
 # The lessons between examples/minimal_extension and src/: each a small extension built with nvcc
@@ -123,7 +126,7 @@ gpu-check:
 	$(PYTHON) -m lab | tee $(LOGS)/config.txt
 	$(PYTHON) -m pytest -q -p no:cacheprovider -rfEs $(XDIST) tests 2>&1 | tee $(LOGS)/tests.txt | grep -v "^[.sx]*  *\[" | grep -v "^SKIPPED" | tail -30; \
 	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(LOGS)/tests.txt
-	$(MAKE) --no-print-directory lessons 2>&1 | tail -3
+	$(MAKE) --no-print-directory first-hour FIRST_HOUR_PYTHON=$(PYTHON) 2>&1 | grep -E "first-hour|passed|failed|minimal.add on|Error" | tail -8
 	$(PYTHON) -m lab demo 2>&1 | tail -5
 	$(if $(EXTRA),$(MAKE) --no-print-directory $(EXTRA))
 	@grep -E "passed|failed" $(LOGS)/tests.txt | tail -1
