@@ -12,26 +12,15 @@ static int find_param(lab_state *state, const lab_signature *sig, PyObject *keyw
 const lab_signature LAB_NO_PARAMETERS = {0, 0, 0, {{0, 0}}};
 
 /* What a parameter of each kind must be, for the message that refuses None. */
+static const char *const KIND_EXPECTED[LAB_NUM_KINDS] = {
+#define LAB_KIND(id, name, expected) [LAB_##id] = expected,
+#include "binding/param_kinds.def"
+#undef LAB_KIND
+};
+
 static const char *kind_expected(int spec) {
-    switch ((lab_param_kind)(spec & LAB_KIND_MASK)) {
-    case LAB_ARRAY: return "a CUDA array";
-    case LAB_ARRAYS: return "a list or tuple of CUDA arrays";
-    case LAB_ARRAY_OR_NUMBER: return "a CUDA array or a Python number";
-    case LAB_REAL: return "a real number";
-    case LAB_INT: return "an int";
-    case LAB_FLAG: return "True or False";
-    case LAB_AXIS: return "an int";
-    case LAB_CHOICE: return "a str";
-    case LAB_STREAM: return "a stream";
-    case LAB_SHAPE: return "an int or a tuple of ints";
-    case LAB_DTYPE: return "a dtype";
-    case LAB_DEVICE: return "a device ordinal";
-    case LAB_DIMS: return "an int or a tuple of ints";
-    case LAB_ARGUMENTS: return "a tuple of kernel arguments";
-    case LAB_EVENT: return "a lab.Event";
-    case LAB_PAIR: return "a pair of ints";
-    }
-    return "given";
+    const int kind = spec & LAB_KIND_MASK;
+    return kind > 0 && kind < LAB_NUM_KINDS ? KIND_EXPECTED[kind] : "given";
 }
 
 int lab_parse_args(lab_state *state, const char *func, const lab_signature *sig, PyObject *const *args,

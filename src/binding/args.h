@@ -19,22 +19,11 @@
  * reports for it: the generated fuzz (tests/fuzz_calls.py) draws each argument from the kind's
  * families, so an entry point is fuzzed the day its table row exists. */
 typedef enum {
-    LAB_ARRAY = 1,       /* one CUDA array, from any producer */
-    LAB_ARRAYS,          /* a list or tuple of CUDA arrays */
-    LAB_ARRAY_OR_NUMBER, /* a CUDA array, or a Python number (fused_add_mul's s) */
-    LAB_REAL,            /* a real number */
-    LAB_INT,             /* an int (anything with __index__) */
-    LAB_FLAG,            /* a truth value */
-    LAB_AXIS,            /* a dimension (an int); reductions also take a tuple of them */
-    LAB_CHOICE,          /* one of a few strings ('mean', 'tanh', a dtype's name) */
-    LAB_STREAM,          /* a stream: an int handle or an object with __cuda_stream__ */
-    LAB_SHAPE,           /* an int or a tuple of ints */
-    LAB_DTYPE,           /* a dtype: a name, a NumPy dtype, a typestr */
-    LAB_DEVICE,          /* a CUDA device ordinal */
-    LAB_DIMS,            /* a launch's grid or block: an int or a tuple of up to three */
-    LAB_ARGUMENTS,       /* a kernel's arguments: a tuple of arrays and numbers */
-    LAB_EVENT,           /* a lab.Event */
-    LAB_PAIR             /* a protocol's (int, int) pair: __dlpack__'s max_version and dl_device */
+    LAB_KIND_NONE = 0, /* no row has it: every kind is one of the rows below */
+#define LAB_KIND(id, name, expected) LAB_##id,
+#include "binding/param_kinds.def"
+#undef LAB_KIND
+    LAB_NUM_KINDS
 } lab_param_kind;
 #define LAB_KIND_MASK 0xff
 #define LAB_OR_NONE 0x100  /* None is accepted, and means "not given" */

@@ -18,31 +18,17 @@
 #include "binding/runtime.h"
 #include "binding/runtime_types.h"
 
-static const char *const KIND_NAMES[] = {
-    [LAB_ARRAY] = "array",
-    [LAB_ARRAYS] = "arrays",
-    [LAB_ARRAY_OR_NUMBER] = "array_or_number",
-    [LAB_REAL] = "real",
-    [LAB_INT] = "int",
-    [LAB_FLAG] = "flag",
-    [LAB_AXIS] = "axis",
-    [LAB_CHOICE] = "choice",
-    [LAB_STREAM] = "stream",
-    [LAB_SHAPE] = "shape",
-    [LAB_DTYPE] = "dtype",
-    [LAB_DEVICE] = "device",
-    [LAB_DIMS] = "dims",
-    [LAB_ARGUMENTS] = "arguments",
-    [LAB_EVENT] = "event",
-    [LAB_PAIR] = "pair",
+static const char *const KIND_NAMES[LAB_NUM_KINDS] = {
+#define LAB_KIND(id, name, expected) [LAB_##id] = name,
+#include "binding/param_kinds.def"
+#undef LAB_KIND
 };
 
 static PyObject *describe(lab_state *state, const lab_signature *sig) {
     PyObject *params = PyTuple_New(sig->n_params);
     for (int i = 0; params && i < sig->n_params; i++) {
         const int spec = sig->params[i].spec, kind = spec & LAB_KIND_MASK;
-        const int known =
-            kind > 0 && kind < (int)(sizeof KIND_NAMES / sizeof KIND_NAMES[0]) && KIND_NAMES[kind];
+        const int known = kind > 0 && kind < LAB_NUM_KINDS;
         PyObject *row = Py_BuildValue("(OsOOO)", state->names[sig->params[i].name],
                                       known ? KIND_NAMES[kind] : "?", spec & LAB_OR_NONE ? Py_True : Py_False,
                                       i < sig->n_required || (spec & LAB_REQUIRED) ? Py_True : Py_False,
