@@ -1,7 +1,8 @@
 // async_copy.cuh - cp.async (sm_80+): 16 bytes from global to shared memory without passing through
 // registers, tracked in commit groups. Used where a kernel keeps bytes in flight in shared memory:
-// the staged rows (rowwise.cuh stage_row) and rope's ring of items (rope.cu). Also the 32-bit address
-// in the shared window that such instructions take (and cluster.cuh's mbarriers and st.async).
+// the staged rows (rowwise.cuh stage_row), rope's ring of items (rope.cu) and attention's tiles
+// (tile_mma.cuh). Also the 32-bit address in the shared window that such instructions take (and
+// cluster.cuh's mbarriers and st.async).
 #pragma once
 
 #include <stdint.h>
@@ -18,6 +19,14 @@ __device__ __forceinline__ uint32_t shared_window_address(const void *p) {
 // shared window (shared_window_address), through L2 only (.cg: the data is used once).
 __device__ __forceinline__ void async_copy_16(unsigned shared_address, const void *global) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global));
+}
+
+// As async_copy_16, but where `valid` is false writes 16 zero bytes instead and reads nothing
+// (the source operand's size is 0): a tile's rows past the end of its sequence.
+__device__ __forceinline__ void async_copy_16_or_zero(unsigned shared_address, const void *global,
+                                                      bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address), "l"(global),
+                 "r"(valid ? 16 : 0));
 }
 
 // Closes the group of copies started since the last one.

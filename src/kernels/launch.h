@@ -350,6 +350,50 @@ typedef struct {
 /* Launches one planned rope on `stream`: both tensors in one kernel. */
 cudaError_t lab_launch_rope(const lab_rope_launch *launch, cudaStream_t stream);
 
+/* ---- attention: softmax(q k^T * scale) v, flash-style (scores never leave the SM) ---- */
+
+/* One operand of an attention launch: (batch, heads, positions, head_dim), or (tokens, heads,
+ * head_dim) in a packed batch (batch_stride unused), as a base and strides in elements. head_dim's
+ * stride is 1 and every other stride a multiple of 8 elements (rows start 16-byte aligned). */
+typedef struct {
+    char *data;
+    int64_t batch_stride, position_stride, head_stride;
+} lab_attention_tensor;
+
+/* Key j is visible from query i (positions within their sequence) when j < seqlen_k and
+ *   i + seqlen_k - seqlen_q - window_left <= j <= i + seqlen_k - seqlen_q + window_right,
+ * each bound dropped where its window is -1: the diagonal sits at the bottom right when the
+ * lengths differ (flash-attn's convention); causal is window_right 0. Scores are
+ * s = softcap * tanh(q.k * scale / softcap) when softcap > 0, else q.k * scale. lse (float32,
+ * NULL in a forward that does not keep it) holds each query row's log-sum-exp of its scores,
+ * +inf for a row that sees no key (its output is 0). */
+typedef struct {
+    lab_dtype dtype;                 /* float16 or bfloat16; accumulation in float32 */
+    int head_dim;                    /* 64, 96, 128 (256: forward only) */
+    int64_t batch, heads_q, heads_k; /* heads_q a multiple of heads_k (grouped queries) */
+    /* A fixed batch: every sequence's lengths. A packed one: the longest (the grid covers them). */
+    int64_t seqlen_q, seqlen_k;
+    /* A packed batch: batch + 1 cumulative lengths each (int32, strides in elements), and the rows
+     * q and k hold; a sequence's bounds are clamped into those rows, so no cumulative length can
+     * make a kernel touch memory outside its operands. NULL: a fixed batch. */
+    const int32_t *cu_seqlens_q, *cu_seqlens_k;
+    int64_t cu_seqlens_q_stride, cu_seqlens_k_stride, total_q, total_k;
+    lab_attention_tensor q, k, v, out;
+    lab_attention_tensor grad_out, grad_q, grad_k, grad_v; /* the backward's */
+    float *lse;
+    int64_t lse_batch_stride, lse_head_stride, lse_position_stride;
+    float scale, softcap;
+    int64_t window_left, window_right;
+} lab_attention_launch;
+
+/* The forward: out (and lse) from q, k, v. */
+cudaError_t lab_launch_attention_forward(const lab_attention_launch *launch, cudaStream_t stream);
+
+/* The backward: grad_q, grad_k, grad_v from grad_out, q, k, v, out and lse, with no atomics
+ * (bitwise the same run to run): one kernel for grad_q (which also keeps each row's
+ * sum(grad_out * out) in scratch memory), then one for grad_k and grad_v. */
+cudaError_t lab_launch_attention_backward(const lab_attention_launch *launch, cudaStream_t stream);
+
 /* Scratch memory for a kernel's own use on `stream`, from lab's per-device pool (kernels/scratch.cu),
  * which keeps its memory between calls; give it back with cudaFreeAsync on the same stream. */
 cudaError_t lab_scratch_alloc(void **ptr, size_t bytes, cudaStream_t stream);
