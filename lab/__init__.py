@@ -38,6 +38,8 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     amin,
     argmax,
     argmin,
+    attention,
+    attention_backward,
     axpby,
     compiled_architectures,
     copy,
@@ -106,7 +108,7 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
 
 __all__ = [
     "__version__", "abs", "adam_step", "add", "add_relu", "amax", "amin", "argmax", "argmin",
-    "Array", "asarray", "axpby", "compile", "compiled_architectures", "CompileError", "copy", "cross_entropy", "cross_entropy_backward",
+    "Array", "asarray", "attention", "attention_backward", "axpby", "compile", "compiled_architectures", "CompileError", "copy", "cross_entropy", "cross_entropy_backward",
     "cuda_driver_version", "cuda_runtime_version", "CudaError", "current_stream", "device_count",
     "div", "dot", "ElementwiseKernel", "empty", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
     "foreach_norm", "foreach_scale", "fused_add_mul", "geglu", "geglu_backward", "gelu", "get_device_properties",

@@ -4,6 +4,7 @@
  * exec slot then creates the state - lab.CudaError and the interned names - and adds the functions.
  * State, not C globals, so every (sub)interpreter that imports lab gets its own, and traverse/clear/
  * free let the garbage collector see and release what the state holds. */
+#include "binding/attention.h"
 #include "binding/elementwise.h"
 #include "binding/elementwise_kernel.h"
 #include "binding/errors.h"
@@ -77,6 +78,7 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_matmul_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_linear_ce_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_rope_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_attention_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_xla_ffi_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_launch_floor_methods) < 0) return -1;

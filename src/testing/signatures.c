@@ -7,6 +7,7 @@
  * tests/fuzz_calls.py draws every argument from its kind's families. */
 #include "testing/signatures.h"
 
+#include "binding/attention.h"
 #include "binding/elementwise.h"
 #include "binding/foreach.h"
 #include "binding/linear_ce.h"
@@ -48,7 +49,7 @@ static PyObject *py_signatures(PyObject *module, PyObject *unused) {
         lab_elementwise_signatures, lab_foreach_signatures,    lab_reduction_signatures,
         lab_rowwise_signatures,     lab_matmul_signatures,     lab_linear_ce_signatures,
         lab_rope_signatures,        lab_raw_kernel_signatures, lab_runtime_signatures,
-        lab_stream_signatures,      lab_array_signatures,
+        lab_stream_signatures,      lab_array_signatures,      lab_attention_signatures,
     };
     PyObject *result = PyDict_New();
     for (size_t t = 0; result && t < sizeof tables / sizeof tables[0]; t++) {
