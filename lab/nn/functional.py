@@ -4,7 +4,8 @@ anything else (CPU tensors) to torch's own function, so a model using these runs
 Under torch.compile the softmax and norms are the operators of lab/nn/_ops.py (traced, no graph
 break); in eager mode they are the autograd.Functions of _eager.py, the same kernels with less host
 time a call. So are the GLUs, the rotary embedding and the cross-entropies (operators in _loss_ops.py,
-_rope_ops.py, _linear_loss_ops.py)."""
+_rope_ops.py, _linear_loss_ops.py). Attention is its operators (_attention_ops.py) in both modes: its
+kernels take far longer than the operators' host path."""
 import math
 from typing import Optional, Sequence, Tuple, Union
 
@@ -14,7 +15,7 @@ from torch import Tensor
 
 import lab as _raw
 
-from . import _eager, _linear_loss_ops, _loss_ops, _ops, _rope_ops  # noqa: F401  (registers torch.ops.lab.*)
+from . import _attention_ops, _eager, _linear_loss_ops, _loss_ops, _ops, _rope_ops  # noqa: F401  (registers torch.ops.lab.*)
 
 _lab = torch.ops.lab
 
@@ -253,3 +254,60 @@ def apply_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positio
         q_out, k_out = rope(q.transpose(1, 2), k.transpose(1, 2), cos, sin, interleaved)
         return q_out.transpose(1, 2), k_out.transpose(1, 2)
     return rope(q, k, cos, sin, interleaved)
+
+
+_ATTENTION_HEAD_DIMS = (64, 96, 128)
+
+
+def _attention_ready(x: Tensor) -> Tensor:
+    """x as lab.attention copies it: head_dim contiguous, other strides multiples of 8, 16-byte aligned."""
+    aligned = (x.stride(-1) == 1 and x.data_ptr() % 16 == 0
+               and all(s % 8 == 0 or n == 1 for s, n in zip(x.stride()[:-1], x.shape[:-1])))
+    return x if aligned else x.contiguous()
+
+
+def _attention_call(q, k, v, causal, window, softcap, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                    max_seqlen_k) -> Tensor:
+    left, right = (-1, -1) if window is None else (-1 if window[0] is None else int(window[0]),
+                                                   -1 if window[1] is None else int(window[1]))
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    q, k, v = _attention_ready(q), _attention_ready(k), _attention_ready(v)
+    out, _ = _lab.attention.default(q, k, v, bool(causal), left, right, float(softcap), scale, cu_seqlens_q,
+                                    cu_seqlens_k, int(max_seqlen_q or 0), int(max_seqlen_k or 0))
+    return out
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """torch.nn.functional.scaled_dot_product_attention's signature on lab's flash attention: query
+    (batch, heads, L, head_dim), key and value (batch, heads_k, S, head_dim), float16 or bfloat16 CUDA
+    tensors, head_dim 64, 96 or 128; grouped queries with enable_gqa=True. What lab does not run - an
+    attn_mask, dropout, other dtypes or head dims, CPU tensors, is_causal with L != S (torch aligns
+    that diagonal at the top left, lab at the bottom right) - runs torch's own function."""
+    on_lab = (query.is_cuda and query.dim() == 4 and key.dim() == 4 and value.dim() == 4
+              and query.dtype in (torch.float16, torch.bfloat16) and key.dtype == query.dtype
+              and value.dtype == query.dtype and attn_mask is None and dropout_p == 0.0
+              and query.shape[-1] in _ATTENTION_HEAD_DIMS and key.shape[-1] == query.shape[-1]
+              and value.shape == key.shape and key.shape[0] == query.shape[0]
+              and (key.shape[1] == query.shape[1] or (enable_gqa and query.shape[1] % key.shape[1] == 0))
+              and not (is_causal and query.shape[2] != key.shape[2]))
+    if not on_lab:
+        extra = {"enable_gqa": enable_gqa} if enable_gqa else {}
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                                              is_causal=is_causal, scale=scale, **extra)
+    return _attention_call(query, key, value, is_causal, None, 0.0, scale, None, None, 0, 0)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, window: Optional[Tuple[int, int]] = None,
+              softcap: float = 0.0, scale: Optional[float] = None, cu_seqlens_q: Optional[Tensor] = None,
+              cu_seqlens_k: Optional[Tensor] = None, max_seqlen_q: Optional[int] = None,
+              max_seqlen_k: Optional[int] = None) -> Tensor:
+    """lab.attention with autograd: q (batch, heads, positions, head_dim), or a packed batch q (tokens,
+    heads, head_dim) with cu_seqlens_q, cu_seqlens_k (int32 cumulative lengths) and max_seqlen_q,
+    max_seqlen_k (flash-attn's varlen arguments); k and v with a number of heads dividing q's; causal
+    (the diagonal at the bottom right), a sliding window=(left, right) (-1 or None: no bound), a logit
+    softcap, a scale (default 1/sqrt(head_dim)). float16 or bfloat16 CUDA tensors, head_dim 64, 96 or
+    128. A packed output's rows that no sequence covers are zeros. lab.attention's errors otherwise."""
+    return _attention_call(q, k, v, causal, window, softcap, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                           max_seqlen_k)
