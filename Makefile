@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build first-hour test lessons package-check format format-check demo gpu-check gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
+.PHONY: build first-hour test lessons package-check format format-check demo gpu-check gpu-attention gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -151,6 +151,25 @@ gpu-jax:
 # The benchmark tables, side by side with torch, CuPy and the loss heads' peers (an unchanged build
 # is reused; a fresh machine builds first). The last table printed is the fused linear
 # cross-entropy's goals.
+# Attention alone (one short call, for a change to its kernels): build, its tests, memcheck and
+# racecheck on a slice of them, then bench_attention's table against SDPA's flash and cuDNN backends.
+ATTENTION_SANITIZE_K = "(full or causal_transposed or one or softcap or window) and (float16 and 64 or bfloat16 and 128) or packed"
+gpu-attention:
+	mkdir -p $(LOGS) $(OUT)/bench
+	$(call gpu_build,$(LOGS)/build.log)
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rfEs tests/test_attention_gpu.py tests/test_attention.py 2>&1 \
+	  | tee $(LOGS)/tests.txt | grep -v "^[.sx]*  *\[" | tail -25; echo "pytest exit code: $${PIPESTATUS[0]}"
+	timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 --log-file $(LOGS)/memcheck-attention.log \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_attention_gpu.py -k $(ATTENTION_SANITIZE_K) 2>&1 | tail -1; \
+	  echo "memcheck exit code: $${PIPESTATUS[0]}"; grep -c "^========= Invalid" $(LOGS)/memcheck-attention.log || true
+	timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(LOGS)/racecheck-attention.log \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_attention_gpu.py -k $(ATTENTION_SANITIZE_K) 2>&1 | tail -1; \
+	  echo "racecheck exit code: $${PIPESTATUS[0]}"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY" $(LOGS)/racecheck-attention.log | tail -2
+	$(PYTHON) bench/bench_attention.py $(BENCH_FLAGS) --out-dir $(OUT)/bench
+	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
+	find $(LOGS) -type f -size +4M -printf "left out of logs.tgz (over 4 MiB): %p\n" -delete
+	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
+
 # The matrix products alone, float8's first: build, every matmul test, bench_gemm's float8 and
 # host-time rows (a short call, for a change to the product's binding).
 gpu-float8:
@@ -174,6 +193,7 @@ gpu-bench:
 	$(PYTHON) bench/bench_gemm.py --out-dir $(OUT)/bench
 	$(MAKE) --no-print-directory bench-rope BENCH_OUT=$(OUT)/bench
 	$(MAKE) --no-print-directory bench-swiglu BENCH_OUT=$(OUT)/bench
+	$(PYTHON) bench/bench_attention.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_jax.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_jax_train.py --out-dir $(OUT)/bench
 	$(MAKE) --no-print-directory bench-linear-ce BENCH_OUT=$(OUT)/bench
