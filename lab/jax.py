@@ -503,3 +503,146 @@ def apply_rotary_pos_emb(q, k, cos, sin, interleaved=False):
         raise TypeError(f"apply_rotary_pos_emb(): cos and sin have dtypes {cos.dtype} and {sin.dtype}; they must "
                         f"have q's ({q.dtype}) or float32")
     return _rope(q, k, cos, sin, bool(interleaved))
+
+
+# ---- attention ----
+
+def _attention_reference(q, k, v, cu_q, cu_k, causal, left, right, softcap, scale, sequence_major):
+    """(out, lse) in jax.numpy with lab.attention's rule (the diagonal at the bottom right); a packed
+    batch as one sequence with a mask that keeps each token within its own."""
+    f = jnp.float32
+    if cu_q is not None:  # (tokens, heads, d): tokens of sequence i are [cu[i], cu[i+1])
+        seq_q = jnp.searchsorted(cu_q, jnp.arange(q.shape[0]), side="right") - 1
+        seq_k = jnp.searchsorted(cu_k, jnp.arange(k.shape[0]), side="right") - 1
+        pos_q, pos_k = jnp.arange(q.shape[0]) - cu_q[seq_q], jnp.arange(k.shape[0]) - cu_k[seq_k]
+        len_q, len_k = (cu_q[seq_q + 1] - cu_q[seq_q])[:, None], (cu_k[seq_k + 1] - cu_k[seq_k])[None, :]
+        same = seq_q[:, None] == seq_k[None, :]
+        qh, kh, vh = (x.transpose(1, 0, 2)[None] for x in (q, k, v))
+    else:
+        if sequence_major:
+            q, k, v = (x.transpose(0, 2, 1, 3) for x in (q, k, v))
+        pos_q, pos_k = jnp.arange(q.shape[2]), jnp.arange(k.shape[2])
+        len_q, len_k, same = q.shape[2], k.shape[2], True
+        qh, kh, vh = q, k, v
+    group = qh.shape[1] // kh.shape[1]
+    kh, vh = jnp.repeat(kh, group, axis=1), jnp.repeat(vh, group, axis=1)
+    s = jnp.einsum("bhqd,bhkd->bhqk", qh.astype(f), kh.astype(f)) * scale
+    if softcap > 0:
+        s = softcap * jnp.tanh(s / softcap)
+    i, j = pos_q[:, None], pos_k[None, :]
+    seen = same & (j < len_k)
+    if left >= 0:
+        seen = seen & (j >= i + len_k - len_q - left)
+    if right >= 0:
+        seen = seen & (j <= i + len_k - len_q + right)
+    s = jnp.where(seen, s, -jnp.inf)
+    any_seen = seen.any(-1)
+    lse = jnp.where(any_seen, jax.nn.logsumexp(jnp.where(any_seen[..., None], s, 0.0), -1), jnp.inf)
+    p = jnp.where(any_seen[..., None], jnp.exp(s - jnp.where(any_seen, lse, 0.0)[..., None]), 0.0)
+    out = jnp.einsum("bhqk,bhkd->bhqd", p, vh.astype(f)).astype(q.dtype)
+    if cu_q is not None:
+        return out[0].transpose(1, 0, 2), lse[0]
+    return (out.transpose(0, 2, 1, 3) if sequence_major else out), lse
+
+
+def _attention_call(arrays, backward, options):
+    causal, left, right, softcap, scale, max_q, max_k, sequence_major = options
+    packed = len(arrays) == (8 if backward else 5)
+    q, k, v = arrays[1:4] if backward else arrays[:3]
+    if backward:
+        results = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (q, k, v))
+    else:
+        lse_shape = (q.shape[1], q.shape[0]) if packed else \
+            ((q.shape[0], q.shape[2], q.shape[1]) if sequence_major else q.shape[:3])
+        results = (jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct(lse_shape, jnp.float32))
+    attributes = dict(backward=np.int32(backward), causal=np.int32(causal), window_left=np.int64(left),
+                      window_right=np.int64(right), softcap=np.float64(softcap), scale=np.float64(scale),
+                      max_seqlen_q=np.int64(max_q), max_seqlen_k=np.int64(max_k),
+                      sequence_major=np.int32(sequence_major))
+
+    def target(*xs):
+        return tuple(jax.ffi.ffi_call("lab_attention", results, vmap_method="sequential")(*xs, **attributes))
+
+    def reference(*xs):
+        if not backward:
+            q, k, v, *cu = xs
+            return _attention_reference(q, k, v, *(cu or (None, None)), causal, left, right, softcap, scale,
+                                        sequence_major)
+        grad_out, q, k, v, _, _, *cu = xs
+        cu = cu or (None, None)
+
+        def out_of(q, k, v):
+            return _attention_reference(q, k, v, *cu, causal, left, right, softcap, scale, sequence_major)[0]
+        _, pullback = jax.vjp(out_of, q, k, v)
+        return pullback(grad_out)
+    return _on_cuda(target, reference, *arrays)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(5,))
+def _attention(q, k, v, cu_q, cu_k, options):
+    return _attention_forward(q, k, v, cu_q, cu_k, options)[0]
+
+
+def _attention_forward(q, k, v, cu_q, cu_k, options):
+    packing = (cu_q, cu_k) if cu_q is not None else ()
+    out, lse = _attention_call((q, k, v) + packing, False, options)
+    return out, (q, k, v, out, lse, cu_q, cu_k)
+
+
+def _attention_backward(options, saved, grad_out):
+    q, k, v, out, lse, cu_q, cu_k = saved
+    packing = (cu_q, cu_k) if cu_q is not None else ()
+    grad_q, grad_k, grad_v = _attention_call((grad_out, q, k, v, out, lse) + packing, True, options)
+    zeros = None if cu_q is None else np.zeros(cu_q.shape, jax.dtypes.float0)
+    return grad_q, grad_k, grad_v, zeros, zeros
+
+
+_attention.defvjp(_attention_forward, _attention_backward)
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None, is_causal=False,
+                          local_window_size=None, softcap=0.0, cu_seqlens_q=None, cu_seqlens_k=None,
+                          max_seqlen_q=None, max_seqlen_k=None):
+    """jax.nn.dot_product_attention on lab's flash attention: query (batch, positions, heads, head_dim)
+    - jax.nn's layout, read in place - key and value with a number of heads dividing query's, float16
+    or bfloat16, head_dim 64, 96 or 128; is_causal (the diagonal at the bottom right when the lengths
+    differ), local_window_size (an int for both sides, or (left, right)), a logit softcap. A packed
+    batch: query (tokens, heads, head_dim) with cu_seqlens_q, cu_seqlens_k (int32 cumulative lengths)
+    and max_seqlen_q, max_seqlen_k (Python ints). jax.grad works (lab's backward kernels); bias and
+    mask are not lab's: given one, jax.nn.dot_product_attention runs instead."""
+    if bias is not None or mask is not None:
+        return jax.nn.dot_product_attention(query, key, value, bias, mask, scale=scale, is_causal=is_causal,
+                                            local_window_size=local_window_size)
+    packed = cu_seqlens_q is not None
+    if packed != (cu_seqlens_k is not None):
+        raise TypeError("dot_product_attention(): cu_seqlens_q and cu_seqlens_k go together: give both or neither")
+    want_ndim = 3 if packed else 4
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if jnp.dtype(x.dtype) not in (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16)):
+            raise TypeError(f"dot_product_attention(): argument '{name}' has dtype {x.dtype}; lab's attention "
+                            f"takes float16 or bfloat16")
+        if x.ndim != want_ndim:
+            raise ValueError(f"dot_product_attention(): argument '{name}' has {x.ndim} dimensions; it must have "
+                             f"{want_ndim}: " + ("(tokens, heads, head_dim) with cu_seqlens" if packed
+                                                 else "(batch, positions, heads, head_dim)"))
+    heads_axis = 1 if packed else 2
+    if key.dtype != query.dtype or value.dtype != query.dtype or value.shape != key.shape \
+            or key.shape[-1] != query.shape[-1] or query.shape[heads_axis] % key.shape[heads_axis] \
+            or (not packed and key.shape[0] != query.shape[0]):
+        raise ValueError(f"dot_product_attention(): key {key.shape} {key.dtype} and value {value.shape} "
+                         f"{value.dtype} must have query's dtype, batch and head_dim ({query.shape}, {query.dtype}) "
+                         f"and a number of heads dividing query's")
+    if query.shape[-1] not in (64, 96, 128):
+        raise ValueError(f"dot_product_attention(): head_dim {query.shape[-1]}; lab's attention takes 64, 96 or 128")
+    if packed and (max_seqlen_q is None or max_seqlen_k is None):
+        raise TypeError("dot_product_attention(): a packed batch needs max_seqlen_q and max_seqlen_k (Python ints)")
+    if local_window_size is None:
+        left = right = -1
+    elif isinstance(local_window_size, int):
+        left = right = local_window_size
+    else:
+        left, right = (-1 if side is None else int(side) for side in local_window_size)
+    scale = 1.0 / float(np.sqrt(query.shape[-1])) if scale is None else float(scale)
+    options = (bool(is_causal), left, 0 if is_causal else right, float(softcap), scale,
+               int(max_seqlen_q or 0) if packed else -1, int(max_seqlen_k or 0) if packed else -1, not packed)
+    return _attention(query, key, value, cu_seqlens_q, cu_seqlens_k, options)

@@ -239,3 +239,45 @@ def test_nn_face_falls_back_to_torch_for_what_lab_does_not_run():
     mask = torch.ones(10, 10, dtype=torch.bool, device="cuda").tril()
     want = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
     assert torch.equal(lab.nn.scaled_dot_product_attention(q, q, q, attn_mask=mask), want)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["fixed", "packed"])
+def test_jax_dot_product_attention_inside_jit_with_grad(packed):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    import numpy as np
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("jax sees no GPU")
+    import lab.jax as ljax
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    q = jax.random.normal(keys[0], (2, 150, 8, 64)).astype(jnp.bfloat16)
+    k, v = (jax.random.normal(key, (2, 150, 2, 64)).astype(jnp.bfloat16) for key in keys[1:3])
+    grad_out = jax.random.normal(keys[3], q.shape).astype(jnp.bfloat16)
+    if packed:
+        lengths = [0, 31, 150, 1, 118]
+        cu = jnp.asarray(np.concatenate([[0], np.cumsum(lengths)]), jnp.int32)
+        q, k, v, grad_out = (x.reshape(-1, *x.shape[2:]) for x in (q, k, v, grad_out))
+        packing = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=150, max_seqlen_k=150)
+    else:
+        packing = {}
+
+    def loss(fn):
+        return lambda q, k, v: (fn(q, k, v).astype(jnp.float32) * grad_out.astype(jnp.float32)).sum()
+    ours = jax.jit(jax.value_and_grad(loss(lambda q, k, v: ljax.dot_product_attention(
+        q, k, v, is_causal=True, **packing)), argnums=(0, 1, 2)))
+    value, grads = ours(q, k, v)
+    f64 = lambda x: np.asarray(x.astype(jnp.float32), np.float64)  # noqa: E731
+    torch = torch_or_skip()
+    as_torch = [torch.tensor(f64(x), device="cuda").requires_grad_() for x in (q, k, v)]
+    if packed:
+        outs = []
+        for i in range(len(lengths)):
+            a, b = int(cu[i]), int(cu[i + 1])
+            piece = [x[a:b].transpose(0, 1)[None] for x in as_torch]
+            outs.append(reference(torch, *piece, causal=True)[0][0].transpose(0, 1))
+        want = torch.cat(outs)
+    else:
+        want = reference(torch, *(x.transpose(1, 2) for x in as_torch), causal=True)[0].transpose(1, 2)
+    (want * torch.tensor(f64(grad_out), device="cuda")).sum().backward()
+    for name, got, x in zip(["q", "k", "v"], grads, as_torch):
+        close(torch, torch.tensor(f64(got), device="cuda"), x.grad, TOL["bfloat16"]["grad"], f"grad of {name}")

@@ -156,3 +156,50 @@ def test_lowered_for_cuda_each_function_is_an_ffi_call_to_lab():
 def test_bad_arguments_fail_at_trace_time(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_dot_product_attention_on_the_cpu_and_lowered_for_cuda():
+    """On the CPU: jax.nn.dot_product_attention's values and gradients (its layout, grouped heads,
+    causal); a packed batch as its sequences run alone. For CUDA: one lab_attention call for the
+    forward and one with backward = 1 for the gradient, reading jax.nn's layout in place."""
+    q, k, v = rand(2, 37, 4, 64, dtype=jnp.bfloat16), rand(2, 37, 2, 64, dtype=jnp.bfloat16), \
+        rand(2, 37, 2, 64, dtype=jnp.bfloat16)
+
+    def f32(x):
+        return np.asarray(x.astype(jnp.float32))
+    ours = ljax.dot_product_attention(q, k, v, is_causal=True)
+    want = jax.nn.dot_product_attention(q, k, v, is_causal=True)
+    np.testing.assert_allclose(f32(ours), f32(want), atol=3e-2)
+    grads = jax.grad(lambda *x: ljax.dot_product_attention(*x, is_causal=True).astype(jnp.float32).sum(),
+                     (0, 1, 2))(q, k, v)
+    wanted = jax.grad(lambda *x: jax.nn.dot_product_attention(*x, is_causal=True).astype(jnp.float32).sum(),
+                      (0, 1, 2))(q, k, v)
+    for a, b in zip(grads, wanted):
+        np.testing.assert_allclose(f32(a), f32(b), atol=6e-2)
+    lengths = [5, 0, 20]
+    cu = jnp.asarray(np.concatenate([[0], np.cumsum(lengths)]), jnp.int32)
+    packed = ljax.dot_product_attention(q[0, :25], k[0, :25], v[0, :25], is_causal=True, cu_seqlens_q=cu,
+                                        cu_seqlens_k=cu, max_seqlen_q=20, max_seqlen_k=20)
+    alone = jax.nn.dot_product_attention(q[:1, 5:25], k[:1, 5:25], v[:1, 5:25], is_causal=True)[0]
+    np.testing.assert_allclose(f32(packed[5:]), f32(alone), atol=3e-2)
+    np.testing.assert_allclose(f32(packed[:5]), f32(jax.nn.dot_product_attention(
+        q[:1, :5], k[:1, :5], v[:1, :5], is_causal=True)[0]), atol=3e-2)
+    text = cuda_text(jax.grad(lambda q: ljax.dot_product_attention(q, k, v, is_causal=True).astype(
+        jnp.float32).sum()), q)
+    assert "@lab_attention(" in text and "backward = 1 : i32" in text and "sequence_major = 1 : i32" in text
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: ljax.dot_product_attention(jnp.zeros((1, 4, 2, 64)), jnp.zeros((1, 4, 2, 64)), jnp.zeros((1, 4, 2, 64))),
+     TypeError, r"'query' has dtype float"),
+    (lambda: ljax.dot_product_attention(*(jnp.zeros((1, 4, 2, 80), jnp.float16),) * 3), ValueError, "head_dim 80"),
+    (lambda: ljax.dot_product_attention(jnp.zeros((1, 4, 3, 64), jnp.float16), *(jnp.zeros((1, 4, 2, 64),
+                                                                                            jnp.float16),) * 2),
+     ValueError, "dividing query's"),
+    (lambda: ljax.dot_product_attention(*(jnp.zeros((8, 2, 64), jnp.float16),) * 3, cu_seqlens_q=jnp.zeros(2, jnp.int32),
+                                        cu_seqlens_k=jnp.zeros(2, jnp.int32)), TypeError, "needs max_seqlen_q"),
+    (lambda: ljax.dot_product_attention(*(jnp.zeros((8, 2, 64), jnp.float16),) * 3), ValueError, "4: "),
+])
+def test_dot_product_attention_refuses_by_name(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -1,10 +1,11 @@
-/* xla_ffi_ops.c - lab's built-in ops as XLA FFI targets: the norms, softmax, cross-entropy, the GLUs
- * and the rotary embedding, each a function that reads its call's buffers and attributes into the same
- * description the Python binding fills and runs the op driver on XLA's stream (xla_ffi.c reads the
- * frame and answers XLA; lab.jax registers what _xla_ffi_targets() hands out). */
+/* xla_ffi_ops.c - lab's built-in ops as XLA FFI targets: the norms, softmax, cross-entropy, the GLUs,
+ * the rotary embedding and attention, each a function that reads its call's buffers and attributes into the
+ * same description the Python binding fills and runs the op driver on XLA's stream (xla_ffi.c reads the frame
+ * and answers XLA; lab.jax registers what _xla_ffi_targets() hands out). */
 #include <string.h>
 
 #include "binding/xla_ffi.h"
+#include "dispatch/attention_kind.h"
 #include "dispatch/elementwise_kind.h"
 #include "dispatch/reduction_kind.h"
 #include "dispatch/rope_kind.h"
@@ -302,6 +303,76 @@ static int rope(lab_ffi_call *f) {
     return lab_run_op(&lab_ffi_state(f)->dispatch, &lab_rope_kind, &call);
 }
 
+/* A 4-dimensional buffer's dimensions 1 and 2 exchanged: the same memory read as the other layout. */
+static void swap_positions_and_heads(lab_array *a) {
+    if (a->ndim != 4) return; /* the plan names what is wrong with it */
+    const int64_t shape = a->shape[1], stride = a->strides[1];
+    a->shape[1] = a->shape[2], a->strides[1] = a->strides[2];
+    a->shape[2] = shape, a->strides[2] = stride;
+}
+
+/* lab_attention: (q, k, v[, cu_seqlens_q, cu_seqlens_k]) -> (out, lse), and with backward set
+ * (grad_out, q, k, v, out, lse[, cu_seqlens_q, cu_seqlens_k]) -> (grad_q, grad_k, grad_v); attributes
+ * causal, window_left, window_right (-1: no bound), softcap, scale, max_seqlen_q, max_seqlen_k (a packed
+ * batch's, with its cumulative lengths), and sequence_major: the 4-dimensional buffers are jax.nn's
+ * (batch, positions, heads, head_dim), read as lab's (batch, heads, positions, head_dim) view. */
+static int attention(lab_ffi_call *f) {
+    double backward, causal, left, right, softcap, scale, max_q, max_k;
+    if (lab_ffi_attr(f, "backward", 0.0, &backward) < 0 || lab_ffi_attr(f, "causal", 0.0, &causal) < 0 ||
+        lab_ffi_attr(f, "window_left", -1.0, &left) < 0 ||
+        lab_ffi_attr(f, "window_right", -1.0, &right) < 0 || lab_ffi_attr(f, "softcap", 0.0, &softcap) < 0 ||
+        lab_ffi_attr(f, "scale", -1.0, &scale) < 0 || lab_ffi_attr(f, "max_seqlen_q", -1.0, &max_q) < 0 ||
+        lab_ffi_attr(f, "max_seqlen_k", -1.0, &max_k) < 0) {
+        return -1;
+    }
+    lab_attention_call d;
+    memset(&d, 0, sizeof d);
+    d.backward = backward != 0.0, d.causal = causal != 0.0, d.window_left = (int64_t)left;
+    d.window_right = (int64_t)right, d.softcap = softcap, d.scale = scale;
+    d.max_seqlen_q = (int64_t)max_q, d.max_seqlen_k = (int64_t)max_k;
+    static const char *const forward_in[] = {"q", "k", "v"}, *const backward_in[] = {
+                                                                 "grad_out", "q", "k", "v", "out", "lse"};
+    lab_array **forward_fields[] = {&d.q, &d.k, &d.v},
+              **backward_fields[] = {&d.grad_out, &d.q, &d.k, &d.v, &d.out, &d.lse};
+    const char *const *in_names = d.backward ? backward_in : forward_in;
+    lab_array ***in_fields = d.backward ? backward_fields : forward_fields;
+    const int n_in = d.backward ? 6 : 3;
+    for (int i = 0; i < n_in; i++) {
+        if (!(*in_fields[i] = lab_ffi_buffer(f, 0, i, in_names[i]))) return -1;
+    }
+    double sequence_major;
+    if (lab_ffi_attr(f, "sequence_major", 0.0, &sequence_major) < 0) return -1;
+    if (sequence_major !=
+        0.0) { /* jax.nn's (batch, positions, heads, head_dim): viewed as (batch, heads, ...) */
+        for (int i = 0; i < n_in; i++) {
+            if (*in_fields[i] != d.lse) swap_positions_and_heads(*in_fields[i]);
+        }
+    }
+    if (lab_ffi_count(f, 0) > n_in && (!(d.cu_seqlens_q = lab_ffi_buffer(f, 0, n_in, "cu_seqlens_q")) ||
+                                       !(d.cu_seqlens_k = lab_ffi_buffer(f, 0, n_in + 1, "cu_seqlens_k")))) {
+        return -1;
+    }
+    if (d.backward) {
+        if (!(d.grad_q = lab_ffi_buffer(f, 1, 0, "grad_q")) ||
+            !(d.grad_k = lab_ffi_buffer(f, 1, 1, "grad_k")) ||
+            !(d.grad_v = lab_ffi_buffer(f, 1, 2, "grad_v"))) {
+            return -1;
+        }
+    } else if (!(d.out = lab_ffi_buffer(f, 1, 0, "out")) || !(d.lse = lab_ffi_buffer(f, 1, 1, "lse"))) {
+        return -1;
+    }
+    if (sequence_major != 0.0) {
+        lab_array *written[3] = {d.backward ? d.grad_q : d.out, d.backward ? d.grad_k : NULL,
+                                 d.backward ? d.grad_v : NULL};
+        for (int i = 0; i < 3; i++) {
+            if (written[i]) swap_positions_and_heads(written[i]);
+        }
+    }
+    lab_op_call call = lab_ffi_op_call(f, &d);
+    lab_attention_add_operands(&call, &d);
+    return lab_run_op(&lab_ffi_state(f)->dispatch, &lab_attention_kind, &call);
+}
+
 #undef IN
 #undef IN_COLUMN
 #undef OUT
@@ -326,6 +397,7 @@ LAB_FFI_TARGET(softmax, LAB_FFI_TRACEABLE)
 LAB_FFI_TARGET(softmax_backward, LAB_FFI_TRACEABLE)
 LAB_FFI_TARGET(cross_entropy, 0)
 LAB_FFI_TARGET(rope, LAB_FFI_TRACEABLE)
+LAB_FFI_TARGET(attention, 0) /* the backward takes scratch memory (each row's delta) */
 LAB_FFI_TARGET(elementwise, LAB_FFI_TRACEABLE)
 LAB_FFI_TARGET(reduce, 0)
 LAB_FFI_TARGET(glu_backward, LAB_FFI_TRACEABLE)
@@ -345,6 +417,7 @@ static PyObject *py_xla_ffi_targets(PyObject *module, PyObject *unused) {
                    {"lab_softmax_backward", target_softmax_backward},
                    {"lab_cross_entropy", target_cross_entropy},
                    {"lab_rope", target_rope},
+                   {"lab_attention", target_attention},
                    {"lab_elementwise", target_elementwise},
                    {"lab_reduce", target_reduce},
                    {"lab_glu_backward", target_glu_backward},
