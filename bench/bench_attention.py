@@ -8,7 +8,9 @@ and torch's SDPA on the same sequences as one block-diagonal mask and as a batch
 longest (both through its efficient backend, the one that takes a mask). TFLOP/s counts the
 products' multiply-adds (4 B H Sq Sk D for the forward, 2.5 times that for the backward, halved
 when causal; for the packed batch the real sequences' only), against the GPU's dense bfloat16 peak
-(989 TFLOP/s on an H100 or H200 SXM). Medians of event-timed runs after warm-up.
+(989 TFLOP/s on an H100 or H200 SXM). Medians of event-timed runs after warm-up. Last, where jax is
+installed: jit(value_and_grad) of lab.jax.dot_product_attention against jax.nn's cuDNN and XLA
+implementations.
     python3 bench/bench_attention.py [--out-dir DIR] [--quick]
 """
 import math
@@ -182,6 +184,57 @@ def packed_case(torch, timer, repeats):
     return rows, goals, lengths
 
 
+def jax_case(repeats):
+    """jit(value_and_grad) of a causal attention, (4, 4096, 32, 128) bfloat16 in jax.nn's layout: lab.jax
+    against jax.nn.dot_product_attention with implementation "cudnn" and "xla". Wall-clock medians of
+    block_until_ready (jax's own timing), after warm-up."""
+    try:
+        import jax
+        import jax.numpy as jnp
+        import lab.jax as ljax
+    except ImportError as e:
+        print(f"\njax is not importable ({e}): its rows are left out")
+        return [], []
+    import statistics
+    import time
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    q = jax.random.normal(keys[0], (4, 4096, 32, 128)).astype(jnp.bfloat16)
+    k, v = (jax.random.normal(key, (4, 4096, 32, 128)).astype(jnp.bfloat16) for key in keys[1:])
+
+    def step(attend):
+        return jax.jit(jax.value_and_grad(lambda q, k, v: attend(q, k, v).astype(jnp.float32).sum(), (0, 1, 2)))
+    impls = {"lab.jax": step(lambda q, k, v: ljax.dot_product_attention(q, k, v, is_causal=True)),
+             "jax.nn cudnn": step(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                                                               implementation="cudnn")),
+             "jax.nn xla": step(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                                                             implementation="xla"))}
+    work = flops(4, 32, 4096, 4096, 128, True, True)
+    print(f"\njax, jit(value_and_grad), (4, 4096, 32, 128) bf16 causal")
+    times, rows = {}, []
+    for name, fn in impls.items():
+        try:
+            for _ in range(3):
+                jax.block_until_ready(fn(q, k, v))
+            samples = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                jax.block_until_ready(fn(q, k, v))
+                samples.append((time.perf_counter() - started) * 1e3)
+            times[name] = statistics.median(samples)
+        except Exception as e:  # a backend this jax or GPU lacks says so
+            print(f"    {name}: {str(e).splitlines()[0][:100]}")
+            continue
+        print(f"{name:14s} {times[name]:9.3f} ms {work / times[name] / 1e9:8.1f} TFLOP/s")
+        rows.append(dict(impl=name, ms=times[name], tflops=work / times[name] / 1e9))
+    goals = []
+    if "lab.jax" in times:
+        for peer, want in (("jax.nn cudnn", 1.0), ("jax.nn xla", 3.0)):
+            if peer in times:
+                ratio = times[peer] / times["lab.jax"]
+                goals.append((f"jax value_and_grad: {peer} / lab.jax >= {want}", ratio, ratio >= want))
+    return rows, goals
+
+
 def main():
     started = start("bench_attention.py", __doc__)
     if started is None:
@@ -190,9 +243,12 @@ def main():
     repeats = 5 if args.quick else 20
     rows, goals = fixed_cases(torch, timer, repeats)
     packed_rows, packed_goals, lengths = packed_case(torch, timer, repeats)
-    print_met_goals(goals + packed_goals, width=56)
+    torch.cuda.empty_cache()  # jax allocates its own pool next
+    jax_rows, jax_goals = jax_case(repeats)
+    goals = goals + packed_goals + jax_goals
+    print_met_goals(goals, width=56)
     save_json(args.out_dir, "attention.json", torch, fixed=rows, packed=packed_rows, packed_lengths=lengths,
-              peak_tflops=PEAK_TFLOPS, goals=[list(g) for g in goals + packed_goals])
+              jax=jax_rows, peak_tflops=PEAK_TFLOPS, goals=[list(g) for g in goals])
 
 
 if __name__ == "__main__":
