@@ -10,8 +10,9 @@
  *
  * An op kind - elementwise, list (foreach and optimizer steps), reduction, raw (a user's
  * runtime-compiled kernel), row-wise, elementwise kernel (a user's lab.ElementwiseKernel), matmul,
- * linear cross-entropy (whose launch drives the matmul and row-wise launches) and rope (q and k
- * rotated in one launch) - supplies only its plan and its launch. */
+ * linear cross-entropy (whose launch drives the matmul and row-wise launches), rope (q and k
+ * rotated in one launch) and attention (forward, or the backward's two kernels) - supplies only its
+ * plan and its launch. */
 #ifndef LAB_DRIVER_H
 #define LAB_DRIVER_H
 
