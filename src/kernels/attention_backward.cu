@@ -97,11 +97,7 @@ __global__ void __launch_bounds__(kBlockM * 2) attention_grad_q_kernel(const Bac
     const int block_last = key_last > key_first ? (key_last + kBlockN - 1) / kBlockN : block_first;
 
     auto load_keys = [&](int block, int stage) {
-        const int k0 = block * kBlockN, rows = min(kBlockN, seq.len_k - k0);
-        load_tile_async<kBlockN, D, Shape::kThreads>(k_tiles + stage * KvTile::kElements,
-                                                     k + k0 * p.k.position_stride, p.k.position_stride, rows);
-        load_tile_async<kBlockN, D, Shape::kThreads>(v_tiles + stage * KvTile::kElements,
-                                                     v + k0 * p.v.position_stride, p.v.position_stride, rows);
+        load_key_block<kBlockN, D, Shape::kThreads>(k_tiles, v_tiles, stage, k, v, p, block, seq.len_k);
     };
     load_tile_async<kBlockM, D, Shape::kThreads>(q_tile, q, p.q.position_stride, valid_rows);
     load_tile_async<kBlockM, D, Shape::kThreads>(grad_out_tile, grad_out, p.grad_out.position_stride,
@@ -131,14 +127,7 @@ __global__ void __launch_bounds__(kBlockM * 2) attention_grad_q_kernel(const Bac
 
     for (int block = block_first; block < block_last; block++) {
         const int stage = (block - block_first) & 1;
-        if (block + 1 < block_last) {
-            load_keys(block + 1, stage ^ 1);
-            async_copy_commit();
-            async_copy_wait<1>();
-        } else {
-            async_copy_wait<0>();
-        }
-        __syncthreads();
+        stage_ready(block + 1 < block_last, [&] { load_keys(block + 1, stage ^ 1); });
         const uint32_t k_address = shared_window_address(k_tiles + stage * KvTile::kElements);
         const uint32_t v_address = shared_window_address(v_tiles + stage * KvTile::kElements);
         const int k0 = block * kBlockN;
@@ -189,8 +178,7 @@ __global__ void __launch_bounds__(kBlockM * 2) attention_grad_q_kernel(const Bac
         __syncthreads();
     }
     if (block_first >= block_last) {
-        async_copy_wait<0>();
-        __syncthreads();
+        copies_landed();
     }
     T *grad_q_rows = rows_of<T>(p.grad_q, batch, head, seq.q_start, packed) + q0 * p.grad_q.position_stride;
     store_accumulators<kBlockM, D>(q_tile, grad_q, row0, lane, p.scale);
@@ -276,14 +264,7 @@ __global__ void __launch_bounds__(kBlockN * 2) attention_grad_kv_kernel(const Ba
 
     for (int step = 0; step < steps; step++) {
         const int stage = step & 1;
-        if (step + 1 < steps) {
-            load_queries(step + 1, stage ^ 1);
-            async_copy_commit();
-            async_copy_wait<1>();
-        } else {
-            async_copy_wait<0>();
-        }
-        __syncthreads();
+        stage_ready(step + 1 < steps, [&] { load_queries(step + 1, stage ^ 1); });
         const uint32_t q_address = shared_window_address(q_tiles + stage * RowTile::kElements);
         const uint32_t grad_out_address = shared_window_address(grad_out_tiles + stage * RowTile::kElements);
         const float *lse2 = stage_lse + stage * kBlockM;
@@ -340,8 +321,7 @@ __global__ void __launch_bounds__(kBlockN * 2) attention_grad_kv_kernel(const Ba
         __syncthreads();
     }
     if (steps == 0) { // no query sees these keys: their gradients are zeros
-        async_copy_wait<0>();
-        __syncthreads();
+        copies_landed();
     }
     T *grad_k_rows = rows_of<T>(p.grad_k, batch, head_k, seq.k_start, packed) + k0 * p.grad_k.position_stride;
     T *grad_v_rows = rows_of<T>(p.grad_v, batch, head_k, seq.k_start, packed) + k0 * p.grad_v.position_stride;

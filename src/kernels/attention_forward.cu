@@ -69,11 +69,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(const la
     }
 
     auto load_keys = [&](int block, int stage) {
-        const int k0 = block * kBlockN, rows = min(kBlockN, seq.len_k - k0);
-        load_tile_async<kBlockN, D, Shape::kThreads>(k_tiles + stage * KvTile::kElements,
-                                                     k + k0 * p.k.position_stride, p.k.position_stride, rows);
-        load_tile_async<kBlockN, D, Shape::kThreads>(v_tiles + stage * KvTile::kElements,
-                                                     v + k0 * p.v.position_stride, p.v.position_stride, rows);
+        load_key_block<kBlockN, D, Shape::kThreads>(k_tiles, v_tiles, stage, k, v, p, block, seq.len_k);
     };
     load_tile_async<kBlockM, D, Shape::kThreads>(q_tile, q, p.q.position_stride, valid_rows);
     if (block_first < block_last) load_keys(block_first, 0);
@@ -81,14 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(const la
 
     for (int block = block_first; block < block_last; block++) {
         const int stage = (block - block_first) & 1;
-        if (block + 1 < block_last) {
-            load_keys(block + 1, stage ^ 1);
-            async_copy_commit();
-            async_copy_wait<1>();
-        } else {
-            async_copy_wait<0>();
-        }
-        __syncthreads();
+        stage_ready(block + 1 < block_last, [&] { load_keys(block + 1, stage ^ 1); });
         const uint32_t k_address = shared_window_address(k_tiles + stage * KvTile::kElements);
         const uint32_t v_address = shared_window_address(v_tiles + stage * KvTile::kElements);
         const int k0 = block * kBlockN;
@@ -171,8 +160,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(const la
         __syncthreads(); // every warp is done with this stage before it is loaded again
     }
     if (block_first >= block_last) { // no key at all: the q tile's copies land before it is written
-        async_copy_wait<0>();
-        __syncthreads();
+        copies_landed();
     }
 
     // out / sum, staged through the warp's own rows of the q tile (no other warp reads them)

@@ -119,6 +119,29 @@ __device__ __forceinline__ void load_tile_async(T *tile, const T *base, int64_t 
     }
 }
 
+// One step of a two-stage copy pipeline, at the top of a loop over tiles: when there is a next tile,
+// start its copies into the other stage (load_next) and wait for all but those; else wait for every
+// copy. Then every thread of the block sees this stage's tile. (The loop's body ends with a
+// __syncthreads, so no warp still reads the stage load_next overwrites.)
+template <typename LoadNext>
+__device__ __forceinline__ void stage_ready(bool has_next, LoadNext &&load_next) {
+    if (has_next) {
+        load_next();
+        async_copy_commit();
+        async_copy_wait<1>();
+    } else {
+        async_copy_wait<0>();
+    }
+    __syncthreads();
+}
+
+// After a loop over tiles that may have run no step at all: the copies it would have waited for (the
+// tiles loaded before it) have landed and every thread sees them, before the block writes over them.
+__device__ __forceinline__ void copies_landed() {
+    async_copy_wait<0>();
+    __syncthreads();
+}
+
 // The A fragment of the 16x16 block at (row0, column k0) of a row-major tile (k0 a multiple of 16).
 template <int kRows, int kColumns>
 __device__ __forceinline__ FragA load_a(uint32_t tile_address, int row0, int k0, int lane) {
