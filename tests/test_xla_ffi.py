@@ -17,7 +17,7 @@ def f64_attr(value):
 
 def test_every_target_is_offered():
     assert sorted(lab.lab._xla_ffi_targets()) == [
-        "lab_cross_entropy", "lab_elementwise", "lab_glu_backward", "lab_kernel", "lab_layer_norm",
+        "lab_attention", "lab_cross_entropy", "lab_elementwise", "lab_glu_backward", "lab_kernel", "lab_layer_norm",
         "lab_layer_norm_backward", "lab_reduce", "lab_rms_norm", "lab_rms_norm_backward", "lab_rope", "lab_softmax",
         "lab_softmax_backward"]
 
@@ -99,6 +99,15 @@ def test_stages_before_execution_do_nothing():
     ("lab_reduce", [(BF16, (6, 11))], [(BF16, (6,))], op_attr("reduction", "norm_inf", reduced=0b1)),
     ("lab_reduce", [(F32, (7,)), (F32, (7,))], [(F32, ())], op_attr("reduction", "dot", reduced=1)),
     ("lab_glu_backward", [(F32, (6, 11)), (F32, (6, 11)), (F32, (6, 11))], [(F32, (6, 11)), (F32, (6, 11))], {}),
+    ("lab_attention", [(BF16, (2, 4, 5, 64)), (BF16, (2, 2, 5, 64)), (BF16, (2, 2, 5, 64))],
+     [(BF16, (2, 4, 5, 64)), (F32, (2, 4, 5))], {"causal": (S32, ctypes.c_int32, 1, 3)}),
+    ("lab_attention", [(F16, (2, 5, 4, 64)), (F16, (2, 7, 2, 64)), (F16, (2, 7, 2, 64))],  # jax.nn's layout
+     [(F16, (2, 5, 4, 64)), (F32, (2, 4, 5))], {"sequence_major": (S32, ctypes.c_int32, 1, 3)}),
+    ("lab_attention", [(BF16, (2, 5, 4, 64))] + [(BF16, (2, 5, 4, 64))] * 3 + [(BF16, (2, 5, 4, 64)), (F32, (2, 4, 5))],
+     [(BF16, (2, 5, 4, 64))] * 3, {"backward": (S32, ctypes.c_int32, 1, 3), "sequence_major": (S32, ctypes.c_int32, 1, 3)}),
+    ("lab_attention", [(BF16, (9, 4, 64)), (BF16, (9, 2, 64)), (BF16, (9, 2, 64)), (S32, (3,)), (S32, (3,))],
+     [(BF16, (9, 4, 64)), (F32, (4, 9))], {"max_seqlen_q": (S64, ctypes.c_int64, 5, 3),
+                                           "max_seqlen_k": (S64, ctypes.c_int64, 5, 3)}),
 ])
 def test_frames_that_pass_every_check_reach_cuda(target, args, rets, attributes):
     _, (errc, message) = Xla().call(target, args, rets, attributes)
@@ -119,6 +128,11 @@ def test_frames_that_pass_every_check_reach_cuda(target, args, rets, attributes)
      r"argument 'target' has dtype float32; class indices are int64 or int32"),
     ("lab_rope", [(F32, (2, 4, 5, 8)), (F32, (2, 2, 5, 8)), (F32, (5, 3)), (F32, (5, 3))],
      [(F32, (2, 4, 5, 8)), (F32, (2, 2, 5, 8))], {}, r"the rotary dimension is 3"),
+    ("lab_attention", [(F32, (2, 4, 5, 64))] * 3, [(F32, (2, 4, 5, 64)), (F32, (2, 4, 5))], {},
+     r"lab_attention\(\): argument 'q' has dtype float32; attention takes float16 or bfloat16"),
+    ("lab_attention", [(BF16, (2, 4, 5, 64)), (BF16, (2, 3, 5, 64)), (BF16, (2, 3, 5, 64))],
+     [(BF16, (2, 4, 5, 64)), (F32, (2, 4, 5))], {}, r"argument 'k' has shape \(2, 3, 5, 64\)"),
+    ("lab_attention", [(BF16, (2, 4, 5, 64))] * 3, [(BF16, (2, 4, 5, 64))], {}, r"XLA gave no buffer for 'lse'"),
     ("lab_elementwise", [(F32, (6, 11))], [(F32, (6, 11))], op_attr("elementwise", "swiglu"),
      r"lab_elementwise: swiglu takes 2 arguments and 1 results, XLA gave 1 and 1"),
     ("lab_elementwise", [(F32, (6, 11)), (F32, (6, 12))], [(F32, (6, 11))], op_attr("elementwise", "swiglu"),
