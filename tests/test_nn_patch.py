@@ -14,14 +14,15 @@ import lab.nn  # noqa: E402
 
 LAYERS = 2
 CLOSE = dict(rtol=1e-5, atol=1e-7)
+SUMMED = dict(rtol=1e-5, atol=1e-6)  # gradients summed over samples run one by one: float32's rounding, added up
 
 
-def tiny(family, **overrides):
+def tiny(family, head_dim=64, **overrides):
     """A random-weight causal LM of `family`, float64 on the CPU: 2 layers, 4 query heads over 2 key heads."""
     prefix = lab.nn.patching.FAMILIES[family]
     config_class = getattr(transformers, f"{prefix}Config")
     config = config_class(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=LAYERS,
-                          num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=head_dim, max_position_embeddings=64,
                           tie_word_embeddings=False, attn_implementation="eager", **overrides)
     torch.manual_seed(0)
     return getattr(transformers, f"{prefix}ForCausalLM")(config).double()
@@ -51,7 +52,8 @@ def test_a_patched_model_trains_like_the_original(family):
     result = lab.nn.patch(model)
     try:
         norms = 2 * LAYERS + 1 + (2 * LAYERS if family == "qwen3" else 0)  # Qwen3 normalizes q and k too
-        assert result.counts() == {"rms_norm": norms, "swiglu": LAYERS, "rope": 1, "linear_cross_entropy": 1}
+        assert result.counts() == {"rms_norm": norms, "swiglu": LAYERS, "rope": 1, "attention": LAYERS,
+                                   "linear_cross_entropy": 1}
         assert result.left_alone == [] and result.family == lab.nn.patching.FAMILIES[family]
         assert list(model.state_dict()) == list(original.state_dict())
         want, want_grads = step(original)
@@ -90,10 +92,80 @@ def test_the_rotary_function_is_restored_when_the_last_patch_is_undone():
 
 def test_each_replacement_can_be_turned_off():
     model = tiny("llama")
-    result = lab.nn.patch(model, rope=False, loss=False)
+    result = lab.nn.patch(model, rope=False, loss=False, attention=False)
     try:
         assert set(result.counts()) == {"rms_norm", "swiglu"}
-        assert "forward" not in vars(model)
+        assert "forward" not in vars(model) and model.config._attn_implementation == "eager"
+    finally:
+        result.undo()
+
+
+def test_attention_becomes_lab_and_undo_restores_the_models_own():
+    model = tiny("mistral", sliding_window=5)
+    result = lab.nn.patch(model)
+    assert model.config._attn_implementation == "lab"
+    assert [name for name, what in result.patched if what == "attention"] == \
+        [f"model.layers.{i}.self_attn" for i in range(LAYERS)]
+    result.undo()
+    assert model.config._attn_implementation == "eager"
+    narrow = lab.nn.patch(tiny("llama", head_dim=8))
+    try:
+        assert "attention" not in narrow.counts()
+        assert ("", "attention: head_dim 8; lab's kernels take 64, 96 or 128") in narrow.left_alone
+    finally:
+        narrow.undo()
+
+
+def samples(seed=4, lengths=(5, 1, 9, 4)):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, 97, (n,), generator=g) for n in lengths]
+
+
+@pytest.mark.parametrize("family, overrides", [("llama", {}), ("mistral", {"sliding_window": 3})])
+def test_padding_free_and_padded_batches_train_like_each_sample_alone(family, overrides):
+    """One row of samples back to back (position_ids restarting at 0, as transformers'
+    DataCollatorWithFlattening makes it) and the same samples padded to the longest: the summed loss
+    and every gradient equal those of the samples run one by one (on the CPU lab's function runs
+    transformers' SDPA with the mask it stands for: this tests the patching - which tokens see which,
+    which labels count)."""
+    original = tiny(family, **overrides)
+    model = copy.deepcopy(original)
+    result = lab.nn.patch(model)
+    try:
+        model.train(), original.train()
+        pieces = samples()
+        want_loss, want = 0.0, None
+        for piece in pieces:
+            original.zero_grad(set_to_none=True)
+            out = original(input_ids=piece[None], labels=piece[None], num_items_in_batch=1)
+            out.loss.backward()
+            want_loss += out.loss.item()
+            grads = {n: p.grad.clone() for n, p in original.named_parameters()}
+            want = grads if want is None else {n: want[n] + g for n, g in grads.items()}
+        row = torch.cat(pieces)[None]
+        positions = torch.cat([torch.arange(len(p)) for p in pieces])[None]
+        model.zero_grad(set_to_none=True)
+        out = model(input_ids=row, labels=row, position_ids=positions, num_items_in_batch=1)
+        out.loss.backward()
+        assert out.loss.item() == pytest.approx(want_loss, rel=1e-6)
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(p.grad, want[name], **SUMMED, msg=name)
+        longest = max(len(p) for p in pieces)
+        padded = torch.zeros(len(pieces), longest, dtype=torch.long)
+        mask = torch.zeros(len(pieces), longest, dtype=torch.long)
+        labels = torch.full((len(pieces), longest), -100)
+        for i, piece in enumerate(pieces):  # right padding for some, left for others
+            where = slice(0, len(piece)) if i % 2 else slice(longest - len(piece), longest)
+            padded[i, where], mask[i, where], labels[i, where] = piece, 1, piece
+            labels[i, where.start] = -100  # a sample's first token is no target (left of it is padding)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # each sample's own positions, as generation makes them
+        model.zero_grad(set_to_none=True)
+        out = model(input_ids=padded, attention_mask=mask, position_ids=positions, labels=labels,
+                    num_items_in_batch=1)
+        out.loss.backward()
+        assert out.loss.item() == pytest.approx(want_loss, rel=1e-6)
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(p.grad, want[name], **SUMMED, msg=name)
     finally:
         result.undo()
 

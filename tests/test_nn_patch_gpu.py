@@ -45,14 +45,17 @@ def test_a_patched_model_trains_like_the_original(family):
     model = copy.deepcopy(original)
     result = lab.nn.patch(model)
     try:
-        calls = []
-        real = lab.rope
+        calls, attention_calls = [], []
+        real, real_attention = lab.rope, lab.attention
         lab.nn._rope_ops.lab.rope = lambda *a, **k: calls.append(1) or real(*a, **k)
+        lab.nn._attention_ops.lab.attention = lambda *a, **k: attention_calls.append(1) or real_attention(*a, **k)
         try:
             want, got = train(torch, original), train(torch, model)
         finally:
             lab.nn._rope_ops.lab.rope = real
+            lab.nn._attention_ops.lab.attention = real_attention
         assert calls, "the patched attention did not reach lab.rope"
+        assert attention_calls, "the patched model's attention did not reach lab.attention"
         for step, (a, b) in enumerate(zip(got, want)):
             assert abs(a - b) <= 2e-2 * abs(b), f"step {step}: patched loss {a}, original {b}"
     finally:
@@ -72,5 +75,28 @@ def test_a_patched_model_under_compile():
         assert abs(compiled.item() - eager.item()) <= 1e-2 * abs(eager.item())
         compiled.backward()
         assert model.lm_head.weight.grad is not None
+    finally:
+        result.undo()
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral"])
+def test_a_padding_free_row_trains_like_its_samples_alone(family):
+    """Samples back to back in one row, position_ids restarting at 0 (DataCollatorWithFlattening's
+    form): lab's attention runs them as a packed batch, and the loss summed over the row's targets
+    equals the sum of each sample's own loss (bfloat16's tolerance)."""
+    torch = producer_or_skip("torch").torch
+    transformers = pytest.importorskip("transformers")
+    import lab.nn
+    model = tiny(torch, transformers, family)
+    result = lab.nn.patch(model)
+    try:
+        model.train()
+        g = torch.Generator(device="cuda").manual_seed(2)
+        pieces = [torch.randint(0, 1000, (n,), device="cuda", generator=g) for n in (37, 1, 130, 64, 9)]
+        alone = sum(model(input_ids=p[None], labels=p[None], num_items_in_batch=1).loss.item() for p in pieces)
+        row = torch.cat(pieces)[None]
+        positions = torch.cat([torch.arange(len(p), device="cuda") for p in pieces])[None]
+        packed = model(input_ids=row, labels=row, position_ids=positions, num_items_in_batch=1).loss.item()
+        assert abs(packed - alone) <= 1e-2 * abs(alone), (packed, alone)
     finally:
         result.undo()

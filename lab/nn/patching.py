@@ -10,9 +10,15 @@ What it replaces, in place, where the installed transformers defines it as lab e
     replacement that is not per instance - a module-level function cannot be - so it reaches every
     model of that family in the process; lab's function runs transformers' formula wherever lab's
     kernel does not apply, and undo() puts the original back once no patched model needs it;
+  - attention: the model's attention implementation becomes "lab" (registered with transformers'
+    AttentionInterface, _hf_attention.py), so every attention module runs lab's flash attention -
+    causal, grouped heads and the config's sliding window - on plain, padded and padding-free
+    batches (one row of samples back to back, position_ids restarting at 0); undo() restores the
+    implementation the model had. A head_dim lab's kernels do not take leaves it as it was;
   - the causal-LM head (<Family>ForCausalLM): when the model is training and given labels, the loss
     comes from lab.nn.linear_cross_entropy on the last hidden states - the logits are never made,
-    and the output's logits are None, as with Liger-Kernel's patch. Evaluation, generation and calls
+    and the output's logits are None, as with Liger-Kernel's patch; in a padding-free row the token
+    that ends one sample does not predict the next sample's first. Evaluation, generation and calls
     without labels run transformers' own forward.
 The modules keep their classes, parameters and state_dict keys: each gets its own `forward`
 attribute (the instance's, over the class's), which undo() deletes. Families: Llama, Mistral, Qwen2,
@@ -22,7 +28,7 @@ from typing import Callable, List, Tuple
 
 import torch
 
-from . import functional
+from . import _hf_attention, functional
 
 FAMILIES = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3"}
 
@@ -122,6 +128,34 @@ def _patch_rotary(modeling, result: Patched) -> None:
     result._undo.append(undo)
 
 
+def _patch_attention(model: torch.nn.Module, prefix: str, result: Patched) -> None:
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(model, "set_attn_implementation"):
+        result.left_alone.append(("", "attention: a model without transformers' attention interface"))
+        return
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    if head_dim not in _hf_attention.HEAD_DIMS:
+        result.left_alone.append(("", f"attention: head_dim {head_dim}; lab's kernels take 64, 96 or 128"))
+        return
+    previous = getattr(config, "_attn_implementation", None) or "sdpa"
+    _hf_attention.register()
+    model.set_attn_implementation(_hf_attention.NAME)
+    for name, module in model.named_modules():
+        if type(module).__name__ == f"{prefix}Attention":
+            result.patched.append((name, "attention"))
+    result._undo.append(lambda: model.set_attn_implementation(previous))
+
+
+def _sample_boundaries_ignored(labels, position_ids, shift_labels):
+    """In a padding-free row (position_ids restarting at 0 at each sample), the label of the token
+    before each restart - the next sample's first token - is not a target."""
+    if position_ids is None or position_ids.shape[-1] != labels.shape[-1]:
+        return shift_labels
+    starts = position_ids.expand_as(labels)[..., 1:] == 0
+    return shift_labels.masked_fill(torch.nn.functional.pad(starts, (0, 1), value=False).to(shift_labels.device),
+                                    -100)
+
+
 def _causal_lm_forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
                        inputs_embeds=None, labels=None, use_cache=None, logits_to_keep=0, **kwargs):
     """transformers' causal-LM forward, with the loss of a training step fused with the head."""
@@ -139,6 +173,7 @@ def _causal_lm_forward(self, input_ids=None, attention_mask=None, position_ids=N
     hidden = outputs.last_hidden_state
     if shift_labels is None:  # token t predicts token t + 1; the last one predicts nothing
         shift_labels = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
+        shift_labels = _sample_boundaries_ignored(labels, position_ids, shift_labels)
     reduction = "mean" if num_items_in_batch is None else "sum"
     loss = functional.linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight,
                                            shift_labels.reshape(-1).to(hidden.device), self.lm_head.bias,
@@ -152,8 +187,8 @@ def _causal_lm_forward(self, input_ids=None, attention_mask=None, position_ids=N
 
 
 def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True, rope: bool = True,
-          loss: bool = True, recompute_mlp: bool = True) -> Patched:
-    """Replaces what lab does better in `model` (see this module's docstring); each of the first four
+          attention: bool = True, loss: bool = True, recompute_mlp: bool = True) -> Patched:
+    """Replaces what lab does better in `model` (see this module's docstring); each of the first five
     keywords turns one replacement off. recompute_mlp: the SwiGLU's output, down_proj's input, is
     made again in the backward rather than kept from the forward (lab.nn.functional.swiglu_linear) -
     one more SwiGLU pass a layer for tokens x intermediate elements less memory a layer.
@@ -192,6 +227,8 @@ def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True,
             _patch_rotary(modeling, result)
         else:
             result.left_alone.append((modeling.__name__, "no module-level apply_rotary_pos_emb to replace"))
+    if attention:
+        _patch_attention(model, prefix, result)
     head_class = getattr(modeling, f"{prefix}ForCausalLM", None)
     if loss and head_class is not None and type(model) is head_class:
         if isinstance(getattr(model, "lm_head", None), torch.nn.Linear) and hasattr(model, "model"):
