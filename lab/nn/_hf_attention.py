@@ -87,8 +87,8 @@ def lab_attention_forward(module, query: Tensor, key: Tensor, value: Tensor, att
     if attention_mask is None:
         cu_q, cu_k = kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")
         if cu_q is not None and cu_k is not None and batch == 1:
-            packing = (cu_q.to(torch.int32), cu_k.to(torch.int32), int(kwargs["max_length_q"]),
-                       int(kwargs["max_length_k"]))
+            packing = (cu_q.to(query.device, torch.int32), cu_k.to(query.device, torch.int32),
+                       int(kwargs["max_length_q"]), int(kwargs["max_length_k"]))
         else:
             found = _packing_from_positions(kwargs.get("position_ids"), batch, positions)
             packing = None if found is None else (found[0], found[0], found[1], found[1])
