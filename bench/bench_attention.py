@@ -11,7 +11,7 @@ when causal; for the packed batch the real sequences' only), against the GPU's d
 (989 TFLOP/s on an H100 or H200 SXM). Medians of event-timed runs after warm-up. Last, where jax is
 installed: jit(value_and_grad) of lab.jax.dot_product_attention against jax.nn's cuDNN and XLA
 implementations.
-    python3 bench/bench_attention.py [--out-dir DIR] [--quick]
+    python3 bench/bench_attention.py [--out-dir DIR] [--quick] [--only fixed packed jax]
 """
 import math
 import os
@@ -236,16 +236,21 @@ def jax_case(repeats):
 
 
 def main():
-    started = start("bench_attention.py", __doc__)
+    started = start("bench_attention.py", __doc__, groups=["fixed", "packed", "jax"])
     if started is None:
         return
     args, torch, _, timer = started
     repeats = 5 if args.quick else 20
-    rows, goals = fixed_cases(torch, timer, repeats)
-    packed_rows, packed_goals, lengths = packed_case(torch, timer, repeats)
-    torch.cuda.empty_cache()  # jax allocates its own pool next
-    jax_rows, jax_goals = jax_case(repeats)
-    goals = goals + packed_goals + jax_goals
+    rows, goals, packed_rows, lengths, jax_rows = [], [], [], [], []
+    if "fixed" in args.only:
+        rows, goals = fixed_cases(torch, timer, repeats)
+    if "packed" in args.only:
+        packed_rows, packed_goals, lengths = packed_case(torch, timer, repeats)
+        goals += packed_goals
+    if "jax" in args.only:
+        torch.cuda.empty_cache()  # jax allocates its own pool next
+        jax_rows, jax_goals = jax_case(repeats)
+        goals += jax_goals
     print_met_goals(goals, width=56)
     save_json(args.out_dir, "attention.json", torch, fixed=rows, packed=packed_rows, packed_lengths=lengths,
               jax=jax_rows, peak_tflops=PEAK_TFLOPS, goals=[list(g) for g in goals])
