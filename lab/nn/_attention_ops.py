@@ -15,6 +15,15 @@ from torch import Tensor
 import lab
 
 
+def ready(x: Tensor) -> Tensor:
+    """x as lab.attention copies it: head_dim contiguous, other strides multiples of 8 elements, data
+    16-byte aligned - x itself where it already is (any dense view), else a contiguous copy. Inside the
+    operators only: a traced (fake) tensor has no address."""
+    aligned = (x.stride(-1) == 1 and x.data_ptr() % 16 == 0
+               and all(s % 8 == 0 or n == 1 for s, n in zip(x.stride()[:-1], x.shape[:-1])))
+    return x if aligned else x.contiguous()
+
+
 def _lse_like(q: Tensor, packed: bool) -> Tensor:
     shape = (q.shape[1], q.shape[0]) if packed else (q.shape[0], q.shape[1], q.shape[2])
     return q.new_empty(shape, dtype=torch.float32)
@@ -33,10 +42,11 @@ def _options(causal, window_left, window_right, softcap, scale, cu_seqlens_q, cu
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, window_left: int, window_right: int, softcap: float,
               scale: float, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], max_seqlen_q: int,
               max_seqlen_k: int) -> Tuple[Tensor, Tensor]:
+    q, k, v = ready(q.detach()), ready(k.detach()), ready(v.detach())
     out, lse = torch.empty_like(q), _lse_like(q, cu_seqlens_q is not None)
     if cu_seqlens_q is not None:
         out.zero_()  # rows no sequence covers: zeros, not whatever the allocator held
-    lab.attention(q.detach(), k.detach(), v.detach(), out, lse,
+    lab.attention(q, k, v, out, lse,
                   **_options(causal, window_left, window_right, softcap, scale, cu_seqlens_q, cu_seqlens_k,
                              max_seqlen_q, max_seqlen_k))
     return out, lse
@@ -56,9 +66,7 @@ def attention_backward(grad_out: Tensor, q: Tensor, k: Tensor, v: Tensor, out: T
     grad_q, grad_k, grad_v = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     if cu_seqlens_q is not None:
         grad_q.zero_(), grad_k.zero_(), grad_v.zero_()
-    grad_out = grad_out if grad_out.stride(-1) == 1 else grad_out.contiguous()
-    lab.attention_backward(grad_out.detach(), q.detach(), k.detach(), v.detach(), out.detach(), lse.detach(),
-                           grad_q, grad_k, grad_v,
+    lab.attention_backward(*(ready(x.detach()) for x in (grad_out, q, k, v, out)), lse.detach(), grad_q, grad_k, grad_v,
                            **_options(causal, window_left, window_right, softcap, scale, cu_seqlens_q,
                                       cu_seqlens_k, max_seqlen_q, max_seqlen_k))
     return grad_q, grad_k, grad_v
@@ -83,7 +91,7 @@ def _grad(ctx, grad_out, grad_lse):
     q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
     causal, window_left, window_right, softcap, scale, _, _, max_seqlen_q, max_seqlen_k = ctx.options
     grad_q, grad_k, grad_v = torch.ops.lab.attention_backward.default(
-        grad_out.contiguous() if grad_out.stride(-1) != 1 else grad_out, q, k, v, out, lse, causal, window_left,
+        grad_out, q, k, v, out, lse, causal, window_left,
         window_right, softcap, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     return grad_q, grad_k, grad_v, None, None, None, None, None, None, None, None, None
 

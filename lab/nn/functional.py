@@ -259,19 +259,11 @@ def apply_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, positio
 _ATTENTION_HEAD_DIMS = (64, 96, 128)
 
 
-def _attention_ready(x: Tensor) -> Tensor:
-    """x as lab.attention copies it: head_dim contiguous, other strides multiples of 8, 16-byte aligned."""
-    aligned = (x.stride(-1) == 1 and x.data_ptr() % 16 == 0
-               and all(s % 8 == 0 or n == 1 for s, n in zip(x.stride()[:-1], x.shape[:-1])))
-    return x if aligned else x.contiguous()
-
-
 def _attention_call(q, k, v, causal, window, softcap, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                     max_seqlen_k) -> Tensor:
     left, right = (-1, -1) if window is None else (-1 if window[0] is None else int(window[0]),
                                                    -1 if window[1] is None else int(window[1]))
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    q, k, v = _attention_ready(q), _attention_ready(k), _attention_ready(v)
     out, _ = _lab.attention.default(q, k, v, bool(causal), left, right, float(softcap), scale, cu_seqlens_q,
                                     cu_seqlens_k, int(max_seqlen_q or 0), int(max_seqlen_k or 0))
     return out
