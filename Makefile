@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build first-hour test lessons package-check format format-check demo gpu-check gpu-attention gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
+.PHONY: build first-hour test lessons package-check format format-check demo gpu-check gpu-attention gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama bench-packed gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -442,6 +442,11 @@ bench-swiglu: peers-site
 # machine it is `make gpu-llama OUT=$$OUT`, its own call. LLAMA_ARGS="--case 4x2048": one case only.
 bench-llama: peers-site
 	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_llama.py --out-dir $(BENCH_OUT) $(LLAMA_ARGS)
+
+# Fine-tuning on lognormal-length samples: padded, length-grouped (torch eager, torch.compile,
+# Liger-Kernel, lab.nn.patch) and padding-free (lab.nn.patch), real tokens/s and memory.
+bench-packed: peers-site
+	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_packed.py --out-dir $(BENCH_OUT) $(PACKED_ARGS)
 
 gpu-llama:
 	mkdir -p $(OUT)/bench

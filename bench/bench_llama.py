@@ -7,8 +7,9 @@ same weights (one seed) and batch, so patches and allocator peaks do not leak be
   - torch.compile of each decoder layer;
   - Liger-Kernel's apply_liger_kernel_to_llama (rope, RMSNorm, SwiGLU, fused linear cross-entropy),
     where importable (carried as a wheel: make bench-llama);
-  - lab.nn.patch (RMSNorm, SwiGLU, rope, fused linear cross-entropy), and the same keeping the
-    SwiGLU's output for the backward (recompute_mlp=False) instead of making it again there.
+  - lab.nn.patch (RMSNorm, SwiGLU, rope, lab's attention, fused linear cross-entropy), the same
+    keeping the SwiGLU's output for the backward (recompute_mlp=False) instead of making it again
+    there, and the same with torch's SDPA attention (attention=False).
 Prints ms/step (median of event-timed steps after warm-up, each after the previous one's
 synchronization), tokens/s, the allocator's peak beyond the model's weights and gradients, and two
 diagnostics (measure() says how they are made): the step after the GPU rested ~0.1 s (its clocks
@@ -32,7 +33,8 @@ CONFIG = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_h
 CASES = {"4x2048": (4, 2048), "4x4096": (4, 4096)}
 REST_CYCLES = 200_000_000  # torch.cuda._sleep's spin: ~0.1 s at the H200's ~1.98 GHz
 KEEPING = "lab.nn.patch, MLP output kept"
-IMPLEMENTATIONS = ["torch eager", "torch.compile per layer", "Liger-Kernel", "lab.nn.patch", KEEPING]
+TORCH_ATTENTION = "lab.nn.patch, SDPA attention"
+IMPLEMENTATIONS = ["torch eager", "torch.compile per layer", "Liger-Kernel", "lab.nn.patch", KEEPING, TORCH_ATTENTION]
 
 
 def build(torch, transformers, implementation):
@@ -54,9 +56,9 @@ def build(torch, transformers, implementation):
     if implementation == "torch.compile per layer":
         for layer in model.model.layers:
             layer.compile()
-    elif implementation in ("lab.nn.patch", KEEPING):
+    elif implementation in ("lab.nn.patch", KEEPING, TORCH_ATTENTION):
         import lab.nn
-        lab.nn.patch(model, recompute_mlp=implementation != KEEPING)
+        lab.nn.patch(model, recompute_mlp=implementation != KEEPING, attention=implementation != TORCH_ATTENTION)
     return model
 
 
