@@ -245,3 +245,22 @@ def test_packed_batches_are_checked(overrides, options, error, fragment):
     a = packed(**overrides)
     opts = packed_options(a, **options)
     refused(lambda: lab.attention(a["q"], a["k"], a["v"], a["out"], a["lse"], **opts), error, fragment)
+
+
+def test_the_kernels_block_ranges_cover_every_visible_pair(tmp_path):
+    """attention.cuh's ranges (which key blocks a query block walks, which query blocks a key block
+    walks, which tiles need no mask) checked pair by pair against the visibility rule, and a packed
+    batch's lying lengths clamped: tests/attention_ranges.cu, built with nvcc for the host (no GPU)."""
+    import os
+    import shutil
+    import subprocess
+    nvcc = shutil.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+    if not os.path.exists(nvcc):
+        pytest.skip("nvcc is not installed")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    program = str(tmp_path / "attention_ranges")
+    subprocess.run([nvcc, "-std=c++17", "-O1", "-I" + os.path.join(root, "src", "kernels"), "-o", program,
+                    os.path.join(root, "tests", "attention_ranges.cu")], check=True, capture_output=True, timeout=300)
+    done = subprocess.run([program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout
+    assert " 0 failures" in done.stdout and "visible pairs checked" in done.stdout

@@ -25,11 +25,12 @@ struct Sequence {
 
 // A packed batch's bounds come from the device; they are clamped into [0, total] and made
 // non-decreasing here, so that lengths which lie cannot move a tile outside its operand.
-__device__ __forceinline__ Sequence sequence_of(const lab_attention_launch &p, int batch) {
+__host__ __device__ __forceinline__ Sequence sequence_of(const lab_attention_launch &p, int batch) {
     if (!p.cu_seqlens_q) return {0, 0, int(p.seqlen_q), int(p.seqlen_k)};
-    auto bounds = [batch](const int32_t *cu, int64_t stride, int64_t total, int64_t &start) {
-        const int64_t first = min(max(int64_t(cu[batch * stride]), int64_t(0)), total);
-        const int64_t last = min(max(int64_t(cu[(batch + 1) * stride]), first), total);
+    auto clamp = [](int64_t v, int64_t low, int64_t high) { return v < low ? low : v > high ? high : v; };
+    auto bounds = [batch, clamp](const int32_t *cu, int64_t stride, int64_t total, int64_t &start) {
+        const int64_t first = clamp(cu[batch * stride], 0, total);
+        const int64_t last = clamp(cu[(batch + 1) * stride], first, total);
         start = first;
         return int(last - first);
     };
@@ -68,31 +69,35 @@ __device__ __forceinline__ void load_key_block(T *k_tiles, T *v_tiles, int stage
                                           p.v.position_stride, rows);
 }
 
-// Which keys a query sees, within one sequence (the rule in launch.h).
+// Which keys a query sees, within one sequence (the rule in launch.h). Host code can run it too:
+// tests/attention_ranges.cu checks the ranges below against the rule, pair by pair.
 struct Visibility {
+    static __host__ __device__ __forceinline__ int at_least(int low, int v) { return v < low ? low : v; }
+    static __host__ __device__ __forceinline__ int at_most(int high, int v) { return v > high ? high : v; }
+
     int len_q, len_k, diagonal; // diagonal: len_k - len_q, where query i's own key lies
     int left, right;            // -1: unbounded
 
-    __device__ __forceinline__ Visibility(const lab_attention_launch &p, const Sequence &s)
+    __host__ __device__ __forceinline__ Visibility(const lab_attention_launch &p, const Sequence &s)
         : len_q(s.len_q), len_k(s.len_k), diagonal(s.len_k - s.len_q), left(int(p.window_left)),
           right(int(p.window_right)) {}
 
-    __device__ __forceinline__ bool visible(int i, int j) const {
+    __host__ __device__ __forceinline__ bool visible(int i, int j) const {
         return j < len_k && (left < 0 || j >= i + diagonal - left) &&
                (right < 0 || j <= i + diagonal + right);
     }
     // The keys [*first, *last) any of queries [q0, q1) sees.
-    __device__ __forceinline__ void keys_for(int q0, int q1, int *first, int *last) const {
-        *first = left < 0 ? 0 : max(0, q0 + diagonal - left);
-        *last = right < 0 ? len_k : min(len_k, q1 - 1 + diagonal + right + 1);
+    __host__ __device__ __forceinline__ void keys_for(int q0, int q1, int *first, int *last) const {
+        *first = left < 0 ? 0 : at_least(0, q0 + diagonal - left);
+        *last = right < 0 ? len_k : at_most(len_k, q1 - 1 + diagonal + right + 1);
     }
     // The queries [*first, *last) that see any of keys [k0, k1).
-    __device__ __forceinline__ void queries_for(int k0, int k1, int *first, int *last) const {
-        *first = right < 0 ? 0 : max(0, k0 - diagonal - right);
-        *last = left < 0 ? len_q : min(len_q, k1 - 1 - diagonal + left + 1);
+    __host__ __device__ __forceinline__ void queries_for(int k0, int k1, int *first, int *last) const {
+        *first = right < 0 ? 0 : at_least(0, k0 - diagonal - right);
+        *last = left < 0 ? len_q : at_most(len_q, k1 - 1 - diagonal + left + 1);
     }
     // Whether every query of [q0, q1) sees every key of [k0, k1): no element needs a mask.
-    __device__ __forceinline__ bool all_visible(int q0, int q1, int k0, int k1) const {
+    __host__ __device__ __forceinline__ bool all_visible(int q0, int q1, int k0, int k1) const {
         return k1 <= len_k && (left < 0 || k0 >= q1 - 1 + diagonal - left) &&
                (right < 0 || k1 - 1 <= q0 + diagonal + right);
     }
