@@ -45,6 +45,26 @@ def start(script, description, groups=None):
 
 
 
+def run_in_own_process(script, one_args, label, timeout):
+    """`python3 script --one ONE_ARGS...`: one implementation measured in a process of its own (so
+    patches and allocator peaks do not leak between them); its last JSON line as a dict, or None
+    where it failed or said it was skipped (both printed under `label`)."""
+    import json
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, script, "--one", *one_args], capture_output=True, text=True,
+                          timeout=timeout)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        print(f"{label}: failed\n{done.stderr[-2000:]}")
+        return None
+    row = json.loads(lines[-1])
+    if "skipped" in row:
+        print(f"{label}: {row['skipped']}")
+        return None
+    return row
+
+
 def prototype_peers(script, source):
     """For the sweeps that compile prototypes at run time: (torch, cupy, module, timer) - `source`
     compiled by CuPy's NVRTC into module - or None where this machine cannot run `script` (it says why)."""

@@ -22,7 +22,6 @@ llama.png (tokens/s and memory by implementation) into --out-dir. --case runs on
 """
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -174,20 +173,14 @@ def main():
     if not lab.is_available():
         print("bench_llama.py: needs a CUDA GPU")
         return
+    from _peers import run_in_own_process
     rows = []
     for case in [args.case] if args.case else CASES:
         for name in IMPLEMENTATIONS:
-            done = subprocess.run([sys.executable, __file__, "--one", name, case] + (["--quick"] if args.quick else []),
-                                  capture_output=True, text=True, timeout=900)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-            if done.returncode != 0 or not lines:
-                print(f"{name}, {case}: failed\n{done.stderr[-2000:]}")
-                continue
-            row = json.loads(lines[-1])
-            if "skipped" in row:
-                print(f"{name}: {row['skipped']}")
-                continue
-            rows.append(row)
+            row = run_in_own_process(__file__, [name, case] + (["--quick"] if args.quick else []), f"{name}, {case}",
+                                     900)
+            if row:
+                rows.append(row)
     print(f"\n{'case':8s} {'implementation':30s} {'ms/step':>9s} {'tokens/s':>10s} {'peak GiB':>9s} {'rested':>7s}"
           f" {'host ahead':>10s} {'SM MHz':>7s} {'W':>5s} {'capped':>6s}")
     for r in rows:

@@ -16,7 +16,6 @@ the allocator's peak beyond weights and gradients; writes packed.json and packed
 import json
 import math
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -128,19 +127,9 @@ def main():
     print(f"{len(sizes)} samples, lognormal lengths (median 512, sigma 1, at most 4096, seed 0): min {ordered[0]}, "
           f"median {ordered[len(sizes) // 2]}, 90th percentile {ordered[int(0.9 * len(sizes))]}, max {ordered[-1]}; "
           f"~{TOKENS_PER_STEP} real tokens a step")
-    rows = []
-    for name in IMPLEMENTATIONS:
-        done = subprocess.run([sys.executable, __file__, "--one", name] + (["--quick"] if args.quick else []),
-                              capture_output=True, text=True, timeout=1200)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode != 0 or not lines:
-            print(f"{name}: failed\n{done.stderr[-2000:]}")
-            continue
-        row = json.loads(lines[-1])
-        if "skipped" in row:
-            print(f"{name}: {row['skipped']}")
-            continue
-        rows.append(row)
+    from _peers import run_in_own_process
+    rows = [row for row in (run_in_own_process(__file__, [name] + (["--quick"] if args.quick else []), name, 1200)
+                            for name in IMPLEMENTATIONS) if row]
     print(f"\n{'implementation':32s} {'real tokens/s':>14s} {'padding':>8s} {'peak GiB':>9s}")
     for r in rows:
         if r.get("out_of_memory"):
