@@ -264,3 +264,17 @@ def test_the_kernels_block_ranges_cover_every_visible_pair(tmp_path):
     done = subprocess.run([program], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout
     assert " 0 failures" in done.stdout and "visible pairs checked" in done.stdout
+
+
+def test_a_window_list_emptied_by_its_own_index_is_read_safely():
+    """window=[a, b] where a's __index__ clears the list: b must still be alive when read."""
+    class Clearing:
+        def __init__(self, target):
+            self.target = target
+
+        def __index__(self):
+            self.target.clear()
+            return 3
+    window = []
+    window.extend([Clearing(window), type("Side", (), {"__index__": lambda self: 0})()])
+    reaches_cuda(lambda: forward({"window": window}))

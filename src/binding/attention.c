@@ -57,18 +57,19 @@ static int read_window(PyObject *obj, const char *func, int64_t *left, int64_t *
         return -1;
     }
     static const lab_int_range SIDE = {-1, INT32_MAX, "an int >= -1 (-1 or None: no bound)"};
+    /* reading a side may run Python (__index__) that empties a list: hold both items first */
     PyObject *sides[2] = {PySequence_Fast_GET_ITEM(obj, 0), PySequence_Fast_GET_ITEM(obj, 1)};
+    Py_INCREF(sides[0]);
+    Py_INCREF(sides[1]);
     int64_t *values[2] = {left, right};
     const char *names[2] = {"window[0]", "window[1]"};
-    for (int i = 0; i < 2; i++) {
-        /* an item read may run Python (__index__) that changes a list: hold the item */
-        PyObject *side = sides[i];
-        Py_INCREF(side);
-        const int failed = side != Py_None && lab_read_int_in(side, func, names[i], &SIDE, values[i]) < 0;
-        Py_DECREF(side);
-        if (failed) return -1;
+    int failed = 0;
+    for (int i = 0; i < 2 && !failed; i++) {
+        failed = sides[i] != Py_None && lab_read_int_in(sides[i], func, names[i], &SIDE, values[i]) < 0;
     }
-    return 0;
+    Py_DECREF(sides[0]);
+    Py_DECREF(sides[1]);
+    return failed ? -1 : 0;
 }
 
 static PyObject *run_attention(PyObject *module, int backward, PyObject *const *args, Py_ssize_t nargs,
