@@ -79,9 +79,9 @@ def _(grad_out, q, k, v, out, lse, causal, window_left, window_right, softcap, s
 
 
 def _setup(ctx, inputs, output):
-    q, k, v, *options = inputs
+    q, k, v, *options = inputs  # causal, window_left, window_right, softcap, scale, cu_q, cu_k, max_q, max_k
     out, lse = output
-    cu_seqlens_q, cu_seqlens_k = options[6], options[7]
+    cu_seqlens_q, cu_seqlens_k = options[5], options[6]
     ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
     ctx.mark_non_differentiable(lse)  # a statistic for the backward; lab.nn returns only out
     ctx.options = options
