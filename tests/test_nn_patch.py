@@ -121,13 +121,22 @@ def samples(seed=4, lengths=(5, 1, 9, 4)):
     return [torch.randint(0, 97, (n,), generator=g) for n in lengths]
 
 
+@pytest.mark.parametrize("path", ["sdpa", "lab"])
 @pytest.mark.parametrize("family, overrides", [("llama", {}), ("mistral", {"sliding_window": 3})])
-def test_padding_free_and_padded_batches_train_like_each_sample_alone(family, overrides):
+def test_padding_free_and_padded_batches_train_like_each_sample_alone(family, overrides, path, monkeypatch):
     """One row of samples back to back (position_ids restarting at 0, as transformers'
     DataCollatorWithFlattening makes it) and the same samples padded to the longest: the summed loss
-    and every gradient equal those of the samples run one by one (on the CPU lab's function runs
-    transformers' SDPA with the mask it stands for: this tests the patching - which tokens see which,
-    which labels count)."""
+    and every gradient equal those of the samples run one by one. On the CPU, path "sdpa" is what lab's
+    function runs there - transformers' SDPA with the mask it stands for; path "lab" takes the GPU's
+    way - the real tokens gathered into packed batches for lab.attention - with stand-in kernels
+    (torch's arithmetic, tests/test_nn_attention.py). Both test the patching: which tokens see which,
+    which labels count."""
+    if path == "lab":
+        from test_nn_attention import StandInKernels
+        monkeypatch.setattr(lab.nn._hf_attention, "_on_lab", lambda query, key, dropout: dropout == 0.0)
+        monkeypatch.setattr(lab.nn._attention_ops.lab, "attention", StandInKernels.attention)
+        monkeypatch.setattr(lab.nn._attention_ops.lab, "attention_backward", StandInKernels.attention_backward)
+        StandInKernels.calls = []
     original = tiny(family, **overrides)
     model = copy.deepcopy(original)
     result = lab.nn.patch(model)
@@ -166,6 +175,10 @@ def test_padding_free_and_padded_batches_train_like_each_sample_alone(family, ov
         assert out.loss.item() == pytest.approx(want_loss, rel=1e-6)
         for name, p in model.named_parameters():
             torch.testing.assert_close(p.grad, want[name], **SUMMED, msg=name)
+        if path == "lab":
+            from test_nn_attention import StandInKernels
+            packed = [options for name, options in StandInKernels.calls if name == "attention"]
+            assert packed and all(options.get("cu_seqlens_q") is not None for options in packed)
     finally:
         result.undo()
 
