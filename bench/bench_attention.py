@@ -188,6 +188,7 @@ def jax_case(repeats):
     """jit(value_and_grad) of a causal attention, (4, 4096, 32, 128) bfloat16 in jax.nn's layout: lab.jax
     against jax.nn.dot_product_attention with implementation "cudnn" and "xla". Wall-clock medians of
     block_until_ready (jax's own timing), after warm-up."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # torch's tensors share the GPU
     try:
         import jax
         import jax.numpy as jnp
