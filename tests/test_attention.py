@@ -247,10 +247,8 @@ def test_packed_batches_are_checked(overrides, options, error, fragment):
     refused(lambda: lab.attention(a["q"], a["k"], a["v"], a["out"], a["lse"], **opts), error, fragment)
 
 
-def test_the_kernels_block_ranges_cover_every_visible_pair(tmp_path):
-    """attention.cuh's ranges (which key blocks a query block walks, which query blocks a key block
-    walks, which tiles need no mask) checked pair by pair against the visibility rule, and a packed
-    batch's lying lengths clamped: tests/attention_ranges.cu, built with nvcc for the host (no GPU)."""
+def run_host_program(tmp_path, name):
+    """tests/<name>.cu built with nvcc for the host (no GPU) and run: its output, or a skip without nvcc."""
     import os
     import shutil
     import subprocess
@@ -258,12 +256,27 @@ def test_the_kernels_block_ranges_cover_every_visible_pair(tmp_path):
     if not os.path.exists(nvcc):
         pytest.skip("nvcc is not installed")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    program = str(tmp_path / "attention_ranges")
+    program = str(tmp_path / name)
     subprocess.run([nvcc, "-std=c++17", "-O1", "-I" + os.path.join(root, "src", "kernels"), "-o", program,
-                    os.path.join(root, "tests", "attention_ranges.cu")], check=True, capture_output=True, timeout=300)
+                    os.path.join(root, "tests", name + ".cu")], check=True, capture_output=True, timeout=300)
     done = subprocess.run([program], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout
-    assert " 0 failures" in done.stdout and "visible pairs checked" in done.stdout
+    return done.stdout
+
+
+def test_the_kernels_block_ranges_cover_every_visible_pair(tmp_path):
+    """attention.cuh's ranges (which key blocks a query block walks, which query blocks a key block
+    walks, which tiles need no mask) checked pair by pair against the visibility rule, and a packed
+    batch's lying lengths clamped: tests/attention_ranges.cu."""
+    output = run_host_program(tmp_path, "attention_ranges")
+    assert " 0 failures" in output and "visible pairs checked" in output
+
+
+def test_every_fragment_register_holds_the_element_mma_expects(tmp_path):
+    """tile_mma.cuh's ldmatrix addresses replayed on its swizzled tiles: each lane's registers hold
+    the A and B elements of mma.sync.m16n8k16's layout, and no ldmatrix phase shares a bank group:
+    tests/tile_fragments.cu."""
+    assert run_host_program(tmp_path, "tile_fragments").strip().endswith("0 failures")
 
 
 def test_a_window_list_emptied_by_its_own_index_is_read_safely():

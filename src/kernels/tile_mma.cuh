@@ -98,7 +98,7 @@ template <int kRows, int kColumns> struct SwizzledTile {
     static constexpr int kWidth = (kColumns + 63) / 64 * 64;
     static constexpr int kElements = kRows * kWidth;
     // The element offset of chunk `chunk` (8 elements) of row `row`.
-    __device__ static __forceinline__ int chunk_offset(int row, int chunk) {
+    __host__ __device__ static __forceinline__ int chunk_offset(int row, int chunk) {
         return row * kWidth + ((chunk ^ (row & 7)) << 3);
     }
 };
@@ -142,12 +142,35 @@ __device__ __forceinline__ void copies_landed() {
     __syncthreads();
 }
 
+// The row and 16-byte chunk whose address lane `lane` gives ldmatrix.x4 - its matrix lane / 8, that
+// matrix's row lane % 8 - for each fragment below (host code can run these: tests/tile_fragments.cu
+// replays ldmatrix on them and checks every register against the mma layout above).
+struct TileSpot {
+    int row, chunk;
+};
+// A: the 16x16 block at (row0, k0) - matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15),
+// (rows 8-15, k 8-15): A's four registers in order.
+__host__ __device__ __forceinline__ TileSpot a_spot(int row0, int k0, int lane) {
+    return {row0 + (lane & 15), (k0 >> 3) + (lane >> 4)};
+}
+// B = tile^T, rows n0 .. n0+15, columns k0 .. k0+15 - matrices (n 0-7, k 0-7), (n 0-7, k 8-15),
+// (n 8-15, k 0-7), (n 8-15, k 8-15): the first 8-column tile's two registers, then the second's.
+__host__ __device__ __forceinline__ TileSpot b_pair_spot(int n0, int k0, int lane) {
+    return {n0 + (lane & 7) + ((lane >> 4) << 3), (k0 >> 3) + ((lane >> 3) & 1)};
+}
+// B = tile, rows k0 .. k0+15, columns n0 .. n0+15, read transposed - matrices (k 0-7, n 0-7),
+// (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+__host__ __device__ __forceinline__ TileSpot b_pair_trans_spot(int k0, int n0, int lane) {
+    return {k0 + (lane & 7) + (((lane >> 3) & 1) << 3), (n0 >> 3) + (lane >> 4)};
+}
+
 // The A fragment of the 16x16 block at (row0, column k0) of a row-major tile (k0 a multiple of 16).
 template <int kRows, int kColumns>
 __device__ __forceinline__ FragA load_a(uint32_t tile_address, int row0, int k0, int lane) {
     using Tile = SwizzledTile<kRows, kColumns>;
     uint32_t r[4];
-    ldmatrix_x4(r, tile_address + Tile::chunk_offset(row0 + (lane & 15), (k0 >> 3) + (lane >> 4)) * 2);
+    const TileSpot spot = a_spot(row0, k0, lane);
+    ldmatrix_x4(r, tile_address + Tile::chunk_offset(spot.row, spot.chunk) * 2);
     return {{r[0], r[1], r[2], r[3]}};
 }
 
@@ -158,8 +181,8 @@ __device__ __forceinline__ void load_b_pair(uint32_t tile_address, int n0, int k
                                             FragB &second) {
     using Tile = SwizzledTile<kRows, kColumns>;
     uint32_t r[4];
-    const int row = n0 + (lane & 7) + ((lane >> 4) << 3), chunk = (k0 >> 3) + ((lane >> 3) & 1);
-    ldmatrix_x4(r, tile_address + Tile::chunk_offset(row, chunk) * 2);
+    const TileSpot spot = b_pair_spot(n0, k0, lane);
+    ldmatrix_x4(r, tile_address + Tile::chunk_offset(spot.row, spot.chunk) * 2);
     first = {{r[0], r[1]}};
     second = {{r[2], r[3]}};
 }
@@ -171,8 +194,8 @@ __device__ __forceinline__ void load_b_pair_trans(uint32_t tile_address, int k0,
                                                   FragB &first, FragB &second) {
     using Tile = SwizzledTile<kRows, kColumns>;
     uint32_t r[4];
-    const int row = k0 + (lane & 7) + (((lane >> 3) & 1) << 3), chunk = (n0 >> 3) + (lane >> 4);
-    ldmatrix_x4_trans(r, tile_address + Tile::chunk_offset(row, chunk) * 2);
+    const TileSpot spot = b_pair_trans_spot(k0, n0, lane);
+    ldmatrix_x4_trans(r, tile_address + Tile::chunk_offset(spot.row, spot.chunk) * 2);
     first = {{r[0], r[1]}};
     second = {{r[2], r[3]}};
 }
