@@ -9,6 +9,7 @@
 #include <atomic>
 #include <type_traits>
 
+#include "dispatch.cuh"
 #include "launch.h"
 #include "tile_mma.cuh"
 
@@ -152,11 +153,8 @@ __device__ __forceinline__ void map_scores(FragC (&s)[kTiles], const ScoreMap &m
     }
 }
 
-// fn(TypeTag-like type, integral_constant head_dim) for the launch's dtype and head dimension (256
-// only where kWidest: the backward does not take it). The plan checked both: anything else is a bug.
-template <typename T> struct AttentionType {
-    using type = T;
-};
+// fn(TypeTag<T>, integral_constant head_dim) for the launch's dtype and head dimension (256 only where
+// kWidest: the backward does not take it). The plan checked both: anything else is a bug.
 template <bool kWidest, typename Fn>
 cudaError_t visit_attention_shape(const lab_attention_launch &p, Fn &&fn) {
     auto with_dim = [&](auto type) -> cudaError_t {
@@ -170,8 +168,8 @@ cudaError_t visit_attention_shape(const lab_attention_launch &p, Fn &&fn) {
         default: return cudaErrorInvalidValue;
         }
     };
-    if (p.dtype == LAB_FLOAT16) return with_dim(AttentionType<__half>{});
-    if (p.dtype == LAB_BFLOAT16) return with_dim(AttentionType<__nv_bfloat16>{});
+    if (p.dtype == LAB_FLOAT16) return with_dim(TypeTag<__half>{});
+    if (p.dtype == LAB_BFLOAT16) return with_dim(TypeTag<__nv_bfloat16>{});
     return cudaErrorInvalidValue;
 }
 
@@ -187,6 +185,19 @@ template <auto kKernel> cudaError_t allow_shared_bytes(int bytes) {
     err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err == cudaSuccess) devices_allowed.fetch_or(bit, std::memory_order_acq_rel);
     return err;
+}
+
+// Launches kKernel(args) on a grid of (blocks of rows_per_block out of `positions`, heads, batch), with
+// `bytes` of dynamic shared memory - how each of attention's three kernels is started.
+template <auto kKernel, typename Args>
+cudaError_t launch_over_blocks(const Args &args, int64_t positions, int rows_per_block, int64_t heads,
+                               int64_t batch, int threads, int bytes, cudaStream_t stream) {
+    cudaError_t err = allow_shared_bytes<kKernel>(bytes);
+    if (err != cudaSuccess) return err;
+    const dim3 grid(unsigned((positions + rows_per_block - 1) / rows_per_block), unsigned(heads),
+                    unsigned(batch));
+    kKernel<<<grid, threads, bytes, stream>>>(args);
+    return cudaGetLastError();
 }
 
 } // namespace lab

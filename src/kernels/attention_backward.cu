@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kBlockM * 2) attention_grad_q_kernel(const Bac
 #pragma unroll
             for (int d = 0; d < kDimTiles; d += 2) {
                 FragB b0, b1;
-                load_b_pair_trans<kBlockN, D>(k_address, kk, d * 8, lane, b0, b1);
+                load_b_pair<kBlockN, D, true>(k_address, d * 8, kk, lane, b0, b1);
                 mma_16816<T>(grad_q[d], a, b0);
                 mma_16816<T>(grad_q[d + 1], a, b1);
             }
@@ -310,10 +310,10 @@ __global__ void __launch_bounds__(kBlockN * 2) attention_grad_kv_kernel(const Ba
 #pragma unroll
             for (int d = 0; d < kDimTiles; d += 2) {
                 FragB b0, b1;
-                load_b_pair_trans<kBlockM, D>(grad_out_address, kk, d * 8, lane, b0, b1);
+                load_b_pair<kBlockM, D, true>(grad_out_address, d * 8, kk, lane, b0, b1);
                 mma_16816<T>(grad_v[d], a_p, b0);
                 mma_16816<T>(grad_v[d + 1], a_p, b1);
-                load_b_pair_trans<kBlockM, D>(q_address, kk, d * 8, lane, b0, b1);
+                load_b_pair<kBlockM, D, true>(q_address, d * 8, kk, lane, b0, b1);
                 mma_16816<T>(grad_k[d], a_ds, b0);
                 mma_16816<T>(grad_k[d + 1], a_ds, b1);
             }
@@ -345,18 +345,12 @@ template <typename T, int D> cudaError_t launch_backward(const BackwardArgs &arg
     const lab_attention_launch &p = args.p;
     constexpr auto grad_q_kernel = attention_grad_q_kernel<T, D, Config::kQueries, Config::kKeys>;
     constexpr auto grad_kv_kernel = attention_grad_kv_kernel<T, D, Config::kKvKeys, Config::kKvQueries>;
-    cudaError_t err = allow_shared_bytes<grad_q_kernel>(Queries::kSharedBytes);
-    if (err == cudaSuccess) err = allow_shared_bytes<grad_kv_kernel>(Keys::kSharedBytes);
+    const cudaError_t err =
+        launch_over_blocks<grad_q_kernel>(args, p.seqlen_q, Config::kQueries, p.heads_q, p.batch,
+                                          Queries::kThreads, Queries::kSharedBytes, stream);
     if (err != cudaSuccess) return err;
-    const dim3 query_grid(unsigned((p.seqlen_q + Config::kQueries - 1) / Config::kQueries),
-                          unsigned(p.heads_q), unsigned(p.batch));
-    grad_q_kernel<<<query_grid, Queries::kThreads, Queries::kSharedBytes, stream>>>(args);
-    err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    const dim3 key_grid(unsigned((p.seqlen_k + Config::kKvKeys - 1) / Config::kKvKeys), unsigned(p.heads_k),
-                        unsigned(p.batch));
-    grad_kv_kernel<<<key_grid, Keys::kThreads, Keys::kSharedBytes, stream>>>(args);
-    return cudaGetLastError();
+    return launch_over_blocks<grad_kv_kernel>(args, p.seqlen_k, Config::kKvKeys, p.heads_k, p.batch,
+                                              Keys::kThreads, Keys::kSharedBytes, stream);
 }
 
 } // namespace

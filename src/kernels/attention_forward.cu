@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(const la
 #pragma unroll
             for (int d = 0; d < kDimTiles; d += 2) {
                 FragB b0, b1;
-                load_b_pair_trans<kBlockN, D>(v_address, kk, d * 8, lane, b0, b1);
+                load_b_pair<kBlockN, D, true>(v_address, d * 8, kk, lane, b0, b1);
 #pragma unroll
                 for (int r = 0; r < kRowTiles; r++) {
                     mma_16816<T>(out[r][d], probabilities[r][kk / 16], b0);
@@ -213,12 +213,8 @@ template <typename T, int D> cudaError_t launch_forward(const lab_attention_laun
     using Config = ForwardConfig<D>;
     using Shape = ForwardShape<D, Config::kBlockM, Config::kBlockN, Config::kWarps>;
     constexpr auto kernel = attention_forward_kernel<T, D, Config::kBlockM, Config::kBlockN, Config::kWarps>;
-    cudaError_t err = allow_shared_bytes<kernel>(Shape::kSharedBytes);
-    if (err != cudaSuccess) return err;
-    const dim3 grid(unsigned((p.seqlen_q + Config::kBlockM - 1) / Config::kBlockM), unsigned(p.heads_q),
-                    unsigned(p.batch));
-    kernel<<<grid, Shape::kThreads, Shape::kSharedBytes, stream>>>(p);
-    return cudaGetLastError();
+    return launch_over_blocks<kernel>(p, p.seqlen_q, Config::kBlockM, p.heads_q, p.batch, Shape::kThreads,
+                                      Shape::kSharedBytes, stream);
 }
 
 } // namespace

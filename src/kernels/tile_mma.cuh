@@ -174,28 +174,21 @@ __device__ __forceinline__ FragA load_a(uint32_t tile_address, int row0, int k0,
     return {{r[0], r[1], r[2], r[3]}};
 }
 
-// B fragments for two neighbouring 8-column tiles of a product with this tile's transpose, B[k][n] =
-// tile[n][k]: rows n0 .. n0 + 15 of the tile, columns k0 .. k0 + 15 (q k^T reads k this way).
-template <int kRows, int kColumns>
+// B fragments for two neighbouring 8-column tiles (columns n0 .. n0+15, k from k0) of a product with
+// this tile's transpose, B[k][n] = tile[n][k] (q k^T reads k this way) - or, kTransposed, with the
+// tile itself, B[k][n] = tile[k][n], read transposed by ldmatrix (p v reads v this way).
+template <int kRows, int kColumns, bool kTransposed = false>
 __device__ __forceinline__ void load_b_pair(uint32_t tile_address, int n0, int k0, int lane, FragB &first,
                                             FragB &second) {
     using Tile = SwizzledTile<kRows, kColumns>;
     uint32_t r[4];
-    const TileSpot spot = b_pair_spot(n0, k0, lane);
-    ldmatrix_x4(r, tile_address + Tile::chunk_offset(spot.row, spot.chunk) * 2);
-    first = {{r[0], r[1]}};
-    second = {{r[2], r[3]}};
-}
-
-// B fragments for two neighbouring 8-column tiles of a product with this tile itself, B[k][n] =
-// tile[k][n]: rows k0 .. k0 + 15, columns n0 .. n0 + 15, read transposed (p v reads v this way).
-template <int kRows, int kColumns>
-__device__ __forceinline__ void load_b_pair_trans(uint32_t tile_address, int k0, int n0, int lane,
-                                                  FragB &first, FragB &second) {
-    using Tile = SwizzledTile<kRows, kColumns>;
-    uint32_t r[4];
-    const TileSpot spot = b_pair_trans_spot(k0, n0, lane);
-    ldmatrix_x4_trans(r, tile_address + Tile::chunk_offset(spot.row, spot.chunk) * 2);
+    if constexpr (kTransposed) {
+        const TileSpot spot = b_pair_trans_spot(k0, n0, lane);
+        ldmatrix_x4_trans(r, tile_address + Tile::chunk_offset(spot.row, spot.chunk) * 2);
+    } else {
+        const TileSpot spot = b_pair_spot(n0, k0, lane);
+        ldmatrix_x4(r, tile_address + Tile::chunk_offset(spot.row, spot.chunk) * 2);
+    }
     first = {{r[0], r[1]}};
     second = {{r[2], r[3]}};
 }
