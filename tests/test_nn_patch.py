@@ -269,3 +269,25 @@ def test_a_patched_model_traces_under_compile():
     finally:
         result.undo()
         torch._dynamo.reset()
+
+
+def test_each_forward_derives_the_packing_once_for_all_layers(monkeypatch):
+    """Turning position_ids or a padding mask into cumulative lengths reads a length back to the host:
+    the layers of one forward share the result instead of each paying for it."""
+    derived = []
+    real = lab.nn._hf_attention._packing_from_positions
+    monkeypatch.setattr(lab.nn._hf_attention, "_packing_from_positions",
+                        lambda *a: derived.append(1) or real(*a))
+    model = tiny("llama")
+    result = lab.nn.patch(model)
+    try:
+        pieces = samples()
+        row = torch.cat(pieces)[None]
+        positions = torch.cat([torch.arange(len(p)) for p in pieces])[None]
+        with torch.no_grad():
+            model(input_ids=row, position_ids=positions)
+            assert len(derived) == 1  # LAYERS attention modules, one derivation
+            model(input_ids=row, position_ids=positions.clone())
+            assert len(derived) == 2  # another tensor: derived anew
+    finally:
+        result.undo()

@@ -14,7 +14,8 @@ It runs lab's flash attention on three kinds of batch:
 A sliding window (Mistral's) and a softcap pass through. Whatever lab does not run - CPU tensors,
 float32, head dims other than 64, 96 and 128, dropout, a key length other than the query's with a
 mask - runs transformers' SDPA function with an equivalent mask."""
-from typing import Optional
+import weakref
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
@@ -63,6 +64,25 @@ def _sdpa(module, query, key, value, attention_mask, dropout, scaling, causal, p
     return sdpa_attention_forward(module, query, key, value, keep, dropout=dropout, scaling=scaling, is_causal=False)
 
 
+# What the layers of one forward pass share: every attention module gets the same mask, position_ids
+# or flash kwargs, and turning them into cumulative lengths costs a host synchronisation (a longest
+# length read back) - once per forward pass, not once per layer.
+_last_derived: dict = {}
+
+
+def _derived_once(source: Tensor, derive: Callable):
+    """derive(), remembered for `source` (the same tensor, unchanged) until another source comes."""
+    if torch.compiler.is_compiling():
+        return derive()
+    key = (source.data_ptr(), source._version, tuple(source.shape), source.device)
+    last = _last_derived.get("entry")
+    if last is not None and last[0]() is source and last[1] == key:
+        return last[2]
+    value = derive()
+    _last_derived["entry"] = (weakref.ref(source), key, value)
+    return value
+
+
 def _packing_from_positions(position_ids: Optional[Tensor], batch: int, positions: int):
     """(cu_seqlens, longest) for one row whose position_ids restart at 0 at each sample, else None."""
     if position_ids is None or batch != 1 or position_ids.shape[-1] != positions:
@@ -87,10 +107,13 @@ def lab_attention_forward(module, query: Tensor, key: Tensor, value: Tensor, att
     if attention_mask is None:
         cu_q, cu_k = kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")
         if cu_q is not None and cu_k is not None and batch == 1:
-            packing = (cu_q.to(query.device, torch.int32), cu_k.to(query.device, torch.int32),
-                       int(kwargs["max_length_q"]), int(kwargs["max_length_k"]))
+            packing = _derived_once(cu_q, lambda: (cu_q.to(query.device, torch.int32),
+                                                   cu_k.to(query.device, torch.int32), int(kwargs["max_length_q"]),
+                                                   int(kwargs["max_length_k"])))
         else:
-            found = _packing_from_positions(kwargs.get("position_ids"), batch, positions)
+            position_ids = kwargs.get("position_ids")
+            found = None if position_ids is None else _derived_once(
+                position_ids, lambda: _packing_from_positions(position_ids, batch, positions))
             packing = None if found is None else (found[0], found[0], found[1], found[1])
     if not _on_lab(query, key, dropout) or kwargs.get("position_bias") is not None or (
             attention_mask is not None and (attention_mask.dim() != 2 or key.shape[2] != positions)):
@@ -102,10 +125,11 @@ def lab_attention_forward(module, query: Tensor, key: Tensor, value: Tensor, att
         return x.transpose(1, 2).reshape(-1, x.shape[1], head_dim)
 
     if attention_mask is not None:  # padded: gather the real tokens, run them packed, scatter back
-        keep = attention_mask.bool()
-        lengths = keep.sum(1, dtype=torch.int32)
-        tokens = keep.reshape(-1).nonzero().reshape(-1)
-        cu, longest = _cumulative(lengths), int(lengths.max().item())
+        def unpadding():
+            keep = attention_mask.bool()
+            lengths = keep.sum(1, dtype=torch.int32)
+            return keep.reshape(-1).nonzero().reshape(-1), _cumulative(lengths), int(lengths.max().item())
+        tokens, cu, longest = _derived_once(attention_mask, unpadding)
         q, k, v = (as_tokens(x)[tokens] for x in (query, key, value))
         packed = functional.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest,
                                       max_seqlen_k=longest, **options)
