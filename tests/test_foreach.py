@@ -129,7 +129,7 @@ def test_optimizer_argument_errors():
         lab.adam_step(p, g, m, v, step=1.0, lr=1e-3)
     with pytest.raises(TypeError, match=r"argument 'momentum_bufs' must be a list of arrays with momentum=0.9"):
         lab.sgd_step(p, g, None, lr=0.1, momentum=0.9)
-    with pytest.raises(ValueError, match="argument 'nesterov' = True needs a momentum > 0 and dampening 0"):
+    with pytest.raises(ValueError, match=r"argument 'nesterov' = True needs a momentum > 0 and dampening 0 \(got momentum 0.0, dampening 0.0\)$"):
         lab.sgd_step(p, g, m, lr=0.1, nesterov=True)
 
 

@@ -275,6 +275,35 @@ def test_multi_line_ifs_have_braces(path):
     assert not found, f"src/{path}: an if whose body is on another line needs braces (lines {found})"
 
 
+# PyUnicode_FromFormat (behind PyErr_Format) knows only these conversions; on Python 3.12 any other
+# - a %g for a float - raises SystemError instead of the message, while 3.11 quietly copies the rest of
+# the format. CI's Python may be the forgiving one, so the format strings are read here.
+FORMAT_CALL = re.compile(r"\b(PyErr_Format|PyUnicode_FromFormat|PyErr_WarnFormat)\s*\(")
+FORMAT_CONVERSION = re.compile(r"%[-0-9.]*(?:ll|l|z)?([a-zA-Z%])")
+
+
+def unsupported_format_conversions(text):
+    """(line, conversion) of each conversion PyUnicode_FromFormat lacks, in the literals of its calls."""
+    found = []
+    for call in FORMAT_CALL.finditer(text):
+        literals = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', text[call.end():text.find(";", call.end())]))
+        for conversion in FORMAT_CONVERSION.findall(literals):
+            if conversion not in "cdiuxspAUVSR%":
+                found.append((text.count("\n", 0, call.start()) + 1, "%" + conversion))
+    return found
+
+
+def test_the_format_check_finds_a_float_conversion():
+    text = 'PyErr_Format(PyExc_ValueError, "%s(): got %lld and "\n "%g", func, n, x);\nPyErr_Format(e, "%R");'
+    assert unsupported_format_conversions(text) == [(1, "%g")]
+
+
+@pytest.mark.parametrize("path", [p for p in source_files() if p.endswith((".c", ".h"))])
+def test_error_formats_use_only_what_python_formats(path):
+    found = unsupported_format_conversions(open(os.path.join(SRC, path)).read())
+    assert not found, f"src/{path}: PyErr_Format cannot format {found} (pass a Python object with %R)"
+
+
 # The one kernel source that asks which architecture it is built for: thread-block clusters exist from
 # sm_90 on.
 ARCHITECTURE_BRANCHES = ["kernels/cluster.cuh"]

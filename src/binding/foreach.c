@@ -233,10 +233,19 @@ static PyObject *py_sgd_step(PyObject *module, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     if (nesterov && (momentum <= 0 || dampening != 0)) {
-        return PyErr_Format(PyExc_ValueError,
-                            "%s(): argument 'nesterov' = True needs a momentum > 0 and dampening 0 (got "
-                            "momentum %g, dampening %g)",
-                            func, momentum, dampening);
+        /* PyErr_Format has no %g (Python 3.12 raises SystemError on it): the numbers go as floats' reprs. */
+        PyObject *momentum_number = PyFloat_FromDouble(momentum);
+        PyObject *dampening_number = momentum_number ? PyFloat_FromDouble(dampening) : NULL;
+        if (dampening_number) {
+            PyErr_Format(
+                PyExc_ValueError,
+                "%s(): argument 'nesterov' = True needs a momentum > 0 and dampening 0 (got momentum %R, "
+                "dampening %R)",
+                func, momentum_number, dampening_number);
+        }
+        Py_XDECREF(momentum_number);
+        Py_XDECREF(dampening_number);
+        return NULL;
     }
     const int with_momentum = momentum != 0;
     if (with_momentum && !slots[2]) {
