@@ -375,5 +375,5 @@ def test_torch_and_cupy_spellings_of_stream_and_event_methods():
     end.synchronize()
     assert start.elapsed_time(end) >= 0.0
     np.testing.assert_array_equal(y.numpy(), np.zeros(1 << 20, np.float32))
-    with pytest.raises(TypeError, match=r"Stream.record_event\(\): expected a lab.Event or None, got str"):
+    with pytest.raises(TypeError, match=r"Stream.record_event\(\): argument 'event' must be a lab.Event or None, got str"):
         s.record_event("x")
