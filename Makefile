@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build first-hour test lessons package-check format format-check demo gpu-check gpu-attention gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama bench-packed gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
+.PHONY: build first-hour test lessons package-check format format-check demo gpu-check gpu-attention gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama bench-packed gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-attention profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -282,6 +282,16 @@ profile-rope-glu:
 	cp $(LOGS)/rope-glu-ncu.csv $(LOGS)/rope-glu-ncu-cases.txt $(OUT)/
 	$(PYTHON) bench/ncu_summary.py $(LOGS)/rope-glu-ncu.csv
 
+# Nsight Compute counters for lab's attention kernels beside SDPA's flash kernels on bench_attention.py's
+# cases: time, instructions, issue, tensor-pipe use, occupancy, shared-memory bank conflicts, and what warps wait on.
+ATTENTION_METRICS = gpu__time_duration.sum,sm__inst_executed.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio
+profile-attention:
+	mkdir -p $(LOGS)
+	timeout 240 ncu --clock-control none --kernel-name regex:'attention|flash' --csv --metrics $(ATTENTION_METRICS) \
+	  $(PYTHON) bench/profile_attention.py > $(LOGS)/attention-ncu.csv 2> $(LOGS)/attention-ncu-cases.txt; echo "ncu exit code: $$?"
+	$(if $(filter $(LOGS),$(OUT)),,cp $(LOGS)/attention-ncu.csv $(LOGS)/attention-ncu-cases.txt $(OUT)/)
+	$(PYTHON) bench/ncu_summary.py $(LOGS)/attention-ncu.csv
+
 # lab.jax's rms_norm, softmax and swiglu inside jax.jit against XLA's formulas: every kernel each chain
 # launches (copies XLA adds around the custom calls would show here) and its time.
 profile-jax:
@@ -481,22 +491,29 @@ device-unpack:
 	$(PYTHON) -c "import lab; print('device-unpack:', lab.__file__, lab.compiled_architectures())"
 
 # A change against its base in one GPU call, on one machine (runs on two machine starts have differed
-# by 1% in bench_bandwidth's cross-entropy rows, 3-5% in bench_llama's steps): here `make device-build` and `make device-build-base BASE=<rev>`, then on the GPU
-# machine, carrying both builds, `make device-ab PYTHON=python3 [AB_COMMAND="..."]` runs AB_COMMAND on
-# the change's build, the base's, the change's, the base's - and leaves the change's in place.
+# by 1% in bench_bandwidth's cross-entropy rows, 3-5% in bench_llama's steps): here `make device-build`
+# and `make device-build-base BASE=<rev>`, then on the GPU machine, carrying both builds,
+# `make device-ab PYTHON=python3 [AB_COMMAND="..."]` runs AB_COMMAND on the change's build, the base's,
+# the change's, the base's - and leaves the change's in place. The base runs in its own tree (the
+# base's sources, carried as tree.tar.xz beside its build): the change's Python files would ask the
+# base's module for functions it may not have.
 AB_COMMAND ?= $(PYTHON) bench/bench_bandwidth.py
 DEVICE_BASE = build/device-base
+AB_BASE_TREE = /tmp/lab-ab-base
 device-ab:
-	@for build in $(DEVICE_BUILD) $(DEVICE_BASE) $(DEVICE_BUILD) $(DEVICE_BASE); do \
-	  $(MAKE) --no-print-directory device-unpack DEVICE_BUILD=$$build > /dev/null && echo "== $$build" && \
-	  $(AB_COMMAND) || exit 1; done
-	@$(MAKE) --no-print-directory device-unpack > /dev/null
+	rm -rf $(AB_BASE_TREE) && mkdir -p $(AB_BASE_TREE) && tar xJf $(DEVICE_BASE)/tree.tar.xz -C $(AB_BASE_TREE)
+	mkdir -p $(AB_BASE_TREE)/$(DEVICE_BUILD) && cp $(DEVICE_BASE)/*.so.xz $(AB_BASE_TREE)/$(DEVICE_BUILD)/
+	$(MAKE) --no-print-directory device-unpack > /dev/null
+	$(MAKE) -C $(AB_BASE_TREE) --no-print-directory device-unpack > /dev/null
+	@for tree in $(CURDIR) $(AB_BASE_TREE) $(CURDIR) $(AB_BASE_TREE); do \
+	  echo "== $$tree" && (cd $$tree && $(AB_COMMAND)) || exit 1; done
 device-build-base:
 	@test -n "$(BASE)" || (echo "device-build-base: say which revision, BASE=<rev>"; exit 1)
 	-git worktree remove --force /tmp/lab-device-base 2> /dev/null; rm -rf /tmp/lab-device-base
 	git worktree add --detach /tmp/lab-device-base $(BASE)
 	$(MAKE) -C /tmp/lab-device-base --no-print-directory device-build DEVICE_PYTHON=$(DEVICE_PYTHON)
 	rm -rf $(DEVICE_BASE) && mkdir -p $(dir $(DEVICE_BASE)) && cp -r /tmp/lab-device-base/$(DEVICE_BUILD) $(DEVICE_BASE)
+	git archive --format=tar $(BASE) | xz -T0 > $(DEVICE_BASE)/tree.tar.xz
 	git worktree remove --force /tmp/lab-device-base
 
 clean:
