@@ -15,7 +15,16 @@ SHORT = {"gpu__time_duration.sum": "us", "sm__inst_executed.sum": "warp-inst", "
          "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio": "wait:memory",
          "smsp__average_warps_issue_stalled_membar_per_issue_active.ratio": "wait:membar",
          "smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio": "wait:lsu",
-         "smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio": "wait:sleep"}
+         "smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio": "wait:sleep",
+         "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio": "wait:shared",
+         "smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio": "wait:mio",
+         "smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio": "wait:math",
+         "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio": "wait:fixed",
+         "smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio": "wait:not-selected",
+         "smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio": "wait:dispatch",
+         "launch__occupancy_limit_shared_mem": "blk/SM(smem)",
+         "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor%",
+         "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "smem-conflicts"}
 
 
 def short_name(kernel):
