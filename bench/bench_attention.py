@@ -134,6 +134,8 @@ def packed_case(torch, timer, repeats):
     g = torch.Generator(device="cuda").manual_seed(1)
     q, k, v, grad_out = (torch.randn(total, h, d, device="cuda", generator=g, dtype=torch.bfloat16)
                          for h in (hq, hk, hk, hq))
+    # SDPA's backend that takes a mask does not take grouped heads: its k and v are repeated to hq heads
+    k_heads, v_heads = (t.repeat_interleave(hq // hk, dim=1) for t in (k, v))
     cu = torch.tensor([0] + list(torch.tensor(lengths).cumsum(0)), dtype=torch.int32, device="cuda")
     packing = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max(lengths), max_seqlen_k=max(lengths))
     useful = sum(flops(1, hq, n, n, d, True, False) for n in lengths)
@@ -149,14 +151,14 @@ def packed_case(torch, timer, repeats):
     seq_id = torch.repeat_interleave(torch.arange(len(lengths), device="cuda"), torch.tensor(lengths, device="cuda"))
     pos = torch.arange(total, device="cuda")
     mask = (seq_id[:, None] == seq_id[None, :]) & (pos[None, :] <= pos[:, None])
-    as_batch = [t.transpose(0, 1)[None] for t in (q, k, v, grad_out)]
+    as_batch = [t.transpose(0, 1)[None] for t in (q, k_heads, v_heads, grad_out)]
     forward, both = sdpa_steps(torch, SDPBackend.EFFICIENT_ATTENTION, *as_batch, True, mask=mask)
     results["sdpa block-diagonal"] = (timed(torch, timer, forward, repeats), timed(torch, timer, both, repeats))
     del mask
     # and padded to the longest: (sequences, H, longest, D) with a causal key-padding mask
     longest = max(lengths)
     padded = []
-    for t in (q, k, v, grad_out):
+    for t in (q, k_heads, v_heads, grad_out):
         p = t.new_zeros(len(lengths), longest, t.shape[1], d)
         for i, (start, n) in enumerate(zip(cu[:-1].tolist(), lengths)):
             p[i, :n] = t[start:start + n]
