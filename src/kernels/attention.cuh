@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "dispatch.cuh"
+#include "fast_exp2.cuh"
 #include "launch.h"
 #include "tile_mma.cuh"
 
@@ -136,19 +137,28 @@ __device__ __forceinline__ float quad_sum(float v) {
 // Sets kTiles C tiles of products to mapped scores, -inf where the key is not visible (mask): the one
 // place forward and backward agree on both. The tiles' 16 rows start at row0 and their columns (8
 // each) at column0; rows are queries and columns keys, or the other way round when kKeyRows (the
-// backward's k q^T).
+// backward's k q^T). Both tests are asked once for all the tiles, not per element: per element, the
+// compiler branched around each tanhf, and the branches kept the exponentials after them from being
+// interleaved. Most tiles need neither (no softcap, every key visible) and leave here untouched.
 template <bool kKeyRows, int kTiles>
 __device__ __forceinline__ void map_scores(FragC (&s)[kTiles], const ScoreMap &map, const Visibility &vis,
                                            bool mask, int row0, int column0, int lane) {
+    if (map.softcap > 0) {
+#pragma unroll
+        for (int j = 0; j < kTiles; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[j].x[e] = map(s[j].x[e]);
+        }
+    }
+    if (!mask) return;
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int j = 0; j < kTiles; j++) {
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int row = row0 + g + (e >> 1) * 8, column = column0 + j * 8 + 2 * t + (e & 1);
-            const float mapped = map(s[j].x[e]);
             const bool seen = kKeyRows ? vis.visible(column, row) : vis.visible(row, column);
-            s[j].x[e] = !mask || seen ? mapped : -INFINITY;
+            if (!seen) s[j].x[e] = -INFINITY;
         }
     }
 }

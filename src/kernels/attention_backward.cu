@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kBlockM * 2) attention_grad_q_kernel(const Bac
         for (int j = 0; j < kKeyTiles; j++) {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const float pe = exp2f(fmaf(s[j].x[e], map.to_log2, -lse2[e >> 1]));
+                const float pe = fast_exp2(fmaf(s[j].x[e], map.to_log2, -lse2[e >> 1]));
                 dp[j].x[e] = pe > 0.f ? pe * (dp[j].x[e] - delta_rows[e >> 1]) * map.slope(s[j].x[e]) : 0.f;
             }
         }
@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(kBlockN * 2) attention_grad_kv_kernel(const Ba
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int column = j * 8 + 2 * t + (e & 1);
-                const float pe = exp2f(fmaf(s[j].x[e], map.to_log2, -lse2[column]));
+                const float pe = fast_exp2(fmaf(s[j].x[e], map.to_log2, -lse2[column]));
                 dp[j].x[e] = pe > 0.f ? pe * (dp[j].x[e] - delta[column]) * map.slope(s[j].x[e]) : 0.f;
                 s[j].x[e] = pe;
             }

@@ -120,14 +120,14 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(const la
                 const float new_max = fmaxf(row_max[r][half], quad_max(tile_max));
                 // a row that has seen no key yet keeps max -inf; subtract 0 then, never -inf - -inf
                 const float subtract = new_max == -INFINITY ? 0.f : new_max * map.to_log2;
-                const float rescale = exp2f(row_max[r][half] * map.to_log2 - subtract);
+                const float rescale = fast_exp2(row_max[r][half] * map.to_log2 - subtract);
                 row_max[r][half] = new_max;
                 float sum = 0.f;
 #pragma unroll
                 for (int j = 0; j < kKeyTiles; j++) {
 #pragma unroll
                     for (int e = 2 * half; e < 2 * half + 2; e++) {
-                        s[r][j].x[e] = exp2f(fmaf(s[r][j].x[e], map.to_log2, -subtract));
+                        s[r][j].x[e] = fast_exp2(fmaf(s[r][j].x[e], map.to_log2, -subtract));
                         sum += s[r][j].x[e];
                     }
                 }

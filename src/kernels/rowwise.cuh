@@ -16,6 +16,7 @@
 #include "casting.cuh"
 #include "cluster.cuh"
 #include "dtype_traits.cuh"
+#include "fast_exp2.cuh"
 #include "indexing.cuh"
 #include "launch.h"
 #include "reduce.cuh"
@@ -412,16 +413,6 @@ __device__ __forceinline__ float row_exp(float v) { return __expf(v); }
 __device__ __forceinline__ double row_exp(double v) { return exp(v); }
 __device__ __forceinline__ float row_max(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double row_max(double a, double b) { return fmax(a, b); }
-
-// 2^x as the hardware approximates it (one MUFU.EX2, ~2 ulp), results below 2^-126 flushed to 0.
-// exp2f adds a compare and two multiplies an element to keep those subnormal results (SASS of the
-// staged softmax, 2026-11-30: 6 instructions an exponential instead of 1); no softmax, whose terms
-// sum to at least 1, can tell them from 0.
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 // exp(v), v <= 0, as the factor that rescales a softmax sum: such a sum holds its own maximum's term
 // exp(0) = 1, so a subnormal factor times it is lost when added to a sum of at least 1 - ex2 with
