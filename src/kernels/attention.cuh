@@ -84,9 +84,10 @@ struct Visibility {
         : len_q(s.len_q), len_k(s.len_k), diagonal(s.len_k - s.len_q), left(int(p.window_left)),
           right(int(p.window_right)) {}
 
+    // (& rather than &&: three compares and no branch, for the masked tiles' every element)
     __host__ __device__ __forceinline__ bool visible(int i, int j) const {
-        return j < len_k && (left < 0 || j >= i + diagonal - left) &&
-               (right < 0 || j <= i + diagonal + right);
+        return (j < len_k) & ((left < 0) | (j >= i + diagonal - left)) &
+               ((right < 0) | (j <= i + diagonal + right));
     }
     // The keys [*first, *last) any of queries [q0, q1) sees.
     __host__ __device__ __forceinline__ void keys_for(int q0, int q1, int *first, int *last) const {
