@@ -183,6 +183,29 @@ def test_padding_free_and_padded_batches_train_like_each_sample_alone(family, ov
         result.undo()
 
 
+@pytest.mark.parametrize("family, overrides, runs_lab", [("llama", {}, False), ("mistral", {"sliding_window": 3}, True)])
+def test_a_plain_batch_runs_sdpa_unless_it_needs_a_mask(family, overrides, runs_lab, monkeypatch):
+    """A plain batch (no padding, no packing) goes to SDPA's unmasked kernels, which measured faster than
+    lab's; one with a sliding window, which SDPA could only take as a dense mask, goes to lab.attention
+    (stand-in kernels, with lab's conditions for running said to hold on the CPU)."""
+    from test_nn_attention import StandInKernels
+    monkeypatch.setattr(lab.nn._hf_attention, "_on_lab", lambda query, key, dropout: dropout == 0.0)
+    monkeypatch.setattr(lab.nn._attention_ops.lab, "attention", StandInKernels.attention)
+    monkeypatch.setattr(lab.nn._attention_ops.lab, "attention_backward", StandInKernels.attention_backward)
+    StandInKernels.calls = []
+    original = tiny(family, **overrides)
+    model = copy.deepcopy(original)
+    result = lab.nn.patch(model)
+    try:
+        batch = torch.cat([s[None, :4] for s in samples(lengths=(6, 7))])
+        want = original(input_ids=batch).logits
+        got = model(input_ids=batch).logits
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        assert bool(StandInKernels.calls) == runs_lab
+    finally:
+        result.undo()
+
+
 @pytest.mark.parametrize("recompute_mlp", [True, False])
 def test_the_mlp_calls_a_hooked_down_projection_as_a_module(recompute_mlp):
     """With recompute_mlp the MLP calls F.linear on down_proj's weight itself - unless down_proj is not

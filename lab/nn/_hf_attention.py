@@ -3,8 +3,10 @@ AttentionMaskInterface, under the name "lab"): a model whose attention implement
 it from every attention module with q, k, v (batch, heads, positions, head_dim) after the rotary
 embedding, and gets (batch, positions, heads, head_dim) back, as from transformers' own functions.
 
-It runs lab's flash attention on three kinds of batch:
-  - a plain one (no padding): the transposed views as they are, causal as the module says;
+A plain batch (no padding, no packing) with neither a window nor a softcap runs transformers' SDPA
+function unmasked - torch's flash or cuDNN kernel, faster there than lab's (docs/attention.md has the
+numbers). lab's flash attention runs the rest:
+  - a plain one with a sliding window or a softcap: the transposed views as they are;
   - a padded one: the model gives a (batch, positions) padding mask (the mask function registered
     with it is transformers' flash-attention one), and the real tokens are gathered into a packed
     batch, run, and scattered back;
@@ -118,6 +120,14 @@ def lab_attention_forward(module, query: Tensor, key: Tensor, value: Tensor, att
     if not _on_lab(query, key, dropout) or kwargs.get("position_bias") is not None or (
             attention_mask is not None and (attention_mask.dim() != 2 or key.shape[2] != positions)):
         return _sdpa(module, query, key, value, attention_mask, dropout, scaling, causal, packing, sliding_window)
+    if attention_mask is None and packing is None and not sliding_window and not softcap and key.shape[2] == positions:
+        # A plain batch needs no mask, so SDPA's flash and cuDNN kernels (wgmma on Hopper) run it, and
+        # measured faster than lab's mma.sync kernel (docs/attention.md): lab's attention is for what
+        # they would need a dense mask for - padding, packed samples, a window, a softcap - and for
+        # queries that continue a cache (SDPA's is_causal aligns them to the first key, not the last).
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        return sdpa_attention_forward(module, query, key, value, None, dropout=dropout, scaling=scaling,
+                                      is_causal=causal)
     window = None if not sliding_window else (sliding_window - 1, 0 if causal else sliding_window - 1)
     options = dict(causal=causal, window=window, softcap=float(softcap or 0.0), scale=scaling)
 
