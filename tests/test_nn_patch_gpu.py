@@ -22,13 +22,17 @@ def tiny(torch, transformers, family):
 
 
 def train(torch, model, steps=4):
+    """AdamW steps on a right-padded batch: a plain one would run SDPA's own kernels, not lab's."""
     g = torch.Generator(device="cuda").manual_seed(1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     losses = []
     model.train()
     for _ in range(steps):
         input_ids = torch.randint(0, 1000, (2, 128), device="cuda", generator=g)
-        loss = model(input_ids=input_ids, labels=input_ids).loss
+        attention_mask = torch.ones_like(input_ids)
+        attention_mask[1, -37:] = 0
+        labels = input_ids.masked_fill(attention_mask == 0, -100)
+        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
