@@ -55,6 +55,9 @@ try:
     import jax
     gpu = jax.devices("gpu")[0]
     a, b = jax.device_put(host_a, gpu), jax.device_put(host_b, gpu)
+    # JAX's __cuda_array_interface__ is version 2: no stream, and it does not wait for the copy that
+    # device_put started - read at once, the arrays may still be arriving. Wait for them first.
+    jax.block_until_ready((a, b))
     out = lab.empty(n)  # JAX arrays are immutable (exported read-only), so the output is lab's own
     lab.vector_add(a, b, out)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
