@@ -159,10 +159,10 @@ gpu-attention:
 	$(call gpu_build,$(LOGS)/build.log)
 	$(PYTHON) -m pytest -q -p no:cacheprovider -rfEs tests/test_attention_gpu.py tests/test_attention.py 2>&1 \
 	  | tee $(LOGS)/tests.txt | grep -v "^[.sx]*  *\[" | tail -25; echo "pytest exit code: $${PIPESTATUS[0]}"
-	timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 --log-file $(LOGS)/memcheck-attention.log \
+	$(SANITIZE_ENV) timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 --log-file $(LOGS)/memcheck-attention.log \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_attention_gpu.py -k $(ATTENTION_SANITIZE_K) 2>&1 | tail -1; \
 	  echo "memcheck exit code: $${PIPESTATUS[0]}"; grep -c "^========= Invalid" $(LOGS)/memcheck-attention.log || true
-	timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(LOGS)/racecheck-attention.log \
+	$(SANITIZE_ENV) timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 --log-file $(LOGS)/racecheck-attention.log \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_attention_gpu.py -k $(ATTENTION_SANITIZE_K) 2>&1 | tail -1; \
 	  echo "racecheck exit code: $${PIPESTATUS[0]}"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY" $(LOGS)/racecheck-attention.log | tail -2
 	$(PYTHON) bench/bench_attention.py $(BENCH_FLAGS) --out-dir $(OUT)/bench

@@ -28,8 +28,12 @@ SHORT = {"gpu__time_duration.sum": "us", "sm__inst_executed.sum": "warp-inst", "
 
 
 def short_name(kernel):
+    kernel = re.sub(r"<unnamed>|\(anonymous namespace\)", "anonymous", kernel)
     name = re.sub(r"\(.*", "", kernel.split("<")[0]).split("::")[-1]
-    reducer = re.search(r"lab::\(anonymous namespace\)::(\w+Reducer)<([^,>]+)", kernel)
+    attention = re.search(r"lab::anonymous::(attention_\w+_kernel)<__nv_(\w+), ([\d, ]+)>", kernel)
+    if attention:  # the element type and the tile shape: head dim, query rows, key rows (, warps)
+        return f"{attention.group(1)}<{attention.group(2)}, {attention.group(3)}>"
+    reducer = re.search(r"lab::anonymous::(\w+Reducer)<([^,>]+)", kernel)
     if reducer:
         return f"{name}<{reducer.group(1)}<{reducer.group(2)}>>"
     row_op = re.search(r"lab::(rows_\w+)<lab::(\w+(?:<[^>]*>)?), ([^,>]+)(?:, (\d+))?>", kernel)
