@@ -30,6 +30,8 @@ AREAS = {
     "gemm-float8": ("float8 matrix products", "python3 bench/bench_gemm.py --only float8 host", "timed"),
     "linear-ce": ("The fused linear cross-entropy", "make bench-linear-ce", "goals"),
     "attention": ("Attention against SDPA's flash and cuDNN backends", "python3 bench/bench_attention.py", "goals"),
+    "attention-quick": ("Attention against SDPA's flash and cuDNN backends (quick run: no JAX)",
+                        "python3 bench/bench_attention.py --quick --only fixed packed", "goals"),
     "packed": ("Padding-free fine-tuning against padded batches", "make bench-packed", "goals"),
     "llama": ("A Llama training step, end to end", "make gpu-llama", "llama"),
     "jax": ("lab.jax inside jax.jit against XLA", "python3 bench/bench_jax.py", "goals"),
