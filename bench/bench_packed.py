@@ -9,8 +9,9 @@ process of its own on the same weights and the same samples:
     Liger-Kernel (where importable) on the same batches;
   - lab.nn.patch, length-grouped (padded: lab's attention gathers the real tokens), and lab.nn.patch
     padding-free: each step's samples back to back in one row, position_ids restarting at 0.
-Reports real (non-padding) tokens/s - the median over the steps of real tokens over step time - and
-the allocator's peak beyond weights and gradients; writes packed.json and packed.png into --out-dir.
+Reports real (non-padding) tokens/s - the median, over steps spread evenly over the epoch, of real
+tokens over step time - and the allocator's peak beyond weights and gradients; writes packed.json
+and packed.png into --out-dir.
     python3 bench/bench_packed.py [--out-dir DIR] [--quick]
 """
 import json
@@ -88,7 +89,10 @@ def measure(implementation, steps):
         weights_and_grads = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         rates, padded_share = [], []
-        for indices in plan[1:1 + steps]:
+        # Steps spread evenly over the epoch: length-grouped plans go from the longest samples to the
+        # shortest, and their first steps alone (all 4096 tokens, no padding to save) would not say
+        # what an epoch costs.
+        for indices in plan[1:][::max(1, (len(plan) - 1) // steps)][:steps]:
             batch = inputs(indices)
             real = sum(sizes[i] for i in indices)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
