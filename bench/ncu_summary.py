@@ -24,7 +24,9 @@ SHORT = {"gpu__time_duration.sum": "us", "sm__inst_executed.sum": "warp-inst", "
          "smsp__average_warps_issue_stalled_dispatch_stall_per_issue_active.ratio": "wait:dispatch",
          "launch__occupancy_limit_shared_mem": "blk/SM(smem)",
          "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor%",
-         "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "smem-conflicts"}
+         "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "smem-conflicts",
+         "smsp__inst_executed_op_ldsm.sum": "ldmatrix",
+         "l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed": "smem%"}
 
 
 def short_name(kernel):
