@@ -32,8 +32,10 @@ AREAS = {
     "attention": ("Attention against SDPA's flash and cuDNN backends", "python3 bench/bench_attention.py", "goals"),
     "attention-quick": ("Attention against SDPA's flash and cuDNN backends (quick run: no JAX)",
                         "python3 bench/bench_attention.py --quick --only fixed packed", "goals"),
-    "packed": ("Padding-free fine-tuning against padded batches", "make bench-packed", "goals"),
+    "packed": ("Padding-free fine-tuning against padded batches", "make bench-packed", "packed"),
     "llama": ("A Llama training step, end to end", "make gpu-llama", "llama"),
+    "llama-quick": ("A Llama training step, end to end (quick run, 4 x 2048 only)",
+                    "python3 bench/bench_llama.py --quick --case 4x2048", "llama"),
     "jax": ("lab.jax inside jax.jit against XLA", "python3 bench/bench_jax.py", "goals"),
     "jax-train": ("A JAX training step with lab.jax", "python3 bench/bench_jax_train.py", "goals"),
 }
@@ -125,8 +127,17 @@ def llama_rows(data):
     return ["implementation", "batch", "tokens/s", "peak GiB beyond the model"], rows
 
 
+def packed_rows(data):
+    """Each implementation's real tokens/s and peak (or that it ran out of memory), then the goals."""
+    rows = [[r["implementation"], "out of memory", "", ""] if r.get("out_of_memory") else
+            [r["implementation"], fmt(r["real_tokens_per_s"]), f"{r['padding']:.0%}", fmt(r["peak_gib"])]
+            for r in data.get("rows", [])]
+    rows += [[f"goal: {goal}", fmt(measured), fmt(met), ""] for goal, measured, met in data.get("goals", [])]
+    return ["implementation", "real tokens/s", "padding", "peak GiB beyond weights and grads"], rows
+
+
 FORMATS = {"goals": goal_rows, "timed": timed_rows, "bandwidth": bandwidth_rows, "scalars": scalar_rows,
-           "llama": llama_rows}
+           "llama": llama_rows, "packed": packed_rows}
 
 
 def table(header, rows):
