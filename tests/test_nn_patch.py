@@ -249,7 +249,7 @@ def test_what_it_does_not_understand_it_leaves_alone():
         assert [why for _, why in gelu.left_alone] == ["an MLP with activation 'gelu': lab fuses SiLU's (SwiGLU)"] * LAYERS
     finally:
         gelu.undo()
-    with pytest.raises(TypeError, match=r"lab.nn.patch\(\): model must be a torch.nn.Module, got str"):
+    with pytest.raises(TypeError, match=r"lab.nn.patch\(\): argument 'model' must be a torch.nn.Module, got str"):
         lab.nn.patch("llama")
 
 

@@ -6,6 +6,7 @@ break); in eager mode they are the autograd.Functions of _eager.py, the same ker
 time a call. So are the GLUs, the rotary embedding and the cross-entropies (operators in _loss_ops.py,
 _rope_ops.py, _linear_loss_ops.py). Attention is its operators (_attention_ops.py) in both modes: its
 kernels take far longer than the operators' host path."""
+import collections.abc
 import math
 from typing import Optional, Sequence, Tuple, Union
 
@@ -15,6 +16,7 @@ from torch import Tensor
 
 import lab as _raw
 
+from ._arguments import checked
 from . import _attention_ops, _eager, _linear_loss_ops, _loss_ops, _ops, _rope_ops  # noqa: F401  (registers torch.ops.lab.*)
 
 _lab = torch.ops.lab
@@ -29,21 +31,28 @@ def _on_lab(x: Tensor) -> bool:
 _compiling = torch.compiler.is_compiling
 
 
+@checked
 def softmax(x: Tensor, dim: int = -1) -> Tensor:
     if not _on_lab(x):
         return F.softmax(x, dim)
     return _lab.softmax.default(x, dim) if _compiling() else _eager.Softmax.run(x, dim, False)
 
 
+@checked
 def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     if not _on_lab(x):
         return F.log_softmax(x, dim)
     return _lab.log_softmax.default(x, dim) if _compiling() else _eager.Softmax.run(x, dim, True)
 
 
+def _sequence(normalized_shape: _Shape) -> Tuple[int, ...]:
+    """normalized_shape as torch's functions take it: an int is one dimension."""
+    return tuple(normalized_shape) if isinstance(normalized_shape, collections.abc.Sequence) else (normalized_shape,)
+
+
 def _rows(x: Tensor, normalized_shape: _Shape, what: str) -> Tuple[Tensor, Tuple[int, ...]]:
     """x with its normalized dimensions flattened into one (lab normalizes the last dimension)."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = _sequence(normalized_shape)
     if tuple(x.shape[x.dim() - len(shape):]) != shape:
         raise ValueError(f"{what}: normalized_shape {shape} does not match the input's trailing dimensions "
                          f"{tuple(x.shape)}")
@@ -66,10 +75,11 @@ def _shaped(out: Tensor, rows: Tensor, x: Tensor) -> Tensor:
     return out if rows is x else out.view(x.shape)
 
 
+@checked
 def layer_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = None, bias: Optional[Tensor] = None,
                eps: float = 1e-5) -> Tensor:
     if not _on_lab(x):
-        return F.layer_norm(x, normalized_shape, weight, bias, eps)
+        return F.layer_norm(x, _sequence(normalized_shape), weight, bias, eps)
     rows, _ = _rows(x, normalized_shape, "layer_norm")
     if not _compiling():
         return _shaped(_eager.LayerNorm.run(rows, _flat(weight, x), _flat(bias, x), eps), rows, x)
@@ -77,10 +87,11 @@ def layer_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = N
     return _shaped(out, rows, x)
 
 
+@checked
 def rms_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = None,
              eps: Optional[float] = None) -> Tensor:
     if not _on_lab(x):
-        return F.rms_norm(x, normalized_shape, weight, eps)
+        return F.rms_norm(x, _sequence(normalized_shape), weight, eps)
     rows, _ = _rows(x, normalized_shape, "rms_norm")
     if not _compiling():
         return _shaped(_eager.RmsNorm.run(rows, None, _flat(weight, x), eps), rows, x)
@@ -88,12 +99,13 @@ def rms_norm(x: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = Non
     return _shaped(out, rows, x)
 
 
+@checked
 def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape: _Shape, weight: Optional[Tensor] = None,
                  eps: Optional[float] = None) -> Tuple[Tensor, Tensor]:
     """(rms_norm(h), h) with h = x + residual: the pre-norm residual block in one pass over memory."""
     if not _on_lab(x):
         h = x + residual
-        return F.rms_norm(h, normalized_shape, weight, eps), h
+        return F.rms_norm(h, _sequence(normalized_shape), weight, eps), h
     rows, _ = _rows(x, normalized_shape, "add_rms_norm")
     residual_rows, _ = _rows(residual.to(x.dtype), normalized_shape, "add_rms_norm")
     if not _compiling():
@@ -103,6 +115,7 @@ def add_rms_norm(x: Tensor, residual: Tensor, normalized_shape: _Shape, weight: 
     return _shaped(out, rows, x), _shaped(h, rows, x)
 
 
+@checked
 def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None, size_average=None,
                   ignore_index: int = -100, reduce=None, reduction: str = "mean", label_smoothing: float = 0.0,
                   *, inplace_backward: bool = False, grad_into_logits: bool = False) -> Tensor:
@@ -149,6 +162,7 @@ def _torch_linear_cross_entropy(hidden, weight, target, bias, ignore_index, labe
     return loss.sum() if reduction == "sum" else loss.reshape(target.shape)
 
 
+@checked
 def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: Optional[Tensor] = None, *,
                          ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = "mean",
                          softcap: Optional[float] = None, z_loss: float = 0.0,
@@ -182,6 +196,7 @@ def _glu_on_lab(gate: Tensor, up: Tensor) -> bool:
     return _on_lab(gate) and up.dtype == gate.dtype and up.shape == gate.shape
 
 
+@checked
 def swiglu(gate: Tensor, up: Tensor) -> Tensor:
     """silu(gate) * up in one pass (SwiGLU); gate and up may be the halves of one tensor."""
     if not _glu_on_lab(gate, up):
@@ -191,6 +206,7 @@ def swiglu(gate: Tensor, up: Tensor) -> Tensor:
     return _eager.Glu.run(gate, up, _raw.swiglu, _raw.swiglu_backward)
 
 
+@checked
 def swiglu_linear(gate: Tensor, up: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """linear(swiglu(gate, up), weight, bias) - a Llama MLP's down projection of its SwiGLU - without
     keeping the SwiGLU's output for the backward: it is made again there (one more pass over gate
@@ -203,6 +219,7 @@ def swiglu_linear(gate: Tensor, up: Tensor, weight: Tensor, bias: Optional[Tenso
     return _eager.GluLinear.run(gate, up, weight, bias, _raw.swiglu, _raw.swiglu_backward)
 
 
+@checked
 def geglu(gate: Tensor, up: Tensor) -> Tensor:
     """gelu(gate, approximate="tanh") * up in one pass (GeGLU)."""
     if not _glu_on_lab(gate, up):
@@ -232,6 +249,7 @@ def _rope_reference(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> T
     return out if rest.shape[-1] == 0 else torch.cat((out, rest), dim=-1)
 
 
+@checked
 def apply_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, position_ids: Optional[Tensor] = None,
                          unsqueeze_dim: int = 1, interleaved: bool = False) -> Tuple[Tensor, Tensor]:
     """Hugging Face's apply_rotary_pos_emb: (q * cos + rotate_half(q) * sin, the same for k), both in
@@ -263,12 +281,15 @@ def _attention_call(q, k, v, causal, window, softcap, scale, cu_seqlens_q, cu_se
                     max_seqlen_k) -> Tensor:
     left, right = (-1, -1) if window is None else (-1 if window[0] is None else int(window[0]),
                                                    -1 if window[1] is None else int(window[1]))
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if scale is None:  # 1/sqrt(head_dim); a head_dim of 0 is the operator's to refuse, by name
+        scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] > 0 else 1.0
+    scale = float(scale)
     out, _ = _lab.attention.default(q, k, v, bool(causal), left, right, float(softcap), scale, cu_seqlens_q,
                                     cu_seqlens_k, int(max_seqlen_q or 0), int(max_seqlen_k or 0))
     return out
 
 
+@checked
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -291,7 +312,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     return _attention_call(query, key, value, is_causal, None, 0.0, scale, None, None, 0, 0)
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, window: Optional[Tuple[int, int]] = None,
+@checked
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False,
+              window: Optional[Tuple[Optional[int], Optional[int]]] = None,
               softcap: float = 0.0, scale: Optional[float] = None, cu_seqlens_q: Optional[Tensor] = None,
               cu_seqlens_k: Optional[Tensor] = None, max_seqlen_q: Optional[int] = None,
               max_seqlen_k: Optional[int] = None) -> Tensor:

@@ -29,6 +29,7 @@ from typing import Callable, List, Tuple
 import torch
 
 from . import _hf_attention, functional
+from ._arguments import checked
 
 FAMILIES = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3"}
 
@@ -186,6 +187,7 @@ def _causal_lm_forward(self, input_ids=None, attention_mask=None, position_ids=N
     return out.to_tuple() if return_dict is False else out
 
 
+@checked
 def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True, rope: bool = True,
           attention: bool = True, loss: bool = True, recompute_mlp: bool = True) -> Patched:
     """Replaces what lab does better in `model` (see this module's docstring); each of the first five
@@ -193,8 +195,6 @@ def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True,
     made again in the backward rather than kept from the forward (lab.nn.functional.swiglu_linear) -
     one more SwiGLU pass a layer for tokens x intermediate elements less memory a layer.
     Returns a Patched: what was replaced, what was left alone and why, and undo()."""
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"lab.nn.patch(): model must be a torch.nn.Module, got {type(model).__name__}")
     found = _family(model)
     if found is None:
         result = Patched("")
