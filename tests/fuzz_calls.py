@@ -404,18 +404,20 @@ def run_range(seed, start, stop, trace=None):
     return {"counts": counts, "violations": violations}
 
 
-def reproducer(seed, index):
-    return f"python tests/fuzz_calls.py --seed {seed} --call {index}"
+def reproducer(seed, index, script=__file__):
+    return f"python {os.path.relpath(os.path.abspath(script), os.path.dirname(HERE))} --seed {seed} --call {index}"
 
 
-def run_children(calls, seed, jobs, chunk, timeout):
-    """The run, in child processes of `chunk` calls each; a crash or a hang is found, its call named."""
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONFAULTHANDLER="1")
+def run_children(calls, seed, jobs, chunk, timeout, script=__file__, hide_gpus=True):
+    """The run, in child processes of `chunk` calls each (`script --seed S --range LO HI`, which prints
+    run_range's summary as its last line); a crash or a hang is found, its call named. hide_gpus: the
+    children see no GPU (fake pointers must not reach one)."""
+    env = dict(os.environ, PYTHONFAULTHANDLER="1", **({"CUDA_VISIBLE_DEVICES": ""} if hide_gpus else {}))
     ranges = [(start, min(start + chunk, calls)) for start in range(0, calls, chunk)]
     running, totals, failures = [], {}, []
 
     def start_child(lo, hi, trace=None):
-        command = [sys.executable, os.path.abspath(__file__), "--seed", str(seed), "--range", str(lo), str(hi)]
+        command = [sys.executable, os.path.abspath(script), "--seed", str(seed), "--range", str(lo), str(hi)]
         if trace:
             command += ["--trace", trace]
         return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -438,7 +440,7 @@ def run_children(calls, seed, jobs, chunk, timeout):
                     target[outcome] = target.get(outcome, 0) + n
             for v in summary["violations"]:
                 failures.append(f"call {v['call']}: {v['what']}\n    " + "\n    ".join(v["broken"]) +
-                                f"\n    again: {reproducer(seed, v['call'])}")
+                                f"\n    again: {reproducer(seed, v['call'], script)}")
             return
         # a crash or a hang: run the range again, tracing, to name the call
         trace = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"lab-fuzz-{seed}-{lo}.trace")
@@ -451,7 +453,7 @@ def run_children(calls, seed, jobs, chunk, timeout):
         lines = open(trace).read().split()
         index = int(lines[-1]) if lines else lo
         what = "hung" if err == "timed out" else f"died (exit {child.returncode})"
-        failures.append(f"calls {lo}..{hi} {what}; the call: {reproducer(seed, index)}\n    {(err or '')[-600:]}")
+        failures.append(f"calls {lo}..{hi} {what}; the call: {reproducer(seed, index, script)}\n    {(err or '')[-600:]}")
 
     pending = list(ranges)
     while pending or running:

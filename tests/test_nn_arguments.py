@@ -1,0 +1,82 @@
+"""lab.nn's functions refuse a wrong type by name, from their annotations (lab/nn/_arguments.py), and
+keep the faces' contract under the generated fuzz (tests/fuzz_faces.py). CPU only: the checks run
+before any tensor reaches lab or torch."""
+import inspect
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import lab.nn  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import fuzz_faces  # noqa: E402
+from hostile import Action, HostileError, Hook  # noqa: E402
+
+
+def public_functions():
+    return [name for name in lab.nn.__all__ if inspect.isfunction(getattr(lab.nn, name))]
+
+
+def test_every_public_function_checks_its_arguments():
+    unchecked = [name for name in public_functions() if not getattr(getattr(lab.nn, name), "__lab_checked__", False)]
+    assert not unchecked, f"{unchecked}: public lab.nn functions without @checked (lab/nn/_arguments.py)"
+
+
+def test_every_parameter_has_a_kind_the_fuzz_can_draw_for():
+    points = fuzz_faces.entry_points()
+    assert sorted(points) == sorted(f"lab.nn.{name}" for name in public_functions())
+    untyped = [(name, p[0]) for name, (_, params) in points.items() for p in params if p[1] == "any"]
+    # torch's deprecated cross_entropy arguments, accepted for its signature and passed to torch
+    assert untyped == [("lab.nn.cross_entropy", "size_average"), ("lab.nn.cross_entropy", "reduce")], untyped
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: lab.nn.rms_norm([1.0, 2.0], 2), "lab.nn.rms_norm(): argument 'x' must be a torch.Tensor, got list"),
+    (lambda: lab.nn.swiglu(torch.ones(3), None), "lab.nn.swiglu(): argument 'up' must be a torch.Tensor, got NoneType"),
+    (lambda: lab.nn.softmax(torch.ones(3), dim=1.5), "lab.nn.softmax(): argument 'dim' must be an int, got float"),
+    (lambda: lab.nn.layer_norm(torch.ones(3, 4), "4"),
+     "lab.nn.layer_norm(): argument 'normalized_shape' must be an int or a sequence of ints, got str"),
+    (lambda: lab.nn.attention(torch.ones(1, 2, 3, 64), torch.ones(1, 2, 3, 64), torch.ones(1, 2, 3, 64), window=(1,)),
+     "lab.nn.attention(): argument 'window' must be a tuple (an int or None, an int or None) or None, got tuple"),
+    (lambda: lab.nn.cross_entropy(torch.ones(3, 4), torch.zeros(3, dtype=torch.long), reduction=None),
+     "lab.nn.cross_entropy(): argument 'reduction' must be a str, got NoneType"),
+    (lambda: lab.nn.patch(None), "lab.nn.patch(): argument 'model' must be a torch.nn.Module, got NoneType"),
+])
+def test_a_wrong_type_is_refused_by_name(call, message):
+    with pytest.raises(TypeError) as caught:
+        call()
+    assert str(caught.value) == message
+
+
+def test_numbers_are_read_once_before_the_body():
+    import numpy as np
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(lab.nn.softmax(x, dim=np.int64(0)), torch.softmax(x, 0))
+    torch.testing.assert_close(lab.nn.softmax(x, True), torch.softmax(x, 1))  # a bool is the int it is
+    torch.testing.assert_close(lab.nn.rms_norm(x, 4), torch.nn.functional.rms_norm(x, (4,)))  # an int shape
+    torch.testing.assert_close(lab.nn.layer_norm(x, np.int64(4), eps=np.float32(1e-5)),
+                               torch.nn.functional.layer_norm(x, (4,)))
+    with pytest.raises(HostileError):  # a conversion that fails fails once, with its own error
+        lab.nn.softmax(x, dim=Hook(Action("none", fail_at=1), 0))
+
+
+def test_a_conversion_that_returns_nonsense_is_named():
+    class Nonsense:
+        def __index__(self):
+            return "zero"
+    with pytest.raises(TypeError, match=r"lab.nn.softmax\(\): argument 'dim' could not be read as an int"):
+        lab.nn.softmax(torch.ones(3), dim=Nonsense())
+
+
+def test_generated_fuzz_slice_keeps_the_faces_contract():
+    calls = int(os.environ.get("LAB_FACES_CALLS", "20000"))
+    child = subprocess.run([sys.executable, os.path.join(HERE, "fuzz_faces.py"), "--calls", str(calls), "--seed",
+                            os.environ.get("LAB_CONTRACT_SEED", "1"), "--jobs", str(min(os.cpu_count() or 1, 4)),
+                            "--chunk", "5000"], capture_output=True, text=True, timeout=1500)
+    print(child.stdout[-6000:])
+    assert child.returncode == 0, child.stdout[-6000:] + child.stderr[-2000:]
+    assert f"generated fuzz: {calls} calls over {len(public_functions())} entry points" in child.stdout
