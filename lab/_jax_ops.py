@@ -15,12 +15,14 @@ reduced axes are counted from the last, so a mapped axis is one more leading axi
 one launch serves the whole batch (vmap_method="broadcast_all"); dot, whose kernel takes vectors, runs
 once per mapped element."""
 from functools import partial
+from typing import Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import lab as _core
+from ._jax_arguments import Array, checked
 
 _TABLES = _core._xla_ffi_ops()
 _ELEMENTWISE = {row[0]: (number,) + row[1:] for number, row in enumerate(_TABLES["elementwise"])}
@@ -43,13 +45,26 @@ def _with_reference_gradient(call, reference, args):
     return run(*args)
 
 
+def _as_array(func, name, value):
+    try:
+        return jnp.asarray(value)
+    except TypeError as error:
+        raise TypeError(f"{func}(): argument '{name}' is not an array jax.numpy takes: {error}") from error
+
+
 def _checked(func, names, arrays):
-    arrays = tuple(jnp.asarray(a) for a in arrays)
+    arrays = tuple(_as_array(func, name, a) for name, a in zip(names, arrays))
     for name, a in zip(names, arrays):
         if jnp.dtype(a.dtype) not in _DTYPES:
             raise TypeError(f"{func}(): argument '{name}' has dtype {a.dtype}; lab's kernels read float16, "
                             f"bfloat16, float32, float64, int8, int16, int32, int64 and uint8")
     return arrays
+
+
+def _named(names, arrays):
+    """"argument 'x' (float32 (3, 4))" or "arguments 'a' (...) and 'b' (...)": for messages."""
+    parts = [f"'{name}' ({a.dtype} {a.shape})" for name, a in zip(names, arrays)]
+    return ("argument " if len(parts) == 1 else "arguments ") + " and ".join(parts)
 
 
 def _for_float_kernel(arrays, integers, dtype):
@@ -104,12 +119,17 @@ def _elementwise(name, names, *inputs, func=None, numbers=None):
     assert set(numbers) <= set(attributes), (name, numbers)  # a row of the C table names them
     reference = partial(_ELEMENTWISE_REFERENCES[name], **numbers)
     arrays = _checked(func, names, inputs)
-    result = jax.eval_shape(reference, *arrays)  # jax.numpy's broadcasting errors, its dtype
+    given = _named(names, arrays)
+    try:
+        result = jax.eval_shape(reference, *arrays)  # jax.numpy's broadcasting and dtype rules
+    except TypeError as error:
+        raise TypeError(f"{func}(): {given}: {error}") from error
     if jnp.dtype(result.dtype) not in _DTYPES:
-        raise TypeError(f"{func}(): the result's dtype would be {result.dtype}, which lab's kernels do not write")
+        raise TypeError(f"{func}(): {given} would give a result of dtype {result.dtype}, which lab's kernels do "
+                        f"not write")
     if not integers and jnp.issubdtype(result.dtype, jnp.integer):
-        raise TypeError(f"{func}(): the result would be {result.dtype}; lab's {func} kernel computes on floats "
-                        f"(give it float inputs)")
+        raise TypeError(f"{func}(): {given} would give a result of dtype {result.dtype}; lab's {func} kernel "
+                        f"computes on floats (give it float inputs)")
     # A float result from numbers (int32 + 2.5 * int32): the kernel must compute in floats, so the
     # integer inputs are converted as for a float-only kernel; it plans its compute type from the arrays.
     float_result = not jnp.issubdtype(result.dtype, jnp.integer)
@@ -122,7 +142,8 @@ def _elementwise(name, names, *inputs, func=None, numbers=None):
     return _with_reference_gradient(lambda *a: target(*a, op=np.int32(number), **attrs), reference, arrays)
 
 
-def add(a, b, *, alpha=1):
+@checked
+def add(a: Array, b: Array, *, alpha=1):
     """a + alpha * b by NumPy's broadcasting and jax.numpy's promotion, in lab's kernel; alpha is a
     Python number (as torch.add's); the int 1 is a plain a + b."""
     if type(alpha) is int and alpha == 1:
@@ -130,44 +151,52 @@ def add(a, b, *, alpha=1):
     return _elementwise("add", ("a", "b"), a, b, numbers={"alpha": _number("add", "alpha", alpha)})
 
 
-def axpby(alpha, x, beta, y):
+@checked
+def axpby(alpha, x: Array, beta, y: Array):
     """alpha * x + beta * y in one pass (lab.axpby's order of arguments); alpha and beta are Python
     numbers."""
     numbers = {"alpha": _number("axpby", "alpha", alpha), "beta": _number("axpby", "beta", beta)}
     return _elementwise("axpby", ("x", "y"), x, y, numbers=numbers)
 
 
-def sub(a, b):
+@checked
+def sub(a: Array, b: Array):
     """a - b."""
     return _elementwise("sub", ("a", "b"), a, b)
 
 
-def mul(a, b):
+@checked
+def mul(a: Array, b: Array):
     """a * b."""
     return _elementwise("mul", ("a", "b"), a, b)
 
 
-def div(a, b):
+@checked
+def div(a: Array, b: Array):
     """a / b (true division: integers give floats)."""
     return _elementwise("div", ("a", "b"), a, b)
 
 
-def maximum(a, b):
+@checked
+def maximum(a: Array, b: Array):
     """max(a, b) elementwise; NaN propagates."""
     return _elementwise("maximum", ("a", "b"), a, b)
 
 
-def minimum(a, b):
+@checked
+def minimum(a: Array, b: Array):
     """min(a, b) elementwise; NaN propagates."""
     return _elementwise("minimum", ("a", "b"), a, b)
 
 
-def add_relu(a, b):
+@checked
+def add_relu(a: Array, b: Array):
     """relu(a + b) in one pass."""
     return _elementwise("add_relu", ("a", "b"), a, b)
 
 
-def fused_add_mul(a, b, s):
+@checked
+def fused_add_mul(a: Array, b: Array, s):
     """(a + b) * s in one pass; s an array, or a Python number (read by the kernel as a parameter, no
     array made for it)."""
     if _is_number(s):
@@ -176,42 +205,50 @@ def fused_add_mul(a, b, s):
     return _elementwise("fused_add_mul", ("a", "b", "s"), a, b, s)
 
 
-def neg(x):
+@checked
+def neg(x: Array):
     """-x."""
     return _elementwise("neg", ("x",), x)
 
 
-def abs(x):  # noqa: A001 (jax.numpy's name)
+@checked
+def abs(x: Array):  # noqa: A001 (jax.numpy's name)
     """|x|."""
     return _elementwise("abs", ("x",), x)
 
 
-def sqrt(x):
+@checked
+def sqrt(x: Array):
     """sqrt(x)."""
     return _elementwise("sqrt", ("x",), x)
 
 
-def exp(x):
+@checked
+def exp(x: Array):
     """e ** x."""
     return _elementwise("exp", ("x",), x)
 
 
-def relu(x):
+@checked
+def relu(x: Array):
     """max(x, 0); NaN stays NaN."""
     return _elementwise("relu", ("x",), x)
 
 
-def sigmoid(x):
+@checked
+def sigmoid(x: Array):
     """1 / (1 + exp(-x))."""
     return _elementwise("sigmoid", ("x",), x)
 
 
-def silu(x):
+@checked
+def silu(x: Array):
     """x * sigmoid(x)."""
     return _elementwise("silu", ("x",), x)
 
 
-def gelu(x, approximate=False):
+@checked
+def gelu(x: Array, approximate: bool = False):
     """x * Phi(x) with erf, or its tanh approximation (approximate=True), as jax.nn.gelu."""
     return _elementwise("gelu_tanh" if approximate else "gelu", ("x",), x, func="gelu")
 
@@ -249,61 +286,72 @@ def _reduce(name, x, axis, keepdims, reference, correction=0.0, vmap_method="bro
     return out
 
 
-def sum(x, axis=None, keepdims=False):  # noqa: A001 (jax.numpy's name)
+@checked
+def sum(x: Array, axis: Optional[Union[int, Sequence[int]]] = None,  # noqa: A001 (jax.numpy's name)
+        keepdims: bool = False):
     """The sum over axis (None: all), in float32 for half types; jax.numpy's result dtype."""
     return _reduce("sum", x, axis, keepdims, lambda x: jnp.sum(x, axis))
 
 
-def mean(x, axis=None, keepdims=False):
+@checked
+def mean(x: Array, axis: Optional[Union[int, Sequence[int]]] = None, keepdims: bool = False):
     """The mean over axis."""
     return _reduce("mean", x, axis, keepdims, lambda x: jnp.mean(x, axis))
 
 
-def prod(x, axis=None, keepdims=False):
+@checked
+def prod(x: Array, axis: Optional[Union[int, Sequence[int]]] = None, keepdims: bool = False):
     """The product over axis."""
     return _reduce("prod", x, axis, keepdims, lambda x: jnp.prod(x, axis))
 
 
-def amax(x, axis=None, keepdims=False):
+@checked
+def amax(x: Array, axis: Optional[Union[int, Sequence[int]]] = None, keepdims: bool = False):
     """The largest element over axis; NaN propagates. An empty reduction has no value (an error)."""
     return _reduce("amax", x, axis, keepdims, lambda x: jnp.max(x, axis))
 
 
-def amin(x, axis=None, keepdims=False):
+@checked
+def amin(x: Array, axis: Optional[Union[int, Sequence[int]]] = None, keepdims: bool = False):
     """The smallest element over axis."""
     return _reduce("amin", x, axis, keepdims, lambda x: jnp.min(x, axis))
 
 
 def _index_reduction(name, x, axis, keepdims, reference):
-    if axis is not None and not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"{name}(): axis must be an int or None, got {axis!r}")
     if axis is None:  # the index into the flattened array, as jax.numpy's
         out = _reduce(name, jnp.asarray(x).reshape(-1), 0, False, lambda x: reference(x, 0))
         return out.reshape((1,) * jnp.ndim(x)) if keepdims else out
     return _reduce(name, x, axis, keepdims, lambda x: reference(x, axis))
 
 
-def argmax(x, axis=None, keepdims=False):
+@checked
+def argmax(x: Array, axis: Optional[int] = None, keepdims: bool = False):
     """The index of the first largest element along axis (None: of the flattened array)."""
     return _index_reduction("argmax", x, axis, keepdims, jnp.argmax)
 
 
-def argmin(x, axis=None, keepdims=False):
+@checked
+def argmin(x: Array, axis: Optional[int] = None, keepdims: bool = False):
     """The index of the first smallest element along axis."""
     return _index_reduction("argmin", x, axis, keepdims, jnp.argmin)
 
 
-def var(x, axis=None, ddof=0, keepdims=False):
+@checked
+def var(x: Array, axis: Optional[Union[int, Sequence[int]]] = None, ddof: float = 0,
+        keepdims: bool = False):
     """The variance over axis, divided by n - ddof (jax.numpy's default ddof=0; torch's is 1)."""
     return _reduce("var", x, axis, keepdims, lambda x: jnp.var(x, axis, ddof=ddof), correction=float(ddof))
 
 
-def std(x, axis=None, ddof=0, keepdims=False):
+@checked
+def std(x: Array, axis: Optional[Union[int, Sequence[int]]] = None, ddof: float = 0,
+        keepdims: bool = False):
     """The standard deviation over axis (sqrt of var)."""
     return _reduce("std", x, axis, keepdims, lambda x: jnp.std(x, axis, ddof=ddof), correction=float(ddof))
 
 
-def logsumexp(x, axis=None, keepdims=False):
+@checked
+def logsumexp(x: Array, axis: Optional[Union[int, Sequence[int]]] = None, keepdims: bool = False):
     """log(sum(exp(x))) over axis, computed stably (the max taken out)."""
     return _reduce("logsumexp", x, axis, keepdims, lambda x: jax.nn.logsumexp(x, axis))
 
@@ -311,11 +359,14 @@ def logsumexp(x, axis=None, keepdims=False):
 _NORMS = {1: "norm1", 2: "norm2", np.inf: "norm_inf"}  # ord -> the row of lab_reduce's table
 
 
-def norm(x, ord=2, axis=None, keepdims=False):  # noqa: A002 (jax.numpy's and lab.norm's name)
+@checked
+def norm(x: Array, ord=2,  # noqa: A002 (jax.numpy's and lab.norm's name)
+         axis: Optional[Union[int, Sequence[int]]] = None, keepdims: bool = False):
     """The vector norm over axis (None: every element), as jnp.linalg.vector_norm and lab.norm: ord=2
     sqrt(sum(x**2)), ord=1 sum(|x|), ord=inf max(|x|); NaN propagates. An empty inf-norm is 0, as
     jax.numpy's (lab.norm on torch's terms refuses it): made here, there being nothing to read."""
-    name = None if isinstance(ord, (bool, np.bool_)) else _NORMS.get(ord)
+    is_number = isinstance(ord, (int, float, np.integer, np.floating)) and not isinstance(ord, (bool, np.bool_))
+    name = _NORMS.get(ord) if is_number else None
     if name is None:
         raise ValueError(f"norm(): ord must be 1, 2 or inf (the vector norms lab computes), got {ord!r}")
     (x,) = _checked("norm", ("x",), (x,))
@@ -324,7 +375,8 @@ def norm(x, ord=2, axis=None, keepdims=False):  # noqa: A002 (jax.numpy's and la
     return _reduce(name, x, axis, keepdims, partial(jnp.linalg.vector_norm, ord=ord, axis=axis), func="norm")
 
 
-def dot(a, b):
+@checked
+def dot(a: Array, b: Array):
     """The inner product of two vectors of one length, in their promoted dtype."""
     a, b = _checked("dot", ("a", "b"), (a, b))
     if a.ndim != 1 or b.shape != a.shape:

@@ -28,12 +28,14 @@ call each, the numbers as its attributes, differentiable through their jax.numpy
 Your own CUDA kernels go inside jit too: lab.jax.RawKernel and lab.jax.ElementwiseKernel
 (lab/_jax_kernels.py) - on CUDA devices only, there being no formula to fall back on."""
 from functools import partial
+from typing import Optional, Tuple, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import lab as _core
+from ._jax_arguments import Array, checked
 
 _FLOATS = (jnp.float16, jnp.bfloat16, jnp.float32, jnp.float64)
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
@@ -156,7 +158,8 @@ def _rms_norm_backward(eps, saved, grad):
 _rms_norm.defvjp(_rms_norm_forward, _rms_norm_backward)
 
 
-def rms_norm(x, weight=None, eps=None):
+@checked
+def rms_norm(x: Array, weight: Optional[Array] = None, eps: Optional[float] = None):
     """x / sqrt(mean(x**2) + eps) * weight over the last axis (torch.nn.functional.rms_norm's formula;
     eps=None is the dtype's machine epsilon). weight: (x.shape[-1],) in x's dtype, or None."""
     eps = _check_norm("rms_norm", x, {"weight": weight}, eps)
@@ -233,7 +236,8 @@ def _layer_norm_backward(eps, saved, grad):
 _layer_norm.defvjp(_layer_norm_forward, _layer_norm_backward)
 
 
-def layer_norm(x, weight=None, bias=None, eps=1e-5):
+@checked
+def layer_norm(x: Array, weight: Optional[Array] = None, bias: Optional[Array] = None, eps: float = 1e-5):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (the population variance, as
     torch.nn.functional.layer_norm and flax's LayerNorm). weight, bias: (x.shape[-1],) in x's dtype, or
     None."""
@@ -288,12 +292,14 @@ def _along_last(x, axis, func, log):
     return jnp.moveaxis(_softmax(moved, log), -1, axis)
 
 
-def softmax(x, axis=-1):
+@checked
+def softmax(x: Array, axis: int = -1):
     """exp(x - max) / sum(exp(x - max)) along axis, computed in float32 (float64 for float64)."""
     return _along_last(x, axis, "softmax", False)
 
 
-def log_softmax(x, axis=-1):
+@checked
+def log_softmax(x: Array, axis: int = -1):
     """x - max - log(sum(exp(x - max))) along axis."""
     return _along_last(x, axis, "log_softmax", True)
 
@@ -352,14 +358,16 @@ def _check_glu(func, gate, up):
     return gate.reshape(1) if gate.ndim == 0 else gate, up.reshape(1) if up.ndim == 0 else up
 
 
-def swiglu(gate, up):
+@checked
+def swiglu(gate: Array, up: Array):
     """silu(gate) * up in one pass (a transformer MLP's SwiGLU), computed in float32 for half types;
     differentiable (lab.swiglu_backward's kernel). gate and up: one shape and float dtype."""
     g, u = _check_glu("swiglu", gate, up)
     return _glu(g, u, 0).reshape(gate.shape)
 
 
-def geglu(gate, up):
+@checked
+def geglu(gate: Array, up: Array):
     """gelu(gate, approximate=True) * up in one pass (GeGLU); as swiglu."""
     g, u = _check_glu("geglu", gate, up)
     return _glu(g, u, 1).reshape(gate.shape)
@@ -415,7 +423,9 @@ def _cross_entropy_backward(ignore_index, smoothing, reduction, saved, upstream)
 _cross_entropy.defvjp(_cross_entropy_forward, _cross_entropy_backward)
 
 
-def cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+@checked
+def cross_entropy(logits: Array, target: Array, ignore_index: int = -100, label_smoothing: float = 0.0,
+                  reduction: str = "mean"):
     """The cross-entropy of each row of logits (the last axis: the classes) against its target class,
     as optax/torch define it with class indices; 'mean' over the rows whose target is not
     ignore_index, or 'sum'. A float32 number; its gradient is made in the same pass as the loss and
@@ -482,7 +492,8 @@ def _rope_backward(interleaved, saved, grads):
 _rope.defvjp(_rope_forward, _rope_backward)
 
 
-def apply_rotary_pos_emb(q, k, cos, sin, interleaved=False):
+@checked
+def apply_rotary_pos_emb(q: Array, k: Array, cos: Array, sin: Array, interleaved: bool = False):
     """q and k (batch, heads, positions, head_dim) - k with its own number of heads - rotated by the
     angles in cos/sin (batch or 1, positions, rotary_dim), as transformers' apply_rotary_pos_emb; a
     rotary_dim below head_dim keeps the rest. The tables are constants (their gradient is zero)."""
@@ -600,9 +611,29 @@ def _attention_backward(options, saved, grad_out):
 _attention.defvjp(_attention_forward, _attention_backward)
 
 
-def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None, is_causal=False,
-                          local_window_size=None, softcap=0.0, cu_seqlens_q=None, cu_seqlens_k=None,
-                          max_seqlen_q=None, max_seqlen_k=None):
+def _check_bias_and_mask(query, key, value, bias, mask):
+    """What jax.nn.dot_product_attention asserts rather than checks, before it runs: query, key and
+    value of one rank, 4 (batch, positions, heads, head_dim) or 3 (no batch), and a bias and a mask
+    that broadcast to (batch, heads, positions, key positions) (no batch with rank 3)."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if x.ndim != query.ndim or x.ndim not in (3, 4):
+            raise ValueError(f"dot_product_attention(): argument '{name}' has shape {x.shape}; with a bias or a "
+                             f"mask, query, key and value are (batch, positions, heads, head_dim), or that without "
+                             f"the batch")
+    full = query.shape[:-3] + (query.shape[-2], query.shape[-3], key.shape[-3])
+    for name, x in (("bias", bias), ("mask", mask)):
+        if x is not None and (jnp.ndim(x) != len(full) or any(n not in (1, f) for n, f in zip(jnp.shape(x), full))):
+            raise ValueError(f"dot_product_attention(): argument '{name}' has shape {jnp.shape(x)}; it must "
+                             f"broadcast to {full} (batch, heads, positions, key positions)")
+
+
+@checked
+def dot_product_attention(query: Array, key: Array, value: Array, bias: Optional[Array] = None,
+                          mask: Optional[Array] = None, *, scale: Optional[float] = None, is_causal: bool = False,
+                          local_window_size: Optional[Union[int, Tuple[Optional[int], Optional[int]]]] = None,
+                          softcap: float = 0.0, cu_seqlens_q: Optional[Array] = None,
+                          cu_seqlens_k: Optional[Array] = None, max_seqlen_q: Optional[int] = None,
+                          max_seqlen_k: Optional[int] = None):
     """jax.nn.dot_product_attention on lab's flash attention: query (batch, positions, heads, head_dim)
     - jax.nn's layout, read in place - key and value with a number of heads dividing query's, float16
     or bfloat16, head_dim 64, 96 or 128; is_causal (the diagonal at the bottom right when the lengths
@@ -611,11 +642,13 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     and max_seqlen_q, max_seqlen_k (Python ints). jax.grad works (lab's backward kernels); bias and
     mask are not lab's: given one, jax.nn.dot_product_attention runs instead."""
     if bias is not None or mask is not None:
+        _check_bias_and_mask(query, key, value, bias, mask)
         return jax.nn.dot_product_attention(query, key, value, bias, mask, scale=scale, is_causal=is_causal,
                                             local_window_size=local_window_size)
     packed = cu_seqlens_q is not None
     if packed != (cu_seqlens_k is not None):
-        raise TypeError("dot_product_attention(): cu_seqlens_q and cu_seqlens_k go together: give both or neither")
+        raise TypeError("dot_product_attention(): arguments 'cu_seqlens_q' and 'cu_seqlens_k' go together: give "
+                        "both or neither")
     want_ndim = 3 if packed else 4
     for name, x in (("query", query), ("key", key), ("value", value)):
         if jnp.dtype(x.dtype) not in (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16)):
@@ -635,7 +668,8 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     if query.shape[-1] not in (64, 96, 128):
         raise ValueError(f"dot_product_attention(): head_dim {query.shape[-1]}; lab's attention takes 64, 96 or 128")
     if packed and (max_seqlen_q is None or max_seqlen_k is None):
-        raise TypeError("dot_product_attention(): a packed batch needs max_seqlen_q and max_seqlen_k (Python ints)")
+        raise TypeError("dot_product_attention(): a packed batch needs arguments 'max_seqlen_q' and 'max_seqlen_k' "
+                        "(Python ints)")
     if local_window_size is None:
         left = right = -1
     elif isinstance(local_window_size, int):

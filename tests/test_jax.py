@@ -197,7 +197,8 @@ def test_dot_product_attention_on_the_cpu_and_lowered_for_cuda():
                                                                                             jnp.float16),) * 2),
      ValueError, "dividing query's"),
     (lambda: ljax.dot_product_attention(*(jnp.zeros((8, 2, 64), jnp.float16),) * 3, cu_seqlens_q=jnp.zeros(2, jnp.int32),
-                                        cu_seqlens_k=jnp.zeros(2, jnp.int32)), TypeError, "needs max_seqlen_q"),
+                                        cu_seqlens_k=jnp.zeros(2, jnp.int32)), TypeError,
+     "needs arguments 'max_seqlen_q' and"),
     (lambda: ljax.dot_product_attention(*(jnp.zeros((8, 2, 64), jnp.float16),) * 3), ValueError, "4: "),
 ])
 def test_dot_product_attention_refuses_by_name(call, error, match):
