@@ -397,11 +397,13 @@ gpu-sanitize:
 
 # The fuzzers at full strength (CI runs a seeded slice of each): the protocol fuzzer; the generated
 # fuzz of every public entry point (tests/fuzz_calls.py: FUZZ_CALLS calls in child processes, the
-# allocator in debug mode so that freed memory is poisoned) and of lab.nn's functions
-# (tests/fuzz_faces.py: FUZZ_FACES_CALLS calls, on the GPU where there is one); then the re-entrancy fuzzer
+# allocator in debug mode so that freed memory is poisoned) and of the Python faces' functions
+# (tests/fuzz_faces.py: FUZZ_NN_CALLS of lab.nn's, FUZZ_JAX_CALLS of lab.jax's, each traced and compiled;
+# on the GPU where there is one); then the re-entrancy fuzzer
 # (tests/hostile.py) in FUZZ_JOBS child processes of FUZZ_EXAMPLES calls each.
 FUZZ_CALLS ?= 1000000
-FUZZ_FACES_CALLS ?= 200000
+FUZZ_NN_CALLS ?= 200000
+FUZZ_JAX_CALLS ?= 20000
 FUZZ_SEED ?= 2
 FUZZ_EXAMPLES ?= 50000
 FUZZ_JOBS ?= 2
@@ -409,7 +411,8 @@ fuzz: $(VENV_PY)
 	$(VENV_PY) setup.py build_ext --inplace
 	LAB_FUZZ_EXAMPLES=100000 $(VENV_PY) -m pytest -q tests/test_fuzz.py
 	PYTHONMALLOC=debug $(VENV_PY) tests/fuzz_calls.py --calls $(FUZZ_CALLS) --seed $(FUZZ_SEED) --jobs $(FUZZ_JOBS)
-	PYTHONMALLOC=debug $(VENV_PY) tests/fuzz_faces.py --calls $(FUZZ_FACES_CALLS) --seed $(FUZZ_SEED) --jobs $(FUZZ_JOBS)
+	PYTHONMALLOC=debug $(VENV_PY) tests/fuzz_faces.py --face nn --calls $(FUZZ_NN_CALLS) --seed $(FUZZ_SEED) --jobs $(FUZZ_JOBS)
+	$(VENV_PY) tests/fuzz_faces.py --face jax --calls $(FUZZ_JAX_CALLS) --seed $(FUZZ_SEED) --jobs $(FUZZ_JOBS)
 	cd tests && seq 1 $(FUZZ_JOBS) | PYTHONMALLOC=debug PYTHONFAULTHANDLER=1 PYTHONPATH=$(CURDIR):$(CURDIR)/tests \
 	  xargs -P $(FUZZ_JOBS) -I{} $(CURDIR)/$(VENV_PY) hostile.py $(FUZZ_EXAMPLES) {}
 

@@ -1,6 +1,7 @@
-"""lab.nn's functions refuse a wrong type by name, from their annotations (lab/nn/_arguments.py), and
-keep the faces' contract under the generated fuzz (tests/fuzz_faces.py). CPU only: the checks run
-before any tensor reaches lab or torch."""
+"""The faces' functions (lab.nn, lab.jax) refuse a wrong type by name, from their annotations
+(lab/_arguments.py), and keep the faces' contract under the generated fuzz (tests/fuzz_faces.py).
+The checks run before any array reaches lab or the framework; the fuzz slices run on the GPU where
+there is one."""
 import inspect
 import os
 import subprocess
@@ -17,21 +18,43 @@ import fuzz_faces  # noqa: E402
 from hostile import Action, HostileError, Hook  # noqa: E402
 
 
-def public_functions():
-    return [name for name in lab.nn.__all__ if inspect.isfunction(getattr(lab.nn, name))]
+def public_functions(face):
+    module = face.module
+    names = getattr(module, "__all__", None) or [n for n in dir(module) if not n.startswith("_")]
+    return [f"{module.__name__}.{name}" for name in names
+            if inspect.isfunction(getattr(module, name)) and getattr(module, name).__module__.startswith("lab")]
 
 
-def test_every_public_function_checks_its_arguments():
-    unchecked = [name for name in public_functions() if not getattr(getattr(lab.nn, name), "__lab_checked__", False)]
-    assert not unchecked, f"{unchecked}: public lab.nn functions without @checked (lab/nn/_arguments.py)"
+def face_or_skip(name):
+    if name == "jax":
+        pytest.importorskip("jax")
+    return fuzz_faces.FACES[name]()
 
 
-def test_every_parameter_has_a_kind_the_fuzz_can_draw_for():
-    points = fuzz_faces.entry_points()
-    assert sorted(points) == sorted(f"lab.nn.{name}" for name in public_functions())
-    untyped = [(name, p[0]) for name, (_, params) in points.items() for p in params if p[1] == "any"]
-    # torch's deprecated cross_entropy arguments, accepted for its signature and passed to torch
-    assert untyped == [("lab.nn.cross_entropy", "size_average"), ("lab.nn.cross_entropy", "reduce")], untyped
+# Parameters that keep no annotation, and why: each reads its value itself, by a rule no type says.
+UNTYPED = {
+    "nn": [("lab.nn.cross_entropy", "size_average"), ("lab.nn.cross_entropy", "reduce")],  # torch's, passed on
+    "jax": [("lab.jax.axpby", "alpha"), ("lab.jax.axpby", "beta"),  # a Python number, never a bool
+            ("lab.jax.add", "alpha"), ("lab.jax.fused_add_mul", "s"),  # (s: an array, or that number)
+            ("lab.jax.norm", "ord")],  # 1, 2 or inf
+}
+
+
+@pytest.mark.parametrize("name", ["nn", "jax"])
+def test_every_public_function_checks_its_arguments(name):
+    face = face_or_skip(name)
+    found = public_functions(face)
+    unchecked = [f for f in found if not getattr(getattr(face.module, f.rsplit(".", 1)[1]), "__lab_checked__", False)]
+    assert found and not unchecked, f"{unchecked}: public functions without @checked (lab/_arguments.py)"
+
+
+@pytest.mark.parametrize("name", ["nn", "jax"])
+def test_every_parameter_has_a_kind_the_fuzz_can_draw_for(name):
+    face = face_or_skip(name)
+    points = fuzz_faces.entry_points(face)
+    assert sorted(points) == sorted(public_functions(face))
+    untyped = [(fn, p[0]) for fn, (_, params) in points.items() for p in params if p[1] == "any"]
+    assert sorted(untyped) == sorted(UNTYPED[name]), untyped
 
 
 @pytest.mark.parametrize("call, message", [
@@ -72,11 +95,34 @@ def test_a_conversion_that_returns_nonsense_is_named():
         lab.nn.softmax(torch.ones(3), dim=Nonsense())
 
 
-def test_generated_fuzz_slice_keeps_the_faces_contract():
-    calls = int(os.environ.get("LAB_FACES_CALLS", "20000"))
-    child = subprocess.run([sys.executable, os.path.join(HERE, "fuzz_faces.py"), "--calls", str(calls), "--seed",
-                            os.environ.get("LAB_CONTRACT_SEED", "1"), "--jobs", str(min(os.cpu_count() or 1, 4)),
-                            "--chunk", "5000"], capture_output=True, text=True, timeout=1500)
+def test_jax_faces_refuse_by_name():
+    face_or_skip("jax")
+    import jax.numpy as jnp
+    import lab.jax
+    for call, message in [
+            (lambda: lab.jax.rms_norm(None), "lab.jax.rms_norm(): argument 'x' must be a JAX array (or a NumPy array "
+                                             "or number), got NoneType"),
+            (lambda: lab.jax.sum(jnp.ones(3), axis=1.5), "lab.jax.sum(): argument 'axis' must be an int or a "
+                                                         "sequence of ints or None, got float"),
+            (lambda: lab.jax.norm(jnp.ones(3), ord=[]), "norm(): ord must be 1, 2 or inf (the vector norms lab "
+                                                        "computes), got []")]:
+        with pytest.raises((TypeError, ValueError)) as caught:
+            call()
+        assert str(caught.value) == message
+
+
+# Calls per slice: lab.jax's are traced and compiled one by one (about 20 ms each on the CPU).
+SLICES = {"nn": 20000, "jax": 1000}
+
+
+@pytest.mark.parametrize("name", ["nn", "jax"])
+def test_generated_fuzz_slice_keeps_the_faces_contract(name):
+    face = face_or_skip(name)
+    calls = int(os.environ.get(f"LAB_FACES_CALLS_{name.upper()}", SLICES[name]))
+    child = subprocess.run([sys.executable, os.path.join(HERE, "fuzz_faces.py"), "--face", name, "--calls", str(calls),
+                            "--seed", os.environ.get("LAB_CONTRACT_SEED", "1"), "--jobs",
+                            str(min(os.cpu_count() or 1, 4)), "--chunk", str(max(calls // 4, 1))],
+                           capture_output=True, text=True, timeout=1500)
     print(child.stdout[-6000:])
     assert child.returncode == 0, child.stdout[-6000:] + child.stderr[-2000:]
-    assert f"generated fuzz: {calls} calls over {len(public_functions())} entry points" in child.stdout
+    assert f"generated fuzz: {calls} calls over {len(public_functions(face))} entry points" in child.stdout
