@@ -315,14 +315,23 @@ def make_call(points, names, seed, index):
     fn = maker()
     chosen = [p for p in params if p[3] or rng.random() < 0.25]  # every required one, some optional
     hostile_names = {p[0] for p in rng.sample(chosen, min(rng.choice((1, 1, 1, 2, 3)), len(chosen)))}
-    only_positional = positional_only(name, fn)
+    args, kwargs = assemble(call, params, chosen, hostile_names, (hostile_value, plausible),
+                            positional_only(name, fn))
+    return name, fn, args, kwargs
+
+
+def assemble(call, params, chosen, hostile_names, draws, only_positional=()):
+    """(args, kwargs) of one call: each chosen parameter drawn hostile (draws[0]) or plausible
+    (draws[1]), passed by position while it can be; then each hostile hook bound to a container."""
+    hostile, plausible_value = draws
+    rng = call.rng
     args, kwargs, by_position = [], {}, True
     for param in params:
         pname, kind, _none_ok, required, positional = param
         if param not in chosen:
             by_position = False  # a later one can no longer be passed by position
             continue
-        value = hostile_value(call, kind, pname) if pname in hostile_names else plausible(call, kind, pname)
+        value = hostile(call, kind, pname) if pname in hostile_names else plausible_value(call, kind, pname)
         if pname in only_positional or (positional and by_position and (required or rng.random() < 0.5)):
             args.append(value)
         else:
@@ -331,7 +340,7 @@ def make_call(points, names, seed, index):
     for action in call.actions:
         if call.containers and action.target is None:
             action.target = rng.choice(call.containers)
-    return name, fn, args, kwargs
+    return args, kwargs
 
 
 _positional_only = {}
@@ -381,27 +390,44 @@ def run_range(seed, start, stop, trace=None):
     if missing:
         return {"error": f"no parameter table for {missing}"}
     counts, violations = {}, []
+    for index in traced(start, stop, trace):
+        name, fn, args, kwargs = make_call(points, names, seed, index)
+        before = core._launch_scopes()
+        _, error = outcome_of(fn, args, kwargs)
+        broken = check_outcome(name, points[name][1], error, before, core._launch_scopes())
+        record(counts, violations, index, (name, args, kwargs), error, broken)
+    return {"counts": counts, "violations": violations}
+
+
+def traced(start, stop, trace=None):
+    """The call numbers [start, stop), each written to the trace file (if any) before it runs: after a
+    crash, its last line names the call that crashed."""
     trace_file = open(trace, "w") if trace else None
     for index in range(start, stop):
         if trace_file:
             trace_file.write(f"{index}\n")
             trace_file.flush()
-        name, fn, args, kwargs = make_call(points, names, seed, index)
-        before = core._launch_scopes()
-        try:
-            fn(*args, **kwargs)
-            error = None
-        except BaseException as caught:  # noqa: B902 - every outcome is classified
-            if isinstance(caught, KeyboardInterrupt):
-                raise
-            error = caught
-        broken = check_outcome(name, points[name][1], error, before, core._launch_scopes())
-        outcome = "returned" if error is None else type(error).__name__
-        per = counts.setdefault(name, {})
-        per[outcome] = per.get(outcome, 0) + 1
-        if broken and len(violations) < 20:
-            violations.append({"call": index, "what": describe(name, args, kwargs), "broken": broken})
-    return {"counts": counts, "violations": violations}
+        yield index
+
+
+def outcome_of(fn, args, kwargs):
+    """(what the call returned, None) or (None, what it raised): every exception is an outcome."""
+    try:
+        return fn(*args, **kwargs), None
+    except BaseException as caught:  # noqa: B902 - every outcome is classified
+        if isinstance(caught, KeyboardInterrupt):
+            raise
+        return None, caught
+
+
+def record(counts, violations, index, call, error, broken):
+    """One call's outcome counted under its entry point, and its broken clauses kept (the first 20)."""
+    name, args, kwargs = call
+    outcome = "returned" if error is None else type(error).__name__
+    per = counts.setdefault(name, {})
+    per[outcome] = per.get(outcome, 0) + 1
+    if broken and len(violations) < 20:
+        violations.append({"call": index, "what": describe(name, args, kwargs), "broken": broken})
 
 
 def reproducer(seed, index, script=__file__):
@@ -477,35 +503,52 @@ def print_summary(totals, calls, seconds):
     print(f"generated fuzz: {calls} calls over {len(totals)} entry points in {seconds:.0f} s")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--calls", type=int, default=20000)
+def parser_for(description, calls, chunk, timeout):
+    """The fuzzers' shared command line (this one's and tests/fuzz_faces.py's)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--calls", type=int, default=calls)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--chunk", type=int, default=5000, help="calls per child process")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds a child may take")
+    parser.add_argument("--chunk", type=int, default=chunk, help="calls per child process")
+    parser.add_argument("--timeout", type=float, default=timeout, help="seconds a child may take")
     parser.add_argument("--range", type=int, nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--trace", help=argparse.SUPPRESS)
     parser.add_argument("--call", type=int, help="make call number CALL of the seeded run alone, printing it first")
-    args = parser.parse_args()
-    if args.range:  # a child: run the range, print its summary as one JSON line
+    return parser
+
+
+def run_command(args, run_range, show_call, script=__file__, hide_gpus=True, reproducer_flags=""):
+    """What the command line asked: a child's range (its summary as one JSON line), one call again
+    (printed first: `show_call(seed, index)`), or the whole run in children, summarised."""
+    if args.range:
         print(json.dumps(run_range(args.seed, args.range[0], args.range[1], args.trace)))
         return 0
     if args.call is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        points = entry_points()
-        name, fn, call_args, kwargs = make_call(points, sorted(points), args.seed, args.call)
-        print(describe(name, call_args, kwargs, limit=10000), flush=True)
+        print(show_call(args.seed, args.call), flush=True)
         summary = run_range(args.seed, args.call, args.call + 1)
         print(json.dumps(summary, indent=1))
         return 1 if summary.get("violations") else 0
     started = time.time()
-    totals, failures = run_children(args.calls, args.seed, args.jobs, args.chunk, args.timeout)
+    totals, failures = run_children(args.calls, args.seed, args.jobs, args.chunk, args.timeout, script, hide_gpus)
     print_summary(totals, args.calls, time.time() - started)
+    name = os.path.basename(script)
     for failure in failures:
-        print("CONTRACT BROKEN:", failure)
+        print("CONTRACT BROKEN:", failure.replace(f"{name} --seed", f"{name}{reproducer_flags} --seed"))
     print(f"{len(failures)} contract failures")
     return 1 if failures else 0
+
+
+def show_call(seed, index):
+    points = entry_points()
+    name, fn, call_args, kwargs = make_call(points, sorted(points), seed, index)
+    return describe(name, call_args, kwargs, limit=10000)
+
+
+def main():
+    args = parser_for(__doc__.split("\n")[0], calls=20000, chunk=5000, timeout=600).parse_args()
+    if args.call is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    return run_command(args, run_range, show_call)
 
 
 if __name__ == "__main__":

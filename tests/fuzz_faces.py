@@ -22,13 +22,10 @@ show here).
     python tests/fuzz_faces.py --face nn --calls 200000 --jobs 4   # make fuzz runs both faces
     python tests/fuzz_faces.py --face jax --seed 7 --call 1234     # one call again, printed first
 """
-import argparse
 import inspect
-import json
 import os
 import random
 import sys
-import time
 import typing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -262,21 +259,7 @@ def make_call(points, names, seed, index, face):
     fn, params = points[name]
     chosen = [p for p in params if p[3] or rng.random() < 0.3]
     hostile_names = {p[0] for p in rng.sample(chosen, min(rng.choice((1, 1, 1, 2, 3)), len(chosen)))}
-    args, kwargs, by_position = [], {}, True
-    for param in params:
-        pname, kind, _none_ok, required, positional = param
-        if param not in chosen:
-            by_position = False
-            continue
-        value = hostile_value(call, kind, pname) if pname in hostile_names else plausible(call, kind, pname)
-        if positional and by_position and (required or rng.random() < 0.5):
-            args.append(value)
-        else:
-            kwargs[pname] = value
-            by_position = False
-    for action in call.actions:
-        if call.containers and action.target is None:
-            action.target = rng.choice(call.containers)
+    args, kwargs = fuzz_calls.assemble(call, params, chosen, hostile_names, (hostile_value, plausible))
     return name, fn, args, kwargs
 
 
@@ -305,67 +288,36 @@ def the_face():
 
 
 def run_range(seed, start, stop, trace=None):
+    """Runs calls [start, stop) of the seeded run of the face LAB_FUZZ_FACE names; returns its summary."""
     face = the_face()
     points = entry_points(face)
     names = sorted(points)
     counts, violations = {}, []
-    trace_file = open(trace, "w") if trace else None
-    for index in range(start, stop):
-        if trace_file:
-            trace_file.write(f"{index}\n")
-            trace_file.flush()
+    for index in fuzz_calls.traced(start, stop, trace):
         name, fn, args, kwargs = make_call(points, names, seed, index, face)
-        error = result = None
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException as caught:  # noqa: B902 - every outcome is classified
-            if isinstance(caught, KeyboardInterrupt):
-                raise
-            error = caught
+        result, error = fuzz_calls.outcome_of(fn, args, kwargs)
         device_error = face.wait(result)
         broken = check_outcome(points[name][1], error, device_error)
-        outcome = "returned" if error is None else type(error).__name__
-        per = counts.setdefault(name, {})
-        per[outcome] = per.get(outcome, 0) + 1
-        if broken and len(violations) < 20:
-            violations.append({"call": index, "what": fuzz_calls.describe(name, args, kwargs), "broken": broken})
+        fuzz_calls.record(counts, violations, index, (name, args, kwargs), error, broken)
         if device_error is not None:
             break  # the context is lost: the rest of the range would only repeat it
     return {"counts": counts, "violations": violations, "on_gpu": face.on_gpu}
 
 
+def show_call(seed, index):
+    face = the_face()
+    points = entry_points(face)
+    name, fn, call_args, kwargs = make_call(points, sorted(points), seed, index, face)
+    return fuzz_calls.describe(name, call_args, kwargs, limit=10000)
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = fuzz_calls.parser_for(__doc__.split("\n")[0], calls=5000, chunk=2500, timeout=1200)
     parser.add_argument("--face", choices=sorted(FACES), default=os.environ.get("LAB_FUZZ_FACE", "nn"))
-    parser.add_argument("--calls", type=int, default=5000)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--chunk", type=int, default=2500, help="calls per child process")
-    parser.add_argument("--timeout", type=float, default=1200, help="seconds a child may take")
-    parser.add_argument("--range", type=int, nargs=2, help=argparse.SUPPRESS)
-    parser.add_argument("--trace", help=argparse.SUPPRESS)
-    parser.add_argument("--call", type=int, help="make call number CALL of the seeded run alone, printing it first")
     args = parser.parse_args()
     os.environ["LAB_FUZZ_FACE"] = args.face  # the children's face (run_children passes the environment on)
-    if args.range:
-        print(json.dumps(run_range(args.seed, args.range[0], args.range[1], args.trace)))
-        return 0
-    if args.call is not None:
-        face = the_face()
-        points = entry_points(face)
-        name, fn, call_args, kwargs = make_call(points, sorted(points), args.seed, args.call, face)
-        print(fuzz_calls.describe(name, call_args, kwargs, limit=10000), flush=True)
-        summary = run_range(args.seed, args.call, args.call + 1)
-        print(json.dumps(summary, indent=1))
-        return 1 if summary.get("violations") else 0
-    started = time.time()
-    totals, failures = fuzz_calls.run_children(args.calls, args.seed, args.jobs, args.chunk, args.timeout,
-                                               script=__file__, hide_gpus=False)
-    fuzz_calls.print_summary(totals, args.calls, time.time() - started)
-    for failure in failures:  # its reproducer names the face
-        print("CONTRACT BROKEN:", failure.replace("fuzz_faces.py --seed", f"fuzz_faces.py --face {args.face} --seed"))
-    print(f"{len(failures)} contract failures")
-    return 1 if failures else 0
+    return fuzz_calls.run_command(args, run_range, show_call, script=__file__, hide_gpus=False,
+                                  reproducer_flags=f" --face {args.face}")
 
 
 if __name__ == "__main__":
