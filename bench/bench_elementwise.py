@@ -5,7 +5,8 @@
 - Layouts (8192 x 8192): transposed copy, bias-row broadcast, strided add, a dtype mix.
 - Size curve (2^10 .. 2^26): time per call of back-to-back calls, where small sizes are host-bound.
 - Per-call cost (1024 elements): host wall time of many back-to-back calls, against the floor - a
-  launch of the same kernel from raw pointers (lab.lab._bare_add), measured in the same run.
+  launch of the same kernel from raw pointers (lab.lab._bare_add) - in rounds that visit every case
+  in turn; ratios are medians over the rounds of the two cases' ratio in one round.
 Times are medians of event-timed repeats after warm-up (lab/_timing.py); ratios are the peer's
 time over lab's (> 1: lab is faster). Writes results.json and results.png to --out-dir.
     python3 bench/bench_elementwise.py [--out-dir DIR] [--quick]
@@ -250,23 +251,24 @@ def size_curve(torch, cupy, sizes, repeats, calls=20):
     return rows
 
 
-def per_call_rows(torch, cupy):
-    """Host cost per call on 1024 float32 elements, and the floor of a bare launch from C."""
-    rows = []
+def per_call_rows(torch, cupy, rounds=5):
+    """Host cost per call on 1024 float32 elements, and the floor of a bare launch from C, measured in
+    rounds that visit every case in turn (per_call_rounds): each row's median over the rounds, its
+    microseconds in each round, and the median over rounds of its ratio to that round's floor - the
+    figure an A/B compares, the machine's drift between rounds cancelled."""
     sync_torch = torch.cuda.synchronize
     la, lb, lout = (lab.asarray(np.random.rand(1024).astype(np.float32)) for _ in range(3))
     pointers = (lout.data_ptr, la.data_ptr, lb.data_ptr, 1024)
-    rows.append(dict(what="floor: _bare_add(raw pointers)", us=per_call_us(lambda: lab.lab._bare_add(*pointers),
-                                                                           lab.synchronize)))
-    rows.append(dict(what="lab.add on lab.Array", us=per_call_us(lambda: lab.add(la, lb, lout), lab.synchronize)))
     a, b, out = (torch.rand(1024, device="cuda") for _ in range(3))
-    rows.append(dict(what="lab.add on torch", us=per_call_us(lambda: lab.add(a, b, out), sync_torch)))
-    rows.append(dict(what="torch.add(out=)", us=per_call_us(lambda: torch.add(a, b, out=out), sync_torch)))
+    cases = [("floor: _bare_add(raw pointers)", lambda: lab.lab._bare_add(*pointers), lab.synchronize),
+             ("lab.add on lab.Array", lambda: lab.add(la, lb, lout), lab.synchronize),
+             ("lab.add on torch", lambda: lab.add(a, b, out), sync_torch),
+             ("torch.add(out=)", lambda: torch.add(a, b, out=out), sync_torch)]
     if cupy is not None:
         ca, cb, cout = (cupy.random.rand(1024, dtype=cupy.float32) for _ in range(3))
         sync = cupy.cuda.runtime.deviceSynchronize
-        rows.append(dict(what="lab.add on CuPy", us=per_call_us(lambda: lab.add(ca, cb, cout), sync)))
-        rows.append(dict(what="cupy.add(out=)", us=per_call_us(lambda: cupy.add(ca, cb, out=cout), sync)))
+        cases += [("lab.add on CuPy", lambda: lab.add(ca, cb, cout), sync),
+                  ("cupy.add(out=)", lambda: cupy.add(ca, cb, out=cout), sync)]
     try:
         from numba import cuda
     except Exception:
@@ -279,10 +281,18 @@ def per_call_rows(torch, cupy):
                 z[i] = x[i] + y[i]
 
         na, nb, nout = (cuda.to_device(np.random.rand(1024).astype(np.float32)) for _ in range(3))
-        rows.append(dict(what="lab.add on Numba", us=per_call_us(lambda: lab.add(na, nb, nout), cuda.synchronize)))
-        rows.append(dict(what="numba kernel launch", us=per_call_us(lambda: numba_add[4, 256](na, nb, nout),
-                                                                    cuda.synchronize, calls=5000)))
-    return rows
+        cases += [("lab.add on Numba", lambda: lab.add(na, nb, nout), cuda.synchronize),
+                  ("numba kernel launch", lambda: numba_add[4, 256](na, nb, nout), cuda.synchronize)]
+    samples = per_call_rounds(cases, rounds=rounds)
+    floor = cases[0][0]
+    return [dict(what=what, us=median(samples[what]), rounds_us=samples[what],
+                 over_floor=median_ratio(samples, what, floor)) for what, _, _ in cases]
+
+
+def per_call_ratio(calls, ours, theirs):
+    """The median over per_call_rows' rounds of ours / theirs (two rows' names)."""
+    by = {r["what"]: r["rounds_us"] for r in calls}
+    return median_ratio(by, ours, theirs)
 
 
 def plot(curve, path):
@@ -334,11 +344,14 @@ def goal_lines(bw, calls, curve, lists, layouts):
             r = by[(op, dtype)]
             lines.append((f"{op} {dtype} >= 1.0x torch", r["torch_ms"] / r["lab_ms"], 1.0))
     us = {r["what"]: r["us"] for r in calls}
-    lines.append(("per call on torch <= 0.75x torch.add", us["lab.add on torch"] / us["torch.add(out=)"], -0.75))
+    lines.append(("per call on torch <= 0.75x torch.add", per_call_ratio(calls, "lab.add on torch", "torch.add(out=)"),
+                  -0.75))
     if "cupy.add(out=)" in us:
-        lines.append(("per call on CuPy <= 0.7x cupy.add", us["lab.add on CuPy"] / us["cupy.add(out=)"], -0.7))
+        lines.append(("per call on CuPy <= 0.7x cupy.add", per_call_ratio(calls, "lab.add on CuPy", "cupy.add(out=)"),
+                      -0.7))
     if "numba kernel launch" in us:
-        lines.append(("per call on Numba <= 0.3x numba launch", us["lab.add on Numba"] / us["numba kernel launch"], -0.3))
+        lines.append(("per call on Numba <= 0.3x numba launch",
+                      per_call_ratio(calls, "lab.add on Numba", "numba kernel launch"), -0.3))
     lines.append(("lab's own cost above the floor <= 0.5 us",
                   us["lab.add on lab.Array"] - us["floor: _bare_add(raw pointers)"], -0.5))
     for op in ("add", "fused_add_mul"):
@@ -367,7 +380,7 @@ def main():
         return 1
     if args.per_call:
         for row in per_call_rows(torch, cupy):
-            print(f"{row['what']:<34s} {row['us']:7.2f} us a call")
+            print(f"{row['what']:<34s} {row['us']:7.2f} us a call  {row['over_floor']:5.2f}x the floor")
         return 0
     n = 1 << 24 if args.quick else 1 << 28
     repeats = 10 if args.quick else 20
@@ -418,9 +431,9 @@ def print_report(meta, n, bw, copy_tbs, layouts, curve, calls, goals, lists):
             points = [r for r in curve if r["op"] == op and r["library"] == library]
             if points:
                 print(f"{op + ' ' + library:24s} " + " ".join(f"{r['ms'] * 1000:7.2f}" for r in points))
-    print(f"\n{'per call, 1024 float32':34s} {'us':>7s}")
+    print(f"\n{'per call, 1024 float32':34s} {'us':>7s} {'x floor':>8s}")
     for r in calls:
-        print(f"{r['what']:34s} {r['us']:7.2f}")
+        print(f"{r['what']:34s} {r['us']:7.2f} {r['over_floor']:8.2f}")
     print(f"\n{'many tensors (float32)':24s} {'lab ms':>8s} {'py loop':>8s} {'_foreach':>9s} {'fused':>8s} "
           f"{'lab TB/s':>9s} {'host us: lab':>13s} {'_foreach':>9s}")
     for r in lists:
