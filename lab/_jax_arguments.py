@@ -14,10 +14,11 @@ def _is_array(value) -> bool:
     return isinstance(value, (jax.Array, np.ndarray, np.generic, int, float))
 
 
-def _as_array(value):
+def as_array(value):
+    """value as a JAX array: itself where it is one (a traced one too), else jax.numpy.asarray's."""
     return value if isinstance(value, jax.Array) else jnp.asarray(value)
 
 
-RULES = Rules("lab.jax", {Array: (_is_array, "a JAX array (or a NumPy array or number)", _as_array)},
+RULES = Rules("lab.jax", {Array: (_is_array, "a JAX array (or a NumPy array or number)", as_array)},
               not_reals=(jax.Array, np.ndarray))
 checked = RULES.checked

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import lab as _core
-from ._jax_arguments import Array, checked
+from ._jax_arguments import Array, as_array, checked
 
 _TABLES = _core._xla_ffi_ops()
 _ELEMENTWISE = {row[0]: (number,) + row[1:] for number, row in enumerate(_TABLES["elementwise"])}
@@ -46,8 +46,9 @@ def _with_reference_gradient(call, reference, args):
 
 
 def _as_array(func, name, value):
+    """An argument @checked left as it came (fused_add_mul's s: an array or a number) as a JAX array."""
     try:
-        return jnp.asarray(value)
+        return as_array(value)
     except TypeError as error:
         raise TypeError(f"{func}(): argument '{name}' is not an array jax.numpy takes: {error}") from error
 
@@ -119,17 +120,16 @@ def _elementwise(name, names, *inputs, func=None, numbers=None):
     assert set(numbers) <= set(attributes), (name, numbers)  # a row of the C table names them
     reference = partial(_ELEMENTWISE_REFERENCES[name], **numbers)
     arrays = _checked(func, names, inputs)
-    given = _named(names, arrays)
     try:
         result = jax.eval_shape(reference, *arrays)  # jax.numpy's broadcasting and dtype rules
     except TypeError as error:
-        raise TypeError(f"{func}(): {given}: {error}") from error
+        raise TypeError(f"{func}(): {_named(names, arrays)}: {error}") from error
     if jnp.dtype(result.dtype) not in _DTYPES:
-        raise TypeError(f"{func}(): {given} would give a result of dtype {result.dtype}, which lab's kernels do "
-                        f"not write")
+        raise TypeError(f"{func}(): {_named(names, arrays)} would give a result of dtype {result.dtype}, which "
+                        f"lab's kernels do not write")
     if not integers and jnp.issubdtype(result.dtype, jnp.integer):
-        raise TypeError(f"{func}(): {given} would give a result of dtype {result.dtype}; lab's {func} kernel "
-                        f"computes on floats (give it float inputs)")
+        raise TypeError(f"{func}(): {_named(names, arrays)} would give a result of dtype {result.dtype}; lab's "
+                        f"{func} kernel computes on floats (give it float inputs)")
     # A float result from numbers (int32 + 2.5 * int32): the kernel must compute in floats, so the
     # integer inputs are converted as for a float-only kernel; it plans its compute type from the arrays.
     float_result = not jnp.issubdtype(result.dtype, jnp.integer)

@@ -24,6 +24,8 @@ from torch import Tensor
 
 from . import functional
 
+_bodies = functional._unchecked  # lab's own calls on the model's tensors: no type checks on every layer
+
 NAME = "lab"
 HEAD_DIMS = (64, 96, 128)
 
@@ -141,17 +143,17 @@ def lab_attention_forward(module, query: Tensor, key: Tensor, value: Tensor, att
             return keep.reshape(-1).nonzero().reshape(-1), _cumulative(lengths), int(lengths.max().item())
         tokens, cu, longest = _derived_once(attention_mask, unpadding)
         q, k, v = (as_tokens(x)[tokens] for x in (query, key, value))
-        packed = functional.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest,
-                                      max_seqlen_k=longest, **options)
+        packed = _bodies.attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest,
+                                   max_seqlen_k=longest, **options)
         out = packed.new_zeros(batch * positions, heads, head_dim).index_copy(0, tokens, packed)
         return out.view(batch, positions, heads, head_dim), None
     if packing is not None:  # padding-free: the row's samples as a packed batch
         cu_q, cu_k, longest_q, longest_k = packing
-        out = functional.attention(query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1),
-                                   cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=longest_q,
-                                   max_seqlen_k=longest_k, **options)
+        out = _bodies.attention(query[0].transpose(0, 1), key[0].transpose(0, 1), value[0].transpose(0, 1),
+                                cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=longest_q,
+                                max_seqlen_k=longest_k, **options)
         return out[None], None
-    out = functional.attention(query, key, value, **options)
+    out = _bodies.attention(query, key, value, **options)
     return out.transpose(1, 2), None
 
 

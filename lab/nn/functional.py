@@ -8,6 +8,7 @@ _rope_ops.py, _linear_loss_ops.py). Attention is its operators (_attention_ops.p
 kernels take far longer than the operators' host path."""
 import collections.abc
 import math
+import types
 from typing import Optional, Sequence, Tuple, Union
 
 import torch
@@ -326,3 +327,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False,
     128. A packed output's rows that no sequence covers are zeros. lab.attention's errors otherwise."""
     return _attention_call(q, k, v, causal, window, softcap, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                            max_seqlen_k)
+
+
+# The bodies without their type checks, for lab.nn's own callers - the patched models' forwards and
+# the attention function registered with transformers - whose arguments are the model's tensors and
+# numbers: every layer of a training step would otherwise pay the checks again.
+_unchecked = types.SimpleNamespace(**{name: value.__wrapped__ for name, value in list(globals().items())
+                                      if getattr(value, "__lab_checked__", False)})

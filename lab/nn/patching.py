@@ -31,6 +31,8 @@ import torch
 from . import _hf_attention, functional
 from ._arguments import checked
 
+_bodies = functional._unchecked  # lab's own calls on the model's tensors: no type checks on every layer
+
 FAMILIES = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3"}
 
 
@@ -81,11 +83,11 @@ def _set_forward(module: torch.nn.Module, forward, result: Patched, name: str, w
 def _rms_norm_forward(self, hidden_states):
     if self.weight.dtype != hidden_states.dtype:  # transformers' result is then the weight's dtype
         return type(self).forward(self, hidden_states)
-    return functional.rms_norm(hidden_states, (hidden_states.shape[-1],), self.weight, self.variance_epsilon)
+    return _bodies.rms_norm(hidden_states, (hidden_states.shape[-1],), self.weight, self.variance_epsilon)
 
 
 def _swiglu_mlp_forward(self, x):
-    return self.down_proj(functional.swiglu(self.gate_proj(x), self.up_proj(x)))
+    return self.down_proj(_bodies.swiglu(self.gate_proj(x), self.up_proj(x)))
 
 
 def _plain_linear(module) -> bool:
@@ -101,12 +103,12 @@ def _swiglu_mlp_forward_recomputed(self, x):
     down = self.down_proj
     if not _plain_linear(down):
         return _swiglu_mlp_forward(self, x)
-    return functional.swiglu_linear(self.gate_proj(x), self.up_proj(x), down.weight, down.bias)
+    return _bodies.swiglu_linear(self.gate_proj(x), self.up_proj(x), down.weight, down.bias)
 
 
 def _rotary(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
     """transformers' apply_rotary_pos_emb signature over lab.nn's."""
-    return functional.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+    return _bodies.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
 
 
 # module -> [transformers' own function, how many patches use lab's]
@@ -176,9 +178,9 @@ def _causal_lm_forward(self, input_ids=None, attention_mask=None, position_ids=N
         shift_labels = torch.nn.functional.pad(labels, (0, 1), value=-100)[..., 1:]
         shift_labels = _sample_boundaries_ignored(labels, position_ids, shift_labels)
     reduction = "mean" if num_items_in_batch is None else "sum"
-    loss = functional.linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight,
-                                           shift_labels.reshape(-1).to(hidden.device), self.lm_head.bias,
-                                           reduction=reduction)
+    loss = _bodies.linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), self.lm_head.weight,
+                                        shift_labels.reshape(-1).to(hidden.device), self.lm_head.bias,
+                                        reduction=reduction)
     if num_items_in_batch is not None:
         loss = loss / (num_items_in_batch.to(loss.device) if torch.is_tensor(num_items_in_batch)
                        else num_items_in_batch)
