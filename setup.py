@@ -76,6 +76,16 @@ def arch_flags():
     return flags, listing
 
 
+def unit_gencode(source, gencode):
+    """The architecture flags for one unit. Units named *_wgmma.cu hold Hopper's wgmma kernels, which
+    exist only for the sm_90a target (code for exactly compute capability 9.0): where the build includes
+    sm_90 they are built for sm_90a alone and told so (LAB_WGMMA_BUILT); elsewhere they build like any
+    unit, and their launchers decline."""
+    if not source.endswith("_wgmma.cu") or "-gencode=arch=compute_90,code=sm_90" not in gencode:
+        return gencode
+    return ["-gencode=arch=compute_90a,code=sm_90a", "-DLAB_WGMMA_BUILT"]
+
+
 def object_depends(source, obj):
     """The files an nvcc object was built from: what nvcc -MD wrote beside it (the source and every
     header it included, CUDA's own too), or - before the first build - every header beside the source."""
@@ -150,12 +160,13 @@ class BuildExtWithNvcc(build_ext):
             # the architectures (and -G) are part of the name, so changing LAB_CUDA_ARCH or LAB_NVCC_DEBUG
             # never reuses a stale object
             obj = os.path.join(objects_dir, f"{os.path.basename(source)}.{listing.replace(' ', '-')}"
+                                            f"{'.sm_90a' if '-DLAB_WGMMA_BUILT' in unit_gencode(source, gencode) else ''}"
                                             f"{'.debug' if debug else ''}.o")
             if not self.force and os.path.exists(obj) and all(os.path.getmtime(obj) >= os.path.getmtime(d)
                                                                for d in object_depends(source, obj)):
                 return obj
             flags = ["-O3", "-std=c++17", "-Isrc", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
-                     f'-DLAB_ARCH_LIST="{listing}"', *gencode] + (["-G"] if debug else [])
+                     f'-DLAB_ARCH_LIST="{listing}"', *unit_gencode(source, gencode)] + (["-G"] if debug else [])
             cached = cache.path(source, flags) if cache else None
             if cached and cache.fetch(cached, obj):
                 print(f"lab: nvcc [{next(counter)}/{len(cuda_sources)}] {source} for {listing}: from "

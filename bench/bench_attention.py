@@ -40,11 +40,25 @@ def tensors(torch, b, hq, hk, s, d):
     return one(hq), one(hk), one(hk), one(hq)
 
 
-def lab_steps(torch, q, k, v, grad_out, causal, packing=None):
+def lab_steps(torch, q, k, v, grad_out, causal, packing=None, products=None):
+    """lab's forward and forward + backward; `products` "mma.sync" keeps the forward off Hopper's wgmma
+    build (LAB_ATTENTION_PRODUCTS), to time the two side by side."""
     out, grads = torch.empty_like(q), [torch.empty_like(t) for t in (q, k, v)]
     lse_shape = (q.shape[1], q.shape[0]) if packing else q.shape[:3]
     lse = torch.empty(lse_shape, device="cuda", dtype=torch.float32)
     options = dict(causal=causal, **(packing or {}))
+
+    def choosing(step):
+        if products is None:
+            return step
+
+        def chosen():
+            os.environ["LAB_ATTENTION_PRODUCTS"] = products
+            try:
+                step()
+            finally:
+                del os.environ["LAB_ATTENTION_PRODUCTS"]
+        return chosen
 
     def forward():
         lab.attention(q, k, v, out, lse, **options)
@@ -52,7 +66,7 @@ def lab_steps(torch, q, k, v, grad_out, causal, packing=None):
     def both():
         lab.attention(q, k, v, out, lse, **options)
         lab.attention_backward(grad_out, q, k, v, out, lse, *grads, **options)
-    return forward, both
+    return choosing(forward), choosing(both)
 
 
 def sdpa_steps(torch, backend, q, k, v, grad_out, causal, mask=None):
@@ -92,6 +106,7 @@ def fixed_cases(torch, timer, repeats):
         for causal in (True, False):
             label = f"{name} {'causal' if causal else 'full'}"
             impls = {"lab": lab_steps(torch, q, k, v, grad_out, causal),
+                     "lab mma.sync": lab_steps(torch, q, k, v, grad_out, causal, products="mma.sync"),
                      "sdpa flash": sdpa_steps(torch, SDPBackend.FLASH_ATTENTION, q, k, v, grad_out, causal),
                      "sdpa cudnn": sdpa_steps(torch, SDPBackend.CUDNN_ATTENTION, q, k, v, grad_out, causal)}
             result = {}

@@ -122,6 +122,22 @@ def test_forward_and_backward_match_float64(dtype, d, case):
         close(torch, got, want, TOL[dtype]["grad"], name)
 
 
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_forward_on_mma_sync_where_wgmma_would_run(monkeypatch, d, case):
+    """On an H100 or H200 the forward of head dims 64 and 128 runs on wgmma (the test above checks it);
+    LAB_ATTENTION_PRODUCTS=mma.sync keeps it on the kernel every other GPU runs, checked here too."""
+    torch = torch_or_skip()
+    monkeypatch.setenv("LAB_ATTENTION_PRODUCTS", "mma.sync")
+    (b, hq, hk, sq, sk), options, layout = case
+    q, k, v = (make(torch, (b, h, s, d), torch.bfloat16, layout, seed)
+               for h, s, seed in ((hq, sq, 1), (hk, sk, 2), (hk, sk, 3)))
+    out = poisoned_like(torch, q)
+    lab.attention(q, k, v, out, **options)
+    want_out, _ = reference(torch, q.double(), k.double(), v.double(), **options)
+    close(torch, out, want_out, TOL["bfloat16"]["out"], "out")
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("options", [{}, {"causal": True}], ids=["full", "causal"])
 def test_head_dim_256_forward(dtype, options):

@@ -29,6 +29,13 @@ __device__ __forceinline__ void async_copy_16_or_zero(unsigned shared_address, c
                  "r"(valid ? 16 : 0));
 }
 
+// Shared memory written by copies like these (or by st.shared) that the tensor cores read next
+// (wgmma, sm_90) travels another path, the async proxy: each writing thread fences after its copies
+// land and before the barrier that publishes them.
+__device__ __forceinline__ void fence_shared_for_async_proxy() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // Closes the group of copies started since the last one.
 __device__ __forceinline__ void async_copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 

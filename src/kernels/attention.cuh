@@ -60,15 +60,15 @@ __device__ __forceinline__ int64_t lse_offset(const lab_attention_launch &p, int
 
 // Starts copying key block `block` of a sequence (len_k keys; k and v at its position 0) into stage
 // `stage` of the two-stage k and v tiles - what the forward and grad_q's kernel walk.
-template <int kBlockN, int D, int kThreads, typename T>
+template <int kBlockN, int D, int kThreads, typename Tile = SwizzledTile<kBlockN, D>, typename T>
 __device__ __forceinline__ void load_key_block(T *k_tiles, T *v_tiles, int stage, const T *k, const T *v,
                                                const lab_attention_launch &p, int block, int len_k) {
-    constexpr int kElements = SwizzledTile<kBlockN, D>::kElements;
+    constexpr int kElements = Tile::kElements;
     const int k0 = block * kBlockN, rows = min(kBlockN, len_k - k0);
-    load_tile_async<kBlockN, D, kThreads>(k_tiles + stage * kElements, k + k0 * p.k.position_stride,
-                                          p.k.position_stride, rows);
-    load_tile_async<kBlockN, D, kThreads>(v_tiles + stage * kElements, v + k0 * p.v.position_stride,
-                                          p.v.position_stride, rows);
+    load_tile_async<kBlockN, D, kThreads, Tile>(k_tiles + stage * kElements, k + k0 * p.k.position_stride,
+                                                p.k.position_stride, rows);
+    load_tile_async<kBlockN, D, kThreads, Tile>(v_tiles + stage * kElements, v + k0 * p.v.position_stride,
+                                                p.v.position_stride, rows);
 }
 
 // Which keys a query sees, within one sequence (the rule in launch.h). Host code can run it too:

@@ -110,9 +110,8 @@ template <int kRows, int kColumns> struct SwizzledTile {
 // thread keeps one chunk column and steps down the rows, so a copy costs an add and a compare. (A
 // loop from threadIdx.x, as first written, left ptxas a few hundred integer instructions per
 // key block of the attention forward's loop - a fifth of all it issued there.)
-template <int kRows, int kColumns, int kThreads, typename T>
+template <int kRows, int kColumns, int kThreads, typename Tile = SwizzledTile<kRows, kColumns>, typename T>
 __device__ __forceinline__ void load_tile_async(T *tile, const T *base, int64_t row_stride, int valid_rows) {
-    using Tile = SwizzledTile<kRows, kColumns>;
     constexpr int kChunks = kColumns / 8;
     constexpr int kCopies = kRows * kChunks / kThreads; // per thread
     static_assert(kRows * kChunks % kThreads == 0, "every thread makes the same number of copies");
@@ -142,9 +141,10 @@ __device__ __forceinline__ void load_tile_async(T *tile, const T *base, int64_t 
 
 // One step of a two-stage copy pipeline, at the top of a loop over tiles: when there is a next tile,
 // start its copies into the other stage (load_next) and wait for all but those; else wait for every
-// copy. Then every thread of the block sees this stage's tile. (The loop's body ends with a
-// __syncthreads, so no warp still reads the stage load_next overwrites.)
-template <typename LoadNext>
+// copy. Then every thread of the block sees this stage's tile - and, kForTensorCores, so do the
+// tensor cores of wgmma, which read shared memory through the async proxy. (The loop's body ends
+// with a __syncthreads, so no warp still reads the stage load_next overwrites.)
+template <bool kForTensorCores = false, typename LoadNext>
 __device__ __forceinline__ void stage_ready(bool has_next, LoadNext &&load_next) {
     if (has_next) {
         load_next();
@@ -153,6 +153,7 @@ __device__ __forceinline__ void stage_ready(bool has_next, LoadNext &&load_next)
     } else {
         async_copy_wait<0>();
     }
+    if constexpr (kForTensorCores) fence_shared_for_async_proxy();
     __syncthreads();
 }
 
@@ -216,10 +217,9 @@ __device__ __forceinline__ void load_b_pair(uint32_t tile_address, int n0, int k
 
 // Writes a warp's accumulators - kTiles C tiles side by side, 16 rows from row0 - as T into the
 // tile (the caller then copies rows out with store_rows).
-template <int kRows, int kColumns, int kTiles, typename T>
+template <int kRows, int kColumns, typename Tile = SwizzledTile<kRows, kColumns>, int kTiles, typename T>
 __device__ __forceinline__ void store_accumulators(T *tile, const FragC (&acc)[kTiles], int row0, int lane,
                                                    float factor) {
-    using Tile = SwizzledTile<kRows, kColumns>;
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int j = 0; j < kTiles; j++) {
@@ -235,10 +235,9 @@ __device__ __forceinline__ void store_accumulators(T *tile, const FragC (&acc)[k
 
 // Copies rows [row0, row0 + count) of the tile (those below valid_rows) to global memory, 16 bytes
 // a store, by the 32 lanes of one warp.
-template <int kRows, int kColumns, typename T>
+template <int kRows, int kColumns, typename Tile = SwizzledTile<kRows, kColumns>, typename T>
 __device__ __forceinline__ void store_rows(const T *tile, T *base, int64_t row_stride, int row0, int count,
                                            int valid_rows, int lane) {
-    using Tile = SwizzledTile<kRows, kColumns>;
     constexpr int kChunks = kColumns / 8;
     for (int i = lane; i < count * kChunks; i += 32) {
         const int row = row0 + i / kChunks, chunk = i % kChunks;
