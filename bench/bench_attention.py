@@ -1,6 +1,7 @@
 """Attention, forward and forward + backward, bfloat16: lab.attention (+ attention_backward, outputs
 made once) against torch's scaled_dot_product_attention with its flash backend and its cuDNN
-backend, side by side in one run on the same tensors. Cases: (batch 4, 32 heads, 4096 positions,
+backend, side by side in one run on the same tensors (on an H100 or H200 also lab's forward without
+its softmax overlapped, "lab serial", and on mma.sync, "lab mma.sync"). Cases: (batch 4, 32 heads, 4096 positions,
 head_dim 128), (4, 16, 8192, 64) and grouped queries 32/8 at 4096 x 128, each causal and full. Then
 a packed batch: 16 K tokens in sequences of lognormal lengths (median 512, at most 4096, seed 0),
 32/8 heads of 128, causal - lab packed against lab on a fixed batch of the same tokens (4 x 4096),
@@ -41,8 +42,9 @@ def tensors(torch, b, hq, hk, s, d):
 
 
 def lab_steps(torch, q, k, v, grad_out, causal, packing=None, products=None):
-    """lab's forward and forward + backward; `products` "mma.sync" keeps the forward off Hopper's wgmma
-    build (LAB_ATTENTION_PRODUCTS), to time the two side by side."""
+    """lab's forward and forward + backward; `products` (LAB_ATTENTION_PRODUCTS) picks the forward's
+    build on an H100 or H200, to time them side by side: "wgmma-serial" without the softmax overlapped
+    with the products, "mma.sync" off wgmma altogether."""
     out, grads = torch.empty_like(q), [torch.empty_like(t) for t in (q, k, v)]
     lse_shape = (q.shape[1], q.shape[0]) if packing else q.shape[:3]
     lse = torch.empty(lse_shape, device="cuda", dtype=torch.float32)
@@ -106,6 +108,7 @@ def fixed_cases(torch, timer, repeats):
         for causal in (True, False):
             label = f"{name} {'causal' if causal else 'full'}"
             impls = {"lab": lab_steps(torch, q, k, v, grad_out, causal),
+                     "lab serial": lab_steps(torch, q, k, v, grad_out, causal, products="wgmma-serial"),
                      "lab mma.sync": lab_steps(torch, q, k, v, grad_out, causal, products="mma.sync"),
                      "sdpa flash": sdpa_steps(torch, SDPBackend.FLASH_ATTENTION, q, k, v, grad_out, causal),
                      "sdpa cudnn": sdpa_steps(torch, SDPBackend.CUDNN_ATTENTION, q, k, v, grad_out, causal)}

@@ -10,11 +10,11 @@ namespace {
 // registers, fewer for the widest rows.
 template <int D> struct ForwardConfig {
     static constexpr int kBlockM = 128, kBlockN = 64, kWarps = 4;
-    static constexpr bool kWarpgroup = false;
+    static constexpr bool kWarpgroup = false, kOverlap = false;
 };
 template <> struct ForwardConfig<256> {
     static constexpr int kBlockM = 64, kBlockN = 32, kWarps = 4;
-    static constexpr bool kWarpgroup = false;
+    static constexpr bool kWarpgroup = false, kOverlap = false;
 };
 
 } // namespace

@@ -13,9 +13,9 @@
 namespace lab {
 namespace {
 
-template <int D> struct WarpgroupConfig {
+template <int D, bool kOverlapSoftmax> struct WarpgroupConfig {
     static constexpr int kBlockM = 128, kBlockN = 128, kWarps = 8;
-    static constexpr bool kWarpgroup = true;
+    static constexpr bool kWarpgroup = true, kOverlap = kOverlapSoftmax;
 };
 
 // Whether the current device runs sm_90a code (compute capability 9.0 exactly), asked once a device.
@@ -35,24 +35,34 @@ bool device_has_wgmma() {
     return major == 9 && minor == 0;
 }
 
-// LAB_ATTENTION_PRODUCTS=mma.sync keeps the forward on mma.sync (read at each launch, so a benchmark
-// can time both in one process).
-bool wgmma_wanted() {
+// LAB_ATTENTION_PRODUCTS (read at each launch, so that a benchmark can time the builds side by side
+// in one process): "mma.sync" keeps the forward off wgmma, "wgmma-serial" runs the wgmma kernel
+// without its softmax overlapped with the products; unset, or anything else, the overlapped one.
+enum class Products { kMmaSync, kSerial, kOverlapped };
+Products products_wanted() {
     const char *choice = getenv("LAB_ATTENTION_PRODUCTS");
-    return choice == nullptr || strcmp(choice, "mma.sync") != 0;
+    if (choice == nullptr) return Products::kOverlapped;
+    if (strcmp(choice, "mma.sync") == 0) return Products::kMmaSync;
+    return strcmp(choice, "wgmma-serial") == 0 ? Products::kSerial : Products::kOverlapped;
 }
 
 } // namespace
 
 cudaError_t launch_attention_forward_wgmma(const lab_attention_launch &launch, cudaStream_t stream) {
 #if defined(LAB_WGMMA_BUILT)
-    if ((launch.head_dim != 64 && launch.head_dim != 128) || !wgmma_wanted() || !device_has_wgmma()) {
+    const Products products = products_wanted();
+    if ((launch.head_dim != 64 && launch.head_dim != 128) || products == Products::kMmaSync ||
+        !device_has_wgmma()) {
         return cudaErrorNotSupported;
     }
     return visit_attention_shape<false>(launch, [&](auto type, auto dim) -> cudaError_t {
         using T = typename decltype(type)::type;
         constexpr int D = decltype(dim)::value;
-        if constexpr (D == 64 || D == 128) return launch_forward<T, D, WarpgroupConfig<D>>(launch, stream);
+        if constexpr (D == 64 || D == 128) {
+            if (products == Products::kSerial)
+                return launch_forward<T, D, WarpgroupConfig<D, false>>(launch, stream);
+            return launch_forward<T, D, WarpgroupConfig<D, true>>(launch, stream);
+        }
         return cudaErrorNotSupported;
     });
 #else

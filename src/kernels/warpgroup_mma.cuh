@@ -62,6 +62,26 @@ template <int kPending> __device__ __forceinline__ void warpgroup_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 
+// Pins accumulators after a wait: the compiler sees a product's results as written when the product
+// is issued, so without this it could move their first reads above the wait that makes them real.
+template <int kTiles> __device__ __forceinline__ void fence_accumulators(FragC (&d)[kTiles]) {
+#pragma unroll
+    for (int j = 0; j < kTiles; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+f"(d[j].x[e])::"memory");
+    }
+}
+
+// Pins A fragments before the products that read them are issued: their last writes land first,
+// rather than being scheduled among products already running (which makes ptxas serialize them).
+template <int kTiles> __device__ __forceinline__ void fence_fragments(FragA (&a)[kTiles]) {
+#pragma unroll
+    for (int j = 0; j < kTiles; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[j].x[e])::"memory");
+    }
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define LAB_WGMMA_ACC4(j) "+f"(d[j].x[0]), "+f"(d[j].x[1]), "+f"(d[j].x[2]), "+f"(d[j].x[3])
 #define LAB_WGMMA_ACC32                                                                                      \
