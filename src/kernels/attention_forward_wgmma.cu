@@ -59,9 +59,10 @@ cudaError_t launch_attention_forward_wgmma(const lab_attention_launch &launch, c
         using T = typename decltype(type)::type;
         constexpr int D = decltype(dim)::value;
         if constexpr (D == 64 || D == 128) {
-            if (products == Products::kSerial)
-                return launch_forward<T, D, WarpgroupConfig<D, false>>(launch, stream);
-            return launch_forward<T, D, WarpgroupConfig<D, true>>(launch, stream);
+            using Serial = WarpgroupConfig<D, false>;
+            using Overlapped = WarpgroupConfig<D, true>;
+            if (products == Products::kSerial) return launch_forward<T, D, Serial>(launch, stream);
+            return launch_forward<T, D, Overlapped>(launch, stream);
         }
         return cudaErrorNotSupported;
     });
