@@ -297,9 +297,11 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     """torch.nn.functional.scaled_dot_product_attention's signature on lab's flash attention: query
     (batch, heads, L, head_dim), key and value (batch, heads_k, S, head_dim), float16 or bfloat16 CUDA
     tensors, head_dim 64, 96 or 128; grouped queries with enable_gqa=True. What lab does not run - an
-    attn_mask, dropout, other dtypes or head dims, CPU tensors, is_causal with L != S (torch aligns
-    that diagonal at the top left, lab at the bottom right) - runs torch's own function."""
-    on_lab = (query.is_cuda and query.dim() == 4 and key.dim() == 4 and value.dim() == 4
+    attn_mask, dropout, other dtypes or head dims, CPU tensors or tensors on different devices, is_causal
+    with L != S (torch aligns that diagonal at the top left, lab at the bottom right) - runs torch's own
+    function."""
+    on_lab = (query.is_cuda and key.device == query.device and value.device == query.device
+              and query.dim() == 4 and key.dim() == 4 and value.dim() == 4
               and query.dtype in (torch.float16, torch.bfloat16) and key.dtype == query.dtype
               and value.dtype == query.dtype and attn_mask is None and dropout_p == 0.0
               and query.shape[-1] in _ATTENTION_HEAD_DIMS and key.shape[-1] == query.shape[-1]
