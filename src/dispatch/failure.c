@@ -47,6 +47,10 @@ int lab_fail_cuda(cudaError_t err, const char *func, const char *during) {
                            : "";
     lab_fail(LAB_FAILURE_CUDA, "%s(): CUDA error during %s: %s (%s, code %d)%s", func, during,
              cudaGetErrorString(err), name, (int)err, hint);
+    /* Reported now, so taken off the runtime's last-error record too: a failed cudaMallocAsync left
+     * there would be read back by the next launch's check, and blamed on a kernel that ran fine.
+     * (A sticky error stays in the record whatever is done here.) */
+    if (!is_sticky(err)) (void)cudaGetLastError();
     name_the_code((int)err, name);
     return -1;
 }
