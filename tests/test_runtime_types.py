@@ -115,9 +115,12 @@ def test_types_are_lab_types():
 @pytest.mark.parametrize("make", [lambda: lab.Stream(), lambda: lab.Event(timing=True), lambda: lab.empty((4,)),
                                   lambda: lab.zeros(4, "int8"), lambda: lab.asarray([1.0, 2.0]),
                                   lambda: lab.synchronize(), lambda: lab.mem_get_info(),
-                                  lambda: lab.memory_allocated(), lambda: lab.memory_reserved(0)],
+                                  lambda: lab.memory_allocated(), lambda: lab.memory_reserved(0),
+                                  lambda: lab.memory_stats(), lambda: lab.max_memory_allocated(0),
+                                  lambda: lab.reset_peak_memory_stats(), lambda: lab.empty_cache()],
                          ids=["Stream", "Event", "empty", "zeros", "asarray", "synchronize", "mem_get_info",
-                              "memory_allocated", "memory_reserved"])
+                              "memory_allocated", "memory_reserved", "memory_stats", "max_memory_allocated",
+                              "reset_peak_memory_stats", "empty_cache"])
 def test_no_gpu_raises_cuda_error(make):
     with pytest.raises(lab.CudaError, match="no CUDA driver/GPU was found"):
         make()
@@ -132,6 +135,19 @@ def test_synchronize_argument_checks():
         lab.memory_allocated(-1)
     with pytest.raises(TypeError, match="memory_reserved.. takes at most 1 positional argument"):
         lab.memory_reserved(0, 1)
+    for memory_function in (lab.memory_stats, lab.max_memory_allocated, lab.reset_peak_memory_stats,
+                            lab.empty_cache):
+        name = memory_function.__name__
+        with pytest.raises(TypeError, match=rf"{name}\(\): argument 'device' must be an int, got str"):
+            memory_function("0")
+        with pytest.raises(ValueError, match=rf"{name}\(\): argument 'device' must be a CUDA device ordinal"):
+            memory_function(-1)
+
+
+def test_out_of_memory_error_is_a_cuda_error_and_a_memory_error():
+    assert issubclass(lab.OutOfMemoryError, lab.CudaError)
+    assert issubclass(lab.OutOfMemoryError, MemoryError)
+    assert lab.OutOfMemoryError.__module__ == "lab"
 
 
 @pytest.mark.parametrize("spelling, name", [("f4", "float32"), ("<f4", "float32"), ("single", "float32"),

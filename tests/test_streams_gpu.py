@@ -269,6 +269,57 @@ def test_array_memory_is_given_back():
     assert lab.memory_reserved() <= reserved_before + (64 << 20)
 
 
+def test_memory_stats_follow_arrays_and_scratch():
+    # lab's own pools, not the device's free memory: other test processes share the GPU.
+    lab.synchronize()
+    before = lab.memory_stats()
+    assert set(before) == {"allocated_bytes.current", "allocated_bytes.peak", "reserved_bytes.current",
+                           "reserved_bytes.peak", "scratch_bytes.current", "scratch_bytes.peak",
+                           "scratch_reserved_bytes.current", "scratch_reserved_bytes.peak", "num_allocs",
+                           "num_frees", "device_free_bytes", "device_total_bytes"}
+    size = 64 << 20
+    held = lab.empty(size // 4)
+    during = lab.memory_stats()
+    assert during["allocated_bytes.current"] >= before["allocated_bytes.current"] + size
+    assert during["allocated_bytes.peak"] >= during["allocated_bytes.current"]
+    assert during["num_allocs"] == before["num_allocs"] + 1
+    assert lab.max_memory_allocated() == lab.memory_stats()["allocated_bytes.peak"]
+    del held
+    lab.synchronize()
+    after = lab.memory_stats()
+    assert after["num_frees"] == before["num_frees"] + 1
+    assert after["allocated_bytes.current"] == before["allocated_bytes.current"]
+    assert after["allocated_bytes.peak"] >= before["allocated_bytes.current"] + size  # the peak stays
+    lab.reset_peak_memory_stats()
+    assert lab.max_memory_allocated() == lab.memory_stats()["allocated_bytes.current"]
+
+    big = lab.zeros(1 << 22)  # foreach_norm keeps its chunks' partial sums in scratch memory
+    lab.foreach_norm([big], lab.empty(1))
+    lab.synchronize()
+    assert lab.memory_stats()["scratch_reserved_bytes.peak"] > 0
+    del big
+    lab.empty_cache()
+    emptied = lab.memory_stats()
+    assert emptied["scratch_reserved_bytes.current"] == emptied["scratch_bytes.current"] == 0
+    assert emptied["reserved_bytes.current"] <= max(emptied["allocated_bytes.current"], 0) + (32 << 20)
+
+
+def test_out_of_memory_says_what_lab_holds_and_leaves_lab_working():
+    held = lab.zeros(1 << 20)
+    with pytest.raises(lab.OutOfMemoryError) as caught:
+        lab.empty((1 << 40,), "float32")  # 4 TiB
+    error = caught.value
+    assert isinstance(error, MemoryError) and isinstance(error, lab.CudaError)
+    assert error.name == "cudaErrorMemoryAllocation"
+    message = str(error)
+    assert "empty(): CUDA error during cudaMallocAsync of 4398046511104 bytes" in message
+    assert "MiB in lab.Arrays" in message and "MiB of kernel scratch" in message
+    assert "the device has" in message and "lab.empty_cache()" in message
+    out = lab.empty(1 << 20)
+    lab.add(held, held, out)  # not sticky: the context still works
+    assert float(out.numpy().sum()) == 0.0
+
+
 def test_dlpack_export_options():
     arr = lab.zeros(8)
     assert arr.__dlpack_device__() == (2, 0)

@@ -5,6 +5,7 @@
  * and both are legal inside graph capture. The array exports __cuda_array_interface__ v3 (with that
  * stream) and __dlpack__ / __dlpack_device__ (array_export.c), so torch, CuPy and Numba wrap it
  * without a copy. C-contiguous, any lab dtype, up to LAB_MAX_DIMS dimensions. */
+#include <stdio.h>
 #include <string.h>
 
 #include "binding/args.h"
@@ -12,6 +13,7 @@
 #include "binding/runtime_types.h"
 #include "dispatch/device.h"
 #include "dispatch/dtype.h"
+#include "dispatch/memory.h"
 #include "dispatch/stream.h"
 
 static lab_state *state_of(PyObject *self) { return (lab_state *)PyType_GetModuleState(Py_TYPE(self)); }
@@ -168,7 +170,12 @@ static cudaError_t allocate(void *context) {
     const size_t nbytes = (size_t)nbytes_of(a);
     if (nbytes == 0) return cudaSuccess;
     cudaError_t err = cudaMallocAsync((void **)&a->data, nbytes, a->last_use.stream);
-    if (err == cudaSuccess && args->zero) err = cudaMemsetAsync(a->data, 0, nbytes, a->last_use.stream);
+    if (err != cudaSuccess) {
+        a->data = NULL;
+        return err;
+    }
+    lab_count_array_memory(a->device, 1);
+    if (args->zero) err = cudaMemsetAsync(a->data, 0, nbytes, a->last_use.stream);
     return err;
 }
 
@@ -203,10 +210,12 @@ static PyObject *create(PyObject *module, PyObject *const *args, Py_ssize_t narg
     allocate_args allocation = {self, zero};
     cudaError_t err = lab_with_device(self->device, allocate, &allocation);
     if (err != cudaSuccess) {
-        self->data = NULL;
+        /* an allocation that succeeded before its memset failed is freed with the array */
+        char during[96];
+        snprintf(during, sizeof(during), "%s of %lld bytes",
+                 self->data ? "cudaMemsetAsync" : "cudaMallocAsync", (long long)nbytes_of(self));
         Py_DECREF(self);
-        return lab_raise_cuda_error(&state->dispatch, err, func,
-                                    zero ? "cudaMallocAsync/cudaMemsetAsync" : "cudaMallocAsync");
+        return lab_raise_cuda_error(&state->dispatch, err, func, during);
     }
     return (PyObject *)self;
 }
@@ -326,6 +335,7 @@ static void array_dealloc(PyObject *op) {
     if (self->data) {
         free_args release = {self->data, self->last_use.stream};
         cudaError_t err = lab_with_device(self->device, free_on_stream, &release);
+        if (err == cudaSuccess) lab_count_array_memory(self->device, 0);
         /* At interpreter exit the runtime may already be unloading: the driver frees everything then. */
         if (err != cudaSuccess && err != cudaErrorCudartUnloading && err != cudaErrorContextIsDestroyed) {
             PyObject *saved_type, *saved_value, *saved_traceback;

@@ -1,6 +1,8 @@
 /* errors.c - lab.CudaError, and dispatch's failure records raised as Python exceptions. */
 #include "binding/errors.h"
 
+#include "dispatch/memory.h"
+
 PyObject *lab_create_cuda_error_type(void) {
     return PyErr_NewExceptionWithDoc(
         "lab.CudaError",
@@ -10,15 +12,36 @@ PyObject *lab_create_cuda_error_type(void) {
         PyExc_RuntimeError, NULL);
 }
 
-/* lab.CudaError(message) with .code and .name set. */
+PyObject *lab_create_out_of_memory_type(PyObject *cuda_error) {
+    PyObject *bases = PyTuple_Pack(2, cuda_error, PyExc_MemoryError);
+    if (!bases) return NULL;
+    PyObject *type = PyErr_NewExceptionWithDoc(
+        "lab.OutOfMemoryError",
+        "lab could not get the device memory it asked for (cudaErrorMemoryAllocation). A lab.CudaError and "
+        "a MemoryError; its message says what was asked for, what lab holds and what the device has free.",
+        bases, NULL);
+    Py_DECREF(bases);
+    return type;
+}
+
+/* lab.CudaError(message) with .code and .name set; lab.OutOfMemoryError, with what lab holds added to
+ * the message, where the device had no memory to give. */
 static void raise_cuda_error(lab_dispatch_state *state, const lab_failure *failure) {
-    PyObject *exc = PyObject_CallFunction(state->CudaError, "s", failure->message);
+    PyObject *type = state->CudaError, *exc;
+    if (failure->code == (int)cudaErrorMemoryAllocation && state->OutOfMemoryError) {
+        char report[512];
+        lab_memory_report(report, sizeof(report));
+        type = state->OutOfMemoryError;
+        exc = PyObject_CallFunction(type, "N", PyUnicode_FromFormat("%s%s", failure->message, report));
+    } else {
+        exc = PyObject_CallFunction(type, "s", failure->message);
+    }
     if (!exc) return;
     PyObject *code = PyLong_FromLong((long)failure->code);
     PyObject *name = PyUnicode_FromString(failure->name);
     if (code && name && PyObject_SetAttrString(exc, "code", code) == 0 &&
         PyObject_SetAttrString(exc, "name", name) == 0) {
-        PyErr_SetObject(state->CudaError, exc);
+        PyErr_SetObject(type, exc);
     }
     Py_XDECREF(code);
     Py_XDECREF(name);

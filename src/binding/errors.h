@@ -11,6 +11,10 @@
 /* Creates the lab.CudaError type (a RuntimeError subclass) for the module's exec slot. */
 PyObject *lab_create_cuda_error_type(void);
 
+/* Creates lab.OutOfMemoryError, a subclass of lab.CudaError and MemoryError, for cudaErrorMemoryAllocation.
+ */
+PyObject *lab_create_out_of_memory_type(PyObject *cuda_error);
+
 /* Raises the calling thread's last failure: TypeError, ValueError, ... or lab.CudaError with .code
  * and .name set. Call it where a level-3 function returned -1; `state` may be NULL where the failure
  * cannot be CUDA's (loading a library). Returns NULL, like PyErr_Format. */

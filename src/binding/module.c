@@ -52,6 +52,9 @@ static int lab_exec(PyObject *module) {
     state->dispatch.CudaError = lab_create_cuda_error_type();
     if (!state->dispatch.CudaError) return -1;
     if (PyModule_AddObjectRef(module, "CudaError", state->dispatch.CudaError) < 0) return -1;
+    state->dispatch.OutOfMemoryError = lab_create_out_of_memory_type(state->dispatch.CudaError);
+    if (!state->dispatch.OutOfMemoryError) return -1;
+    if (PyModule_AddObjectRef(module, "OutOfMemoryError", state->dispatch.OutOfMemoryError) < 0) return -1;
     state->StreamType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &lab_stream_spec, NULL);
     state->EventType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &lab_event_spec, NULL);
     state->ArrayType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &lab_array_spec, NULL);
@@ -114,6 +117,7 @@ static int lab_traverse(PyObject *module, visitproc visit, void *arg) {
     lab_state *state = lab_get_state(module);
     if (!state) return 0;
     Py_VISIT(state->dispatch.CudaError);
+    Py_VISIT(state->dispatch.OutOfMemoryError);
     Py_VISIT(state->StreamType);
     Py_VISIT(state->EventType);
     Py_VISIT(state->ArrayType);
@@ -130,6 +134,7 @@ static int lab_clear(PyObject *module) {
     lab_state *state = lab_get_state(module);
     if (!state) return 0;
     Py_CLEAR(state->dispatch.CudaError);
+    Py_CLEAR(state->dispatch.OutOfMemoryError);
     Py_CLEAR(state->StreamType);
     Py_CLEAR(state->EventType);
     Py_CLEAR(state->ArrayType);

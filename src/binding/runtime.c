@@ -10,6 +10,7 @@
 #include "binding/errors.h"
 #include "binding/module_state.h"
 #include "dispatch/device.h"
+#include "dispatch/memory.h"
 #include "kernels/launch.h"
 
 static PyObject *py_is_available(PyObject *module, PyObject *unused) {
@@ -179,7 +180,79 @@ static PyObject *py_memory_reserved(PyObject *module, PyObject *const *args, Py_
     return pool_bytes(module, args, nargs, "memory_reserved", cudaMemPoolAttrReservedMemCurrent);
 }
 
+/* ---- memory statistics (dispatch/memory.h) ---- */
+
+/* Reads (after a reset of the peaks, or a trim) what lab holds on the device args name: 0, or -1 with
+ * the exception set. */
+static int read_memory(PyObject *module, PyObject *const *args, Py_ssize_t nargs, const char *func, int reset,
+                       int trim, lab_memory_usage *usage) {
+    const int device = optional_device(module, args, nargs, func);
+    if (device == -2) return -1;
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS /* empty_cache waits for the device */
+    err = lab_memory_usage_of(device, usage, reset, trim);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
+        lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, func,
+                             trim ? "cudaDeviceSynchronize/cudaMemPoolTrimTo" : "cudaMemPoolGetAttribute");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *py_memory_stats(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    lab_memory_usage u;
+    if (read_memory(module, args, nargs, "memory_stats", 0, 0, &u) < 0) return NULL;
+    return Py_BuildValue(
+        "{s:K, s:K, s:K, s:K, s:K, s:K, s:K, s:K, s:K, s:K, s:K, s:K}", "allocated_bytes.current",
+        (unsigned long long)u.arrays.used, "allocated_bytes.peak", (unsigned long long)u.arrays.used_peak,
+        "reserved_bytes.current", (unsigned long long)u.arrays.reserved, "reserved_bytes.peak",
+        (unsigned long long)u.arrays.reserved_peak, "scratch_bytes.current",
+        (unsigned long long)u.scratch.used, "scratch_bytes.peak", (unsigned long long)u.scratch.used_peak,
+        "scratch_reserved_bytes.current", (unsigned long long)u.scratch.reserved,
+        "scratch_reserved_bytes.peak", (unsigned long long)u.scratch.reserved_peak, "num_allocs",
+        (unsigned long long)u.array_allocations, "num_frees", (unsigned long long)u.array_frees,
+        "device_free_bytes", (unsigned long long)u.device_free, "device_total_bytes",
+        (unsigned long long)u.device_total);
+}
+
+static PyObject *py_max_memory_allocated(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    lab_memory_usage u;
+    if (read_memory(module, args, nargs, "max_memory_allocated", 0, 0, &u) < 0) return NULL;
+    return PyLong_FromUnsignedLongLong((unsigned long long)u.arrays.used_peak);
+}
+
+static PyObject *py_reset_peak_memory_stats(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    lab_memory_usage u;
+    if (read_memory(module, args, nargs, "reset_peak_memory_stats", 1, 0, &u) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_empty_cache(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    lab_memory_usage u;
+    if (read_memory(module, args, nargs, "empty_cache", 0, 1, &u) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 PyMethodDef lab_runtime_methods[] = {
+    {"memory_stats", (PyCFunction)(void (*)(void))py_memory_stats, METH_FASTCALL,
+     "memory_stats(device=None, /)\n--\n\nWhat lab holds on the device, as a dict of ints: "
+     "allocated_bytes and reserved_bytes (.current, .peak) of the pool lab.Arrays come from, "
+     "scratch_bytes and scratch_reserved_bytes (.current, .peak) of the pool lab's kernels take scratch "
+     "memory from, num_allocs and num_frees (lab.Arrays of nonzero size in this process), and the "
+     "device's device_free_bytes and device_total_bytes. The pools do not report their largest free "
+     "block, so neither does lab."},
+    {"max_memory_allocated", (PyCFunction)(void (*)(void))py_max_memory_allocated, METH_FASTCALL,
+     "max_memory_allocated(device=None, /)\n--\n\nThe peak of memory_allocated() since the pool was made "
+     "or reset_peak_memory_stats() was called."},
+    {"reset_peak_memory_stats", (PyCFunction)(void (*)(void))py_reset_peak_memory_stats, METH_FASTCALL,
+     "reset_peak_memory_stats(device=None, /)\n--\n\nSets every .peak of memory_stats() back to its "
+     ".current value."},
+    {"empty_cache", (PyCFunction)(void (*)(void))py_empty_cache, METH_FASTCALL,
+     "empty_cache(device=None, /)\n--\n\nWaits for the device, then gives the memory lab's pools hold "
+     "but do not use back to it (other processes, and torch or CuPy, can then have it). Live arrays "
+     "are untouched. Releases the GIL."},
+
     {"memory_allocated", (PyCFunction)(void (*)(void))py_memory_allocated, METH_FASTCALL,
      "memory_allocated(device=None, /)\n--\n\nBytes of the device's memory held by live lab.Arrays in this "
      "process (the stream-ordered pool lab allocates from; freed arrays leave it once their stream reaches "
@@ -215,6 +288,10 @@ PyMethodDef lab_runtime_methods[] = {
 };
 
 const lab_signed_function lab_runtime_signatures[] = {
+    {"memory_stats", &OPTIONAL_DEVICE},
+    {"max_memory_allocated", &OPTIONAL_DEVICE},
+    {"reset_peak_memory_stats", &OPTIONAL_DEVICE},
+    {"empty_cache", &OPTIONAL_DEVICE},
     {"memory_allocated", &OPTIONAL_DEVICE},
     {"memory_reserved", &OPTIONAL_DEVICE},
     {"synchronize", &OPTIONAL_DEVICE},

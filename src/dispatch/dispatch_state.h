@@ -13,8 +13,9 @@
 #define LAB_DEVICE_PAGE_SLOTS 4096 /* pages known to hold device memory (device.c) */
 
 typedef struct {
-    PyObject *CudaError; /* lab.CudaError, created by the module's exec slot */
-    int order_streams;   /* 0 when LAB_CUDA_ARRAY_INTERFACE_SYNC=0: no events between streams */
+    PyObject *CudaError;        /* lab.CudaError, created by the module's exec slot */
+    PyObject *OutOfMemoryError; /* lab.OutOfMemoryError, its subclass for cudaErrorMemoryAllocation */
+    int order_streams;          /* 0 when LAB_CUDA_ARRAY_INTERFACE_SYNC=0: no events between streams */
     void *order_events[LAB_MAX_DEVICES];           /* cudaEvent_t per device, made on first need (stream.c) */
     uintptr_t device_pages[LAB_DEVICE_PAGE_SLOTS]; /* (2 MiB page << 8) | (device + 1); see device.c */
     uint64_t

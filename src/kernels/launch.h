@@ -398,6 +398,10 @@ cudaError_t lab_launch_attention_backward(const lab_attention_launch *launch, cu
  * which keeps its memory between calls; give it back with cudaFreeAsync on the same stream. */
 cudaError_t lab_scratch_alloc(void **ptr, size_t bytes, cudaStream_t stream);
 
+/* The scratch pool of the current device (NULL before its first scratch allocation): lab.memory_stats
+ * reads it, lab.empty_cache trims it. */
+cudaError_t lab_scratch_pool(cudaMemPool_t *pool);
+
 /* Architectures this build carries, as "sm_80 sm_90 compute_90" (for `python -m lab`). */
 const char *lab_compiled_architectures(void);
 

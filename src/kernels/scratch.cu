@@ -6,7 +6,8 @@
 // of idle GPU per reduction on the H200 (bench_reductions.py, 2026-11-30), a third of a 2^28 sum.
 // lab's own pool per device keeps what it grew to (a few MB at most: partials are small), and
 // leaves every other pool's settings alone. Under stream capture the allocation goes through
-// cudaMallocAsync, which records a memory node of the graph's own.
+// cudaMallocAsync, which records a memory node of the graph's own. lab.memory_stats reads the pool,
+// and lab.empty_cache gives back what it holds unused (lab_scratch_pool).
 #include <atomic>
 #include <mutex>
 
@@ -54,4 +55,13 @@ extern "C" cudaError_t lab_scratch_alloc(void **ptr, size_t bytes, cudaStream_t 
     cudaMemPool_t pool;
     err = scratch_pool(device, &pool);
     return err != cudaSuccess ? err : cudaMallocFromPoolAsync(ptr, bytes, pool, stream);
+}
+
+extern "C" cudaError_t lab_scratch_pool(cudaMemPool_t *pool) {
+    *pool = nullptr;
+    int device = 0;
+    const cudaError_t err = cudaGetDevice(&device);
+    const bool known = err == cudaSuccess && device >= 0 && device < kMaxDevices;
+    if (known) *pool = pools[device].load(std::memory_order_acquire);
+    return err;
 }
