@@ -32,6 +32,9 @@ AREAS = {
     "attention": ("Attention against SDPA's flash and cuDNN backends", "python3 bench/bench_attention.py", "goals"),
     "attention-quick": ("Attention against SDPA's flash and cuDNN backends (quick run: no JAX)",
                         "python3 bench/bench_attention.py --quick --only fixed packed", "goals"),
+    "attention-fixed-jax": ("Attention against SDPA's flash and cuDNN backends, and lab.jax inside jax.jit "
+                            "(quick run: no packed batch)", "python3 bench/bench_attention.py --quick --only fixed jax",
+                            "attention"),
     "packed": ("Padding-free fine-tuning against padded batches", "make bench-packed", "packed"),
     "llama": ("A Llama training step, end to end", "make gpu-llama", "llama"),
     "llama-quick": ("A Llama training step, end to end (quick run, 4 x 2048 only)",
@@ -136,7 +139,22 @@ def packed_rows(data):
     return ["implementation", "real tokens/s", "padding", "peak GiB beyond weights and grads"], rows
 
 
-FORMATS = {"goals": goal_rows, "timed": timed_rows, "bandwidth": bandwidth_rows, "scalars": scalar_rows,
+def attention_rows(data):
+    """Per case, each implementation's TFLOP/s forward and forward + backward, then the goals."""
+    cases, impls = {}, []
+    for r in data.get("fixed", []):
+        cases.setdefault(r["case"], {})[r["impl"]] = r
+        if r["impl"] not in impls:
+            impls.append(r["impl"])
+    tflops = lambda r, key: fmt(r[key]) if r and r.get(key) == r.get(key) and r.get(key) else "-"  # noqa: E731
+    rows = [[case, "fwd"] + [tflops(by_impl.get(i), "forward_tflops") for i in impls] for case, by_impl in cases.items()]
+    rows += [[case, "fwd+bwd"] + [tflops(by_impl.get(i), "forward_backward_tflops") for i in impls]
+             for case, by_impl in cases.items()]
+    rows += [[f"goal: {g[0]}", "", fmt(g[1]), fmt(g[2])] + [""] * (len(impls) - 2) for g in data.get("goals", [])]
+    return ["case", "pass"] + [f"{i} TFLOP/s" for i in impls], rows
+
+
+FORMATS = {"attention": attention_rows, "goals": goal_rows, "timed": timed_rows, "bandwidth": bandwidth_rows, "scalars": scalar_rows,
            "llama": llama_rows, "packed": packed_rows}
 
 
