@@ -94,6 +94,15 @@ struct Visibility {
         *first = left < 0 ? 0 : at_least(0, q0 + diagonal - left);
         *last = right < 0 ? len_k : at_most(len_k, q1 - 1 + diagonal + right + 1);
     }
+    // The key blocks [*first, *last) of kBlockN keys each that queries [q0, q1) walk: an empty range
+    // where they see no key.
+    template <int kBlockN>
+    __host__ __device__ __forceinline__ void key_blocks_for(int q0, int q1, int *first, int *last) const {
+        int key_first, key_last;
+        keys_for(q0, q1, &key_first, &key_last);
+        *first = key_first / kBlockN;
+        *last = key_last > key_first ? (key_last + kBlockN - 1) / kBlockN : *first;
+    }
     // The queries [*first, *last) that see any of keys [k0, k1).
     __host__ __device__ __forceinline__ void queries_for(int k0, int k1, int *first, int *last) const {
         *first = right < 0 ? 0 : at_least(0, k0 - diagonal - right);

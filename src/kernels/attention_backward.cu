@@ -91,10 +91,8 @@ __global__ void __launch_bounds__(kBlockM * 2) attention_grad_q_kernel(const Bac
     const ScoreMap map(p);
     const int valid_rows = min(kBlockM, seq.len_q - q0);
 
-    int key_first, key_last;
-    vis.keys_for(q0, q0 + kBlockM, &key_first, &key_last);
-    const int block_first = key_first / kBlockN;
-    const int block_last = key_last > key_first ? (key_last + kBlockN - 1) / kBlockN : block_first;
+    int block_first, block_last;
+    vis.key_blocks_for<kBlockN>(q0, q0 + kBlockM, &block_first, &block_last);
 
     auto load_keys = [&](int block, int stage) {
         load_key_block<kBlockN, D, Shape::kThreads>(k_tiles, v_tiles, stage, k, v, p, block, seq.len_k);

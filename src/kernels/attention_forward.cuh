@@ -95,7 +95,7 @@ __device__ __forceinline__ void scores_of_tile(FragC (&s)[Shape::kRowTiles][Shap
     if constexpr (Shape::kWarpgroupProducts) {
         issue_scores<T, Shape>(s[0], q_address, k_address, row0);
         warpgroup_wait<0>();
-        fence_accumulators(s[0]);
+        fence_registers(s[0]);
     } else {
 #pragma unroll
         for (int r = 0; r < Shape::kRowTiles; r++)
@@ -131,7 +131,7 @@ add_values(FragC (&out)[Shape::kRowTiles][Shape::kDimTiles],
     if constexpr (Shape::kWarpgroupProducts) {
         issue_values<T, Shape>(out[0], probabilities[0], v_address);
         warpgroup_wait<0>();
-        fence_accumulators(out[0]);
+        fence_registers(out[0]);
     } else {
 #pragma unroll
         for (int kk = 0; kk < kBlockN; kk += 16) {
@@ -221,10 +221,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(const la
     const ScoreMap map(p);
     const int valid_rows = min(kBlockM, seq.len_q - q0);
 
-    int key_first, key_last;
-    vis.keys_for(q0, q0 + kBlockM, &key_first, &key_last);
-    const int block_first = key_first / kBlockN;
-    const int block_last = key_last > key_first ? (key_last + kBlockN - 1) / kBlockN : block_first;
+    int block_first, block_last;
+    vis.key_blocks_for<kBlockN>(q0, q0 + kBlockM, &block_first, &block_last);
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row0 = warp * Shape::kRowsPerWarp; // within the block
@@ -310,7 +308,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(const la
                 FragC s[1][kKeyTiles];
                 issue_scores<T, Shape>(s[0], q_address, k_address(0), row0);
                 warpgroup_wait<0>();
-                fence_accumulators(s[0]);
+                fence_registers(s[0]);
                 map_tile(s, block_first);
                 float rescale[2];
                 softmax_tile(s[0], row_max[0], row_sum[0], rescale, map);
@@ -319,19 +317,19 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(const la
             }
             for (int i = 1; i < steps; i++) {
                 copies_for_step(i);
-                fence_fragments(probabilities);
-                fence_accumulators(out[0]);
+                fence_registers(probabilities);
+                fence_registers(out[0]);
                 FragC s[1][kKeyTiles];
-                fence_accumulators(s[0]);
+                fence_registers(s[0]);
                 issue_scores<T, Shape>(s[0], q_address, k_address(i), row0);
                 issue_values<T, Shape>(out[0], probabilities, v_address(i - 1));
                 warpgroup_wait<1>(); // the scores; the values' product may still run
-                fence_accumulators(s[0]);
+                fence_registers(s[0]);
                 map_tile(s, block_first + i);
                 float rescale[2];
                 softmax_tile(s[0], row_max[0], row_sum[0], rescale, map);
                 warpgroup_wait<0>();
-                fence_accumulators(out[0]);
+                fence_registers(out[0]);
                 rescale_rows(out[0], rescale);
                 // rounded only now: the values' product read the last tile's from these registers
                 round_probabilities<T>(s[0], probabilities);
@@ -342,7 +340,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(const la
             __syncthreads();
             issue_values<T, Shape>(out[0], probabilities, v_address(steps - 1));
             warpgroup_wait<0>();
-            fence_accumulators(out[0]);
+            fence_registers(out[0]);
         } else {
             copies_landed(); // the q tile's copies land before it is written
         }

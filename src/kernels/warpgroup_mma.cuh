@@ -62,23 +62,24 @@ template <int kPending> __device__ __forceinline__ void warpgroup_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 
-// Pins accumulators after a wait: the compiler sees a product's results as written when the product
-// is issued, so without this it could move their first reads above the wait that makes them real.
-template <int kTiles> __device__ __forceinline__ void fence_accumulators(FragC (&d)[kTiles]) {
+// Pins registers a product reads or writes, at this point of the program. After a wait: the compiler
+// sees a product's accumulators as written when it is issued, so without this it could move their
+// first reads above the wait that makes them real. Before an issue: the last writes of its A
+// fragments and accumulators land first, rather than among products already running (which makes
+// ptxas serialize them).
+template <typename Fragment, int kTiles>
+__device__ __forceinline__ void fence_registers(Fragment (&f)[kTiles]) {
+    constexpr int kRegisters = sizeof(f[0].x) / sizeof(f[0].x[0]);
 #pragma unroll
     for (int j = 0; j < kTiles; j++) {
 #pragma unroll
-        for (int e = 0; e < 4; e++) asm volatile("" : "+f"(d[j].x[e])::"memory");
-    }
-}
-
-// Pins A fragments before the products that read them are issued: their last writes land first,
-// rather than being scheduled among products already running (which makes ptxas serialize them).
-template <int kTiles> __device__ __forceinline__ void fence_fragments(FragA (&a)[kTiles]) {
-#pragma unroll
-    for (int j = 0; j < kTiles; j++) {
-#pragma unroll
-        for (int e = 0; e < 4; e++) asm volatile("" : "+r"(a[j].x[e])::"memory");
+        for (int e = 0; e < kRegisters; e++) {
+            if constexpr (std::is_same_v<Fragment, FragC>) {
+                asm volatile("" : "+f"(f[j].x[e])::"memory");
+            } else {
+                asm volatile("" : "+r"(f[j].x[e])::"memory");
+            }
+        }
     }
 }
 
