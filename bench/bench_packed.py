@@ -10,7 +10,8 @@ process of its own on the same weights and the same samples:
   - lab.nn.patch, length-grouped (padded: lab's attention gathers the real tokens), and lab.nn.patch
     padding-free: each step's samples back to back in one row, position_ids restarting at 0.
 Reports real (non-padding) tokens/s - the median, over steps spread evenly over the epoch, of real
-tokens over step time - and the allocator's peak beyond weights and gradients; writes packed.json
+tokens over step time, each step timed on its second run (the first compiles what the shape needs,
+for torch.compile and Liger-Kernel's Triton kernels) - and the allocator's peak beyond weights and gradients; writes packed.json
 and packed.png into --out-dir.
     python3 bench/bench_packed.py [--out-dir DIR] [--quick]
 """
@@ -95,6 +96,9 @@ def measure(implementation, steps):
         for indices in plan[1:][::max(1, (len(plan) - 1) // steps)][:steps]:
             batch = inputs(indices)
             real = sum(sizes[i] for i in indices)
+            # each batch has a shape of its own: run it once untimed, so that what a new shape costs
+            # the first time (torch.compile's and Triton's compilation) stays out of the rate
+            step(batch)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize()
             start.record()
