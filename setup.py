@@ -6,7 +6,9 @@ the normal link. The CUDA runtime is linked statically, so the module imports wi
 
 Environment:
   LAB_CUDA_ARCH  architectures, ';'-separated: "80;90" (default) builds SASS for sm_80 and sm_90
-                 plus PTX for the newest, so newer GPUs can JIT it. "90" alone builds faster.
+                 plus PTX for the newest, so newer GPUs can JIT it. "90" alone builds faster. Units
+                 named *_wgmma.cu (Hopper's wgmma kernels) are built for sm_90a alone where the list
+                 has 90 (unit_gencode).
   CUDA_HOME      the CUDA toolkit (default: the directory above the nvcc on PATH, else /usr/local/cuda).
   LAB_NVCC_JOBS  how many nvcc processes to run at once (default: CPU count).
   LAB_NVCC_DEBUG kernel units to build with device debug information (-G, for cuda-gdb), by file name:
