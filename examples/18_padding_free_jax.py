@@ -61,7 +61,7 @@ print(f"packed row of {len(row)} tokens in {len(lengths)} samples: loss {packed:
       f"{one_by_one:.5f}")
 assert abs(packed - one_by_one) <= 2e-3 * abs(one_by_one), "the packed row's loss is the samples' loss"
 
-step = jax.jit(lambda p: jax.tree_util.tree_map(lambda w, g: w - 0.5 * g, p, jax.grad(loss)(p)))
+step = jax.jit(lambda p: jax.tree_util.tree_map(lambda w, g: w - 0.2 * g, p, jax.grad(loss)(p)))
 first = packed
 for _ in range(20):
     params = step(params)
