@@ -19,11 +19,15 @@ int main() {
         p.window_right = rng() % 3 == 0 ? -1 : rng() % 2 ? 0 : int(rng() % 150);
         const lab::Sequence seq{0, 0, len_q, len_k};
         const lab::Visibility vis(p, seq);
-        const int bm = tiles[rng() % 4], bn = tiles[rng() % 3];
+        const int bm = tiles[rng() % 4], bn = tiles[rng() % 4];
         for (int q0 = 0; q0 < len_q; q0 += bm) {
-            int first, last;
-            vis.keys_for(q0, q0 + bm, &first, &last);
-            const int block_first = first / bn, block_last = last > first ? (last + bn - 1) / bn : block_first;
+            int block_first, block_last; // the key blocks the forward and grad_q walk
+            switch (bn) {
+            case 16: vis.key_blocks_for<16>(q0, q0 + bm, &block_first, &block_last); break;
+            case 32: vis.key_blocks_for<32>(q0, q0 + bm, &block_first, &block_last); break;
+            case 64: vis.key_blocks_for<64>(q0, q0 + bm, &block_first, &block_last); break;
+            default: vis.key_blocks_for<128>(q0, q0 + bm, &block_first, &block_last); break;
+            }
             for (int i = q0; i < q0 + bm && i < len_q; i++) {
                 for (int j = 0; j < len_k; j++) {
                     if (!vis.visible(i, j)) continue;
