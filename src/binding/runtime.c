@@ -141,45 +141,6 @@ static PyObject *py_mem_get_info(PyObject *module, PyObject *const *args, Py_ssi
     return Py_BuildValue("(KK)", (unsigned long long)info.free, (unsigned long long)info.total);
 }
 
-/* lab.Array memory comes from the device's default memory pool (cudaMallocAsync), which torch and
- * CuPy do not use: its counters are lab's own, per process. */
-typedef struct {
-    enum cudaMemPoolAttr attribute;
-    size_t bytes;
-} pool_query;
-
-static cudaError_t read_pool_attribute(void *context) {
-    pool_query *query = context;
-    int device = 0;
-    cudaMemPool_t pool;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess) err = cudaDeviceGetDefaultMemPool(&pool, device);
-    uint64_t value = 0;
-    if (err == cudaSuccess) err = cudaMemPoolGetAttribute(pool, query->attribute, &value);
-    query->bytes = (size_t)value;
-    return err;
-}
-
-static PyObject *pool_bytes(PyObject *module, PyObject *const *args, Py_ssize_t nargs, const char *func,
-                            enum cudaMemPoolAttr attribute) {
-    const int device = optional_device(module, args, nargs, func);
-    if (device == -2) return NULL;
-    pool_query query = {attribute, 0};
-    cudaError_t err = lab_with_device(device, read_pool_attribute, &query);
-    if (err != cudaSuccess) {
-        return lab_raise_cuda_error(&lab_get_state(module)->dispatch, err, func, "cudaMemPoolGetAttribute");
-    }
-    return PyLong_FromUnsignedLongLong((unsigned long long)query.bytes);
-}
-
-static PyObject *py_memory_allocated(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    return pool_bytes(module, args, nargs, "memory_allocated", cudaMemPoolAttrUsedMemCurrent);
-}
-
-static PyObject *py_memory_reserved(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    return pool_bytes(module, args, nargs, "memory_reserved", cudaMemPoolAttrReservedMemCurrent);
-}
-
 /* ---- memory statistics (dispatch/memory.h) ---- */
 
 /* Reads (after a reset of the peaks, or a trim) what lab holds on the device args name: 0, or -1 with
@@ -222,6 +183,20 @@ static PyObject *py_max_memory_allocated(PyObject *module, PyObject *const *args
     return PyLong_FromUnsignedLongLong((unsigned long long)u.arrays.used_peak);
 }
 
+/* lab.Arrays' memory: the device's default pool (cudaMallocAsync), which torch and CuPy do not use,
+ * so its counters are lab's own, per process. */
+static PyObject *py_memory_allocated(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    lab_memory_usage u;
+    if (read_memory(module, args, nargs, "memory_allocated", 0, 0, &u) < 0) return NULL;
+    return PyLong_FromUnsignedLongLong((unsigned long long)u.arrays.used);
+}
+
+static PyObject *py_memory_reserved(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    lab_memory_usage u;
+    if (read_memory(module, args, nargs, "memory_reserved", 0, 0, &u) < 0) return NULL;
+    return PyLong_FromUnsignedLongLong((unsigned long long)u.arrays.reserved);
+}
+
 static PyObject *py_reset_peak_memory_stats(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     lab_memory_usage u;
     if (read_memory(module, args, nargs, "reset_peak_memory_stats", 1, 0, &u) < 0) return NULL;
@@ -252,7 +227,6 @@ PyMethodDef lab_runtime_methods[] = {
      "empty_cache(device=None, /)\n--\n\nWaits for the device, then gives the memory lab's pools hold "
      "but do not use back to it (other processes, and torch or CuPy, can then have it). Live arrays "
      "are untouched. Releases the GIL."},
-
     {"memory_allocated", (PyCFunction)(void (*)(void))py_memory_allocated, METH_FASTCALL,
      "memory_allocated(device=None, /)\n--\n\nBytes of the device's memory held by live lab.Arrays in this "
      "process (the stream-ordered pool lab allocates from; freed arrays leave it once their stream reaches "
