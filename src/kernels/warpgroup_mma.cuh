@@ -100,19 +100,31 @@ __device__ __forceinline__ void fence_registers(Fragment (&f)[kTiles]) {
     "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "   \
     "%62, %63}"
 // Both operands in shared memory, both K-major; `accumulate` 0 overwrites d (the first k step).
-#define LAB_WGMMA_SS(shape, type, REGS, ACC, A, B, KEEP)                                                     \
+// COUNT (32 or 64) names the accumulator lists: pasted here, so that a wrapper passing it on does
+// not expand the lists into dozens of arguments first.
+#define LAB_WGMMA_SS(shape, type, COUNT, A, B, KEEP)                                                         \
     asm volatile("{\n.reg .pred keep;\nsetp.ne.b32 keep, %" KEEP ", 0;\n"                                    \
-                 "wgmma.mma_async.sync.aligned." shape ".f32." type "." type " " REGS ", %" A ", %" B        \
-                 ", keep, 1, 1, 0, 0;\n}\n"                                                                  \
-                 : ACC                                                                                       \
+                 "wgmma.mma_async.sync.aligned." shape ".f32." type "." type " " LAB_WGMMA_REGS##COUNT       \
+                 ", %" A ", %" B ", keep, 1, 1, 0, 0;\n}\n"                                                  \
+                 : LAB_WGMMA_ACC##COUNT                                                                      \
                  : "l"(a), "l"(b), "r"(accumulate))
 // A from registers (mma.sync's A layout per warp), B in shared memory MN-major (transposed: 1).
-#define LAB_WGMMA_RS(shape, type, REGS, ACC, A, B, KEEP)                                                     \
+#define LAB_WGMMA_RS(shape, type, COUNT, A, B, KEEP)                                                         \
     asm volatile("{\n.reg .pred keep;\nsetp.ne.b32 keep, %" KEEP ", 0;\n"                                    \
-                 "wgmma.mma_async.sync.aligned." shape ".f32." type "." type " " REGS ", " A ", %" B         \
-                 ", keep, 1, 1, 1;\n}\n"                                                                     \
-                 : ACC                                                                                       \
+                 "wgmma.mma_async.sync.aligned." shape ".f32." type "." type " " LAB_WGMMA_REGS##COUNT       \
+                 ", " A ", %" B ", keep, 1, 1, 1;\n}\n"                                                      \
+                 : LAB_WGMMA_ACC##COUNT                                                                      \
                  : "r"(a.x[0]), "r"(a.x[1]), "r"(a.x[2]), "r"(a.x[3]), "l"(b), "r"(accumulate))
+#endif
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// FORM(shape, type, ...) for T's type name: the products' PTX spells bfloat16 "bf16" and half "f16".
+#define LAB_WGMMA_FOR_TYPE(FORM, shape, ...)                                                                 \
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {                                                        \
+        FORM(shape, "bf16", __VA_ARGS__);                                                                    \
+    } else {                                                                                                 \
+        FORM(shape, "f16", __VA_ARGS__);                                                                     \
+    }
 #endif
 
 // d (64 x N, as N / 8 FragC per warp) = a b (+ d where accumulate), a and b described K-major.
@@ -121,18 +133,10 @@ __device__ __forceinline__ void warpgroup_mma_shared(FragC (&d)[N / 8], uint64_t
                                                      int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(N == 64 || N == 128, "the shapes lab's kernels use");
-    constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-    if constexpr (N == 64 && kBf16) {
-        LAB_WGMMA_SS("m64n64k16", "bf16", LAB_WGMMA_REGS32, LAB_WGMMA_ACC32, "32", "33", "34");
-    }
-    if constexpr (N == 64 && !kBf16) {
-        LAB_WGMMA_SS("m64n64k16", "f16", LAB_WGMMA_REGS32, LAB_WGMMA_ACC32, "32", "33", "34");
-    }
-    if constexpr (N == 128 && kBf16) {
-        LAB_WGMMA_SS("m64n128k16", "bf16", LAB_WGMMA_REGS64, LAB_WGMMA_ACC64, "64", "65", "66");
-    }
-    if constexpr (N == 128 && !kBf16) {
-        LAB_WGMMA_SS("m64n128k16", "f16", LAB_WGMMA_REGS64, LAB_WGMMA_ACC64, "64", "65", "66");
+    if constexpr (N == 64) {
+        LAB_WGMMA_FOR_TYPE(LAB_WGMMA_SS, "m64n64k16", 32, "32", "33", "34")
+    } else {
+        LAB_WGMMA_FOR_TYPE(LAB_WGMMA_SS, "m64n128k16", 64, "64", "65", "66")
     }
 #else
     __trap(); // built only into the sm_90a kernels
@@ -145,22 +149,10 @@ __device__ __forceinline__ void warpgroup_mma_registers(FragC (&d)[N / 8], const
                                                         int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(N == 64 || N == 128, "the shapes lab's kernels use");
-    constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-    if constexpr (N == 64 && kBf16) {
-        LAB_WGMMA_RS("m64n64k16", "bf16", LAB_WGMMA_REGS32, LAB_WGMMA_ACC32, "{%32, %33, %34, %35}", "36",
-                     "37");
-    }
-    if constexpr (N == 64 && !kBf16) {
-        LAB_WGMMA_RS("m64n64k16", "f16", LAB_WGMMA_REGS32, LAB_WGMMA_ACC32, "{%32, %33, %34, %35}", "36",
-                     "37");
-    }
-    if constexpr (N == 128 && kBf16) {
-        LAB_WGMMA_RS("m64n128k16", "bf16", LAB_WGMMA_REGS64, LAB_WGMMA_ACC64, "{%64, %65, %66, %67}", "68",
-                     "69");
-    }
-    if constexpr (N == 128 && !kBf16) {
-        LAB_WGMMA_RS("m64n128k16", "f16", LAB_WGMMA_REGS64, LAB_WGMMA_ACC64, "{%64, %65, %66, %67}", "68",
-                     "69");
+    if constexpr (N == 64) {
+        LAB_WGMMA_FOR_TYPE(LAB_WGMMA_RS, "m64n64k16", 32, "{%32, %33, %34, %35}", "36", "37")
+    } else {
+        LAB_WGMMA_FOR_TYPE(LAB_WGMMA_RS, "m64n128k16", 64, "{%64, %65, %66, %67}", "68", "69")
     }
 #else
     __trap();
