@@ -18,3 +18,69 @@ def test_philox_matches_the_known_answer_vectors(tmp_path):
                     os.path.join(ROOT, "tests", "philox_vectors.cu")], check=True, capture_output=True, timeout=300)
     done = subprocess.run([program], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip().endswith("0 failures"), done.stdout
+
+
+# ---- the binding, on fake producers (plain objects exposing only __cuda_array_interface__) ----
+
+import lab  # noqa: E402
+from fakes import fake_array  # noqa: E402
+
+FILLS = [(lab.uniform, {}), (lab.normal, {}), (lab.bernoulli, {})]
+
+
+def reaches_cuda(thunk):
+    """Everything was checked: without a GPU, the first CUDA call is what fails."""
+    if lab.is_available():
+        pytest.skip("a GPU is here: tests/test_random_gpu.py fills for real")
+    with pytest.raises(lab.CudaError):
+        thunk()
+
+
+@pytest.mark.parametrize("typestr", ["<f2", "<f4", "<f8", "<V2"])
+@pytest.mark.parametrize("shape", [(1,), (7,), (3, 5), (1031,)])
+@pytest.mark.parametrize("fill", [f for f, _ in FILLS], ids=["uniform", "normal", "bernoulli"])
+def test_a_valid_fill_gets_as_far_as_cuda(fill, shape, typestr):
+    out = fake_array(shape, typestr) if typestr != "<V2" else fake_array(shape, "<V2", descr=[("bf16", "<V2")])
+    if typestr == "<V2":
+        pytest.skip("bfloat16 spelled through __cuda_array_interface__ is ambiguous; the GPU tests cover it")
+    reaches_cuda(lambda: fill(out))
+
+
+@pytest.mark.parametrize("fill", [f for f, _ in FILLS], ids=["uniform", "normal", "bernoulli"])
+def test_an_empty_output_is_no_work(fill):
+    out = fake_array((0,), "<f4")
+    assert fill(out) is out
+
+
+@pytest.mark.parametrize("call, error, fragment", [
+    (lambda o: lab.uniform(fake_array((4,), "<i4")), TypeError, "'out'"),
+    (lambda o: lab.normal(fake_array((4,), "<f4", readonly=True)), ValueError, "'out' is read-only"),
+    (lambda o: lab.bernoulli(fake_array((4, 4), "<f4", strides=(4, 16))), ValueError, "C-contiguous"),
+    (lambda o: lab.uniform(o, 2.0, 1.0), ValueError, "'low' must be at most 'high'"),
+    (lambda o: lab.uniform(o, float("nan")), ValueError, "'low'"),
+    (lambda o: lab.normal(o, 0.0, -1.0), ValueError, "'std'"),
+    (lambda o: lab.bernoulli(o, 1.5), ValueError, "'p'"),
+    (lambda o: lab.bernoulli(o, "half"), TypeError, "'p'"),
+    (lambda o: lab.uniform(None), TypeError, "'out'"),
+    (lambda o: lab.uniform([1.0, 2.0]), TypeError, "'out'"),
+    (lambda o: lab.normal(o, stream="fast"), TypeError, "'stream'"),
+    (lambda o: lab.manual_seed(-1), ValueError, "'seed'"),
+    (lambda o: lab.manual_seed(1.5), TypeError, "'seed'"),
+    (lambda o: lab.set_rng_state(1, -2), ValueError, "'offset'"),
+    (lambda o: lab.get_rng_state(1 << 40), (ValueError, OverflowError), "'device'"),
+])
+def test_bad_arguments_are_refused_by_name(call, error, fragment):
+    with pytest.raises(error, match=fragment.replace("(", r"\(")):
+        call(fake_array((4,), "<f4"))
+
+
+def test_the_generator_state_is_per_device_and_seeded():
+    before = [lab.get_rng_state(d) for d in (0, 1)]
+    try:
+        lab.manual_seed(1234)
+        assert lab.get_rng_state(0) == lab.get_rng_state(1) == (1234, 0)
+        lab.set_rng_state(99, 4096, 1)
+        assert lab.get_rng_state(1) == (99, 4096) and lab.get_rng_state(0) == (1234, 0)
+    finally:
+        for d, (seed, offset) in enumerate(before):
+            lab.set_rng_state(seed, offset, d)
