@@ -84,3 +84,37 @@ def test_the_generator_state_is_per_device_and_seeded():
     finally:
         for d, (seed, offset) in enumerate(before):
             lab.set_rng_state(seed, offset, d)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, o, m: lab.dropout(x, 0.1, o),
+    lambda x, o, m: lab.dropout(x, 0.0, x),                          # in place
+    lambda x, o, m: lab.dropout(x, 0.5, o, mask_out=m, rng_state=(3, 40)),
+    lambda x, o, m: lab.dropout_add(x, x, 0.2, o),                   # residual and x may be one array
+    lambda x, o, m: lab.dropout_add(o, x, 0.2, o, mask_out=m),       # out in place of the residual
+], ids=["plain", "in_place", "mask_and_state", "shared_inputs", "residual_in_place"])
+def test_a_valid_dropout_gets_as_far_as_cuda(call):
+    x, o, m = fake_array((3, 7), "<f2"), fake_array((3, 7), "<f2"), fake_array((3, 7), "|u1")
+    reaches_cuda(lambda: call(x, o, m))
+
+
+@pytest.mark.parametrize("call, error, fragment", [
+    (lambda x, o: lab.dropout(x, 1.0, o), ValueError, "'p' must be a number in [0, 1)"),
+    (lambda x, o: lab.dropout(x, -0.1, o), ValueError, "'p'"),
+    (lambda x, o: lab.dropout(x, 0.1, fake_array((5,), "<f4")), ValueError, "'x' has shape"),
+    (lambda x, o: lab.dropout(x, 0.1, fake_array((8,), "<f2")), TypeError, "'x' has dtype float32"),
+    (lambda x, o: lab.dropout(x, 0.1, o, mask_out=fake_array((8,), "<f4")), TypeError, "'mask_out'"),
+    (lambda x, o: lab.dropout(x, 0.1, o, mask_out=fake_array((4,), "|u1")), ValueError, "'mask_out'"),
+    (lambda x, o: lab.dropout(x, 0.1, o, mask_out=fake_array((8,), "|u1", readonly=True)), ValueError,
+     "'mask_out' is read-only"),
+    (lambda x, o: lab.dropout(x, 0.1, o, rng_state=5), TypeError, "'rng_state' must be a pair"),
+    (lambda x, o: lab.dropout(x, 0.1, o, rng_state=(1, -1)), ValueError, "'rng_state[1]'"),
+    (lambda x, o: lab.dropout(x, 0.1, o, rng_state=(1, 2, 3)), TypeError, "'rng_state'"),
+    (lambda x, o: lab.dropout(None, 0.1, o), TypeError, "'x'"),
+    (lambda x, o: lab.dropout_add(fake_array((8,), "<f8"), x, 0.1, o), TypeError, "'residual'"),
+    (lambda x, o: lab.dropout(x, 0.1, fake_array((8,), "<f4", ptr=x.__cuda_array_interface__["data"][0] + 4)),
+     ValueError, "share memory"),
+])
+def test_bad_dropouts_are_refused_by_name(call, error, fragment):
+    with pytest.raises(error, match=fragment.replace("(", r"\(").replace("[", r"\[").replace(")", r"\)")):
+        call(fake_array((8,), "<f4"), fake_array((8,), "<f4"))

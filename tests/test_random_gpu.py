@@ -101,3 +101,32 @@ def test_any_producers_array_takes_the_same_numbers():
     lab.uniform(theirs)
     torch.cuda.synchronize()
     assert np.array_equal(ours, theirs.cpu().double().numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_dropout_keeps_one_minus_p_scaled_and_its_backward_keeps_the_same(dtype):
+    n, p = (1 << 20) + 3, 0.3
+    x = lab.asarray(np.random.default_rng(0).uniform(0.5, 1.5, n).astype(np.float32))
+    if dtype != "float32":
+        wide = x
+        x = lab.empty(n, dtype)
+        lab.copy(wide, x)
+    xs = filled(lambda o: lab.copy(x, o), n, dtype)
+    state = lab.get_rng_state()
+    out, mask = poisoned(n, dtype), lab.zeros(n, "uint8")
+    lab.dropout(x, p, out, mask_out=mask)
+    got = filled(lambda o: lab.copy(out, o), n, dtype)
+    kept = mask.numpy().astype(bool)
+    assert abs(kept.mean() - (1 - p)) < 4 * math.sqrt(p * (1 - p) / n)
+    tol = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-6, "float64": 1e-12}[dtype]
+    np.testing.assert_allclose(got[kept], xs[kept] / (1 - p), rtol=tol)
+    assert (got[~kept] == 0).all()
+    again = poisoned(n, dtype)
+    lab.dropout(x, p, again, rng_state=state)  # the backward's call: the same elements kept
+    assert np.array_equal(filled(lambda o: lab.copy(again, o), n, dtype), got)
+    assert lab.get_rng_state() != state  # the forward moved the offset on; the second call did not
+    residual = poisoned(n, dtype)
+    lab.copy(x, residual)
+    summed = poisoned(n, dtype)
+    lab.dropout_add(residual, x, p, summed, rng_state=state)
+    np.testing.assert_allclose(filled(lambda o: lab.copy(summed, o), n, dtype), xs + got, rtol=2 * tol, atol=tol)

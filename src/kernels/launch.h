@@ -396,14 +396,22 @@ cudaError_t lab_launch_attention_backward(const lab_attention_launch *launch, cu
 
 /* ---- random numbers: Philox4x32-10 (kernels/philox.cuh), counter-based ---- */
 
-typedef enum { LAB_RANDOM_UNIFORM = 0, LAB_RANDOM_NORMAL, LAB_RANDOM_BERNOULLI } lab_random_distribution;
+typedef enum {
+    LAB_RANDOM_UNIFORM = 0,
+    LAB_RANDOM_NORMAL,
+    LAB_RANDOM_BERNOULLI,
+    LAB_RANDOM_DROPOUT /* out = residual + (u >= p ? x / (1 - p) : 0), mask = (u >= p) */
+} lab_random_distribution;
 
 /* A C-contiguous float array of numel elements filled from `distribution` with parameters a, b
- * (low, high; mean, std; p, unused). Element i's number depends only on (seed, offset, i): it takes
- * the words of Philox group offset + i / per_group, per_group = 4 (2 for float64, whose numbers take
- * two words each). */
+ * (low, high; mean, std; p, unused; p, 1 / (1 - p)). Element i's number depends only on (seed,
+ * offset, i): it takes the words of Philox group offset + i / per_group, per_group = 4 (2 for
+ * float64, whose numbers take two words each). Dropout also reads x (and residual, where not NULL),
+ * of out's dtype and shape, and writes mask (uint8, 1 where x was kept) where not NULL. */
 typedef struct {
     void *out;
+    const void *x, *residual;
+    uint8_t *mask;
     lab_dtype dtype;
     int64_t numel;
     lab_random_distribution distribution;

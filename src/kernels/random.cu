@@ -5,7 +5,9 @@
 // take 53 bits, two words, each) - one generator call and one 16- or 8-byte store when the group is
 // whole and aligned, element by element at the array's ragged end. Uniform numbers come from the top
 // 24 bits of a word (53 of two for float64), in [0, 1); normal ones by Box-Muller from pairs of them,
-// the log's argument taken in (0, 1] so that it is never log(0).
+// the log's argument taken in (0, 1] so that it is never log(0). Dropout keeps an element where its
+// uniform number is at least p, so its backward is the same call on the gradient with the forward's
+// generator state: the same elements kept, scaled by the same 1 / (1 - p).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -64,6 +66,24 @@ __device__ __forceinline__ void group_numbers(const Philox4 &w, lab_random_distr
     }
 }
 
+// Dropout of the group's elements: residual + (u >= p ? x * scale : 0), u the group's uniform numbers;
+// 1 in mask where the element was kept.
+template <typename T, typename Accumulate, int kPerGroup>
+__device__ __forceinline__ void drop_group(const lab_random_launch &p, const Philox4 &w, int64_t first,
+                                           Accumulate (&v)[kPerGroup]) {
+    Accumulate u[kPerGroup];
+    group_numbers<Accumulate, kPerGroup>(w, LAB_RANDOM_UNIFORM, 0.0, 1.0, u);
+    const T *x = static_cast<const T *>(p.x), *residual = static_cast<const T *>(p.residual);
+#pragma unroll
+    for (int e = 0; e < kPerGroup; e++) {
+        if (first + e >= p.numel) break;
+        const bool keep = u[e] >= Accumulate(p.a);
+        v[e] = keep ? Accumulate(x[first + e]) * Accumulate(p.b) : Accumulate(0);
+        if (residual) v[e] += Accumulate(residual[first + e]);
+        if (p.mask) p.mask[first + e] = keep;
+    }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) random_kernel(const lab_random_launch p, int64_t groups) {
     constexpr int kPerGroup = std::is_same_v<T, double> ? 2 : 4;
@@ -71,10 +91,14 @@ __global__ void __launch_bounds__(kThreads) random_kernel(const lab_random_launc
     T *out = static_cast<T *>(p.out);
     for (int64_t group = blockIdx.x * int64_t(kThreads) + threadIdx.x; group < groups;
          group += int64_t(gridDim.x) * kThreads) {
-        Accumulate v[kPerGroup];
-        group_numbers<Accumulate, kPerGroup>(random_group(p.seed, p.offset + uint64_t(group)), p.distribution,
-                                             p.a, p.b, v);
         const int64_t first = group * kPerGroup;
+        const Philox4 words = random_group(p.seed, p.offset + uint64_t(group));
+        Accumulate v[kPerGroup] = {};
+        if (p.distribution == LAB_RANDOM_DROPOUT) {
+            drop_group<T, Accumulate, kPerGroup>(p, words, first, v);
+        } else {
+            group_numbers<Accumulate, kPerGroup>(words, p.distribution, p.a, p.b, v);
+        }
         T values[kPerGroup];
 #pragma unroll
         for (int e = 0; e < kPerGroup; e++) values[e] = T(v[e]);
