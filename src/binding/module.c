@@ -12,6 +12,7 @@
 #include "binding/linear_ce.h"
 #include "binding/matmul.h"
 #include "binding/module_state.h"
+#include "binding/random.h"
 #include "binding/raw_kernel.h"
 #include "binding/reduction.h"
 #include "binding/rope.h"
@@ -48,6 +49,9 @@ static int lab_exec(PyObject *module) {
     /* Numba's and CuPy's convention: CUDA_ARRAY_INTERFACE_SYNC=0 means "do not order streams". */
     const char *sync = getenv("LAB_CUDA_ARRAY_INTERFACE_SYNC");
     state->dispatch.order_streams = !(sync && strcmp(sync, "0") == 0);
+    for (int d = 0; d < LAB_MAX_DEVICES; d++) {
+        state->dispatch.generators[d] = (lab_random_generator){LAB_DEFAULT_SEED, 0};
+    }
 
     state->dispatch.CudaError = lab_create_cuda_error_type();
     if (!state->dispatch.CudaError) return -1;
@@ -81,6 +85,7 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_matmul_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_linear_ce_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_rope_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_random_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_attention_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_xla_ffi_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_introspect_methods) < 0) return -1;

@@ -12,12 +12,20 @@
 #define LAB_MAX_DEVICES 64
 #define LAB_DEVICE_PAGE_SLOTS 4096 /* pages known to hold device memory (device.c) */
 
+/* A device's random-number generator (dispatch/random_kind.h): the numbers are a function of
+ * (seed, offset, index), and each fill moves the offset past the groups it used. */
+typedef struct {
+    uint64_t seed, offset;
+} lab_random_generator;
+#define LAB_DEFAULT_SEED 67280421310721ull /* torch's default_generator's initial seed */
+
 typedef struct {
     PyObject *CudaError;        /* lab.CudaError, created by the module's exec slot */
     PyObject *OutOfMemoryError; /* lab.OutOfMemoryError, its subclass for cudaErrorMemoryAllocation */
     int order_streams;          /* 0 when LAB_CUDA_ARRAY_INTERFACE_SYNC=0: no events between streams */
     void *order_events[LAB_MAX_DEVICES];           /* cudaEvent_t per device, made on first need (stream.c) */
     uintptr_t device_pages[LAB_DEVICE_PAGE_SLOTS]; /* (2 MiB page << 8) | (device + 1); see device.c */
+    lab_random_generator generators[LAB_MAX_DEVICES]; /* every seed LAB_DEFAULT_SEED at import */
     uint64_t
         launch_scopes; /* calls that got as far as a launch scope: the fuzz checks a refused call never did */
 } lab_dispatch_state;

@@ -394,6 +394,32 @@ cudaError_t lab_launch_attention_forward(const lab_attention_launch *launch, cud
  * sum(grad_out * out) in scratch memory), then one for grad_k and grad_v. */
 cudaError_t lab_launch_attention_backward(const lab_attention_launch *launch, cudaStream_t stream);
 
+/* ---- random numbers: Philox4x32-10 (kernels/philox.cuh), counter-based ---- */
+
+typedef enum {
+    LAB_RANDOM_UNIFORM = 0,
+    LAB_RANDOM_NORMAL,
+    LAB_RANDOM_BERNOULLI,
+    LAB_RANDOM_DROPOUT /* out = residual + (u >= p ? x / (1 - p) : 0), mask = (u >= p) */
+} lab_random_distribution;
+
+/* A C-contiguous float array of numel elements filled from `distribution` with parameters a, b
+ * (low, high; mean, std; p, unused; p, 1 / (1 - p)). Element i's number depends only on (seed,
+ * offset, i): it takes the words of Philox group offset + i / per_group, per_group = 4 (2 for
+ * float64, whose numbers take two words each). Dropout also reads x (and residual, where not NULL),
+ * of out's dtype and shape, and writes mask (uint8, 1 where x was kept) where not NULL. */
+typedef struct {
+    void *out;
+    const void *x, *residual;
+    uint8_t *mask;
+    lab_dtype dtype;
+    int64_t numel;
+    lab_random_distribution distribution;
+    double a, b;
+    uint64_t seed, offset;
+} lab_random_launch;
+cudaError_t lab_launch_random(const lab_random_launch *launch, cudaStream_t stream);
+
 /* Scratch memory for a kernel's own use on `stream`, from lab's per-device pool (kernels/scratch.cu),
  * which keeps its memory between calls; give it back with cudaFreeAsync on the same stream. */
 cudaError_t lab_scratch_alloc(void **ptr, size_t bytes, cudaStream_t stream);

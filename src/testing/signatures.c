@@ -12,6 +12,7 @@
 #include "binding/foreach.h"
 #include "binding/linear_ce.h"
 #include "binding/matmul.h"
+#include "binding/random.h"
 #include "binding/raw_kernel.h"
 #include "binding/reduction.h"
 #include "binding/rope.h"
@@ -46,10 +47,11 @@ static PyObject *describe(lab_state *state, const lab_signature *sig) {
 static PyObject *py_signatures(PyObject *module, PyObject *unused) {
     lab_state *state = lab_get_state(module);
     const lab_signed_function *const tables[] = {
-        lab_elementwise_signatures, lab_foreach_signatures,    lab_reduction_signatures,
-        lab_rowwise_signatures,     lab_matmul_signatures,     lab_linear_ce_signatures,
-        lab_rope_signatures,        lab_raw_kernel_signatures, lab_runtime_signatures,
-        lab_stream_signatures,      lab_array_signatures,      lab_attention_signatures,
+        lab_elementwise_signatures, lab_foreach_signatures, lab_reduction_signatures,
+        lab_rowwise_signatures,     lab_matmul_signatures,  lab_linear_ce_signatures,
+        lab_rope_signatures,        lab_random_signatures,  lab_raw_kernel_signatures,
+        lab_runtime_signatures,     lab_stream_signatures,  lab_array_signatures,
+        lab_attention_signatures,
     };
     PyObject *result = PyDict_New();
     for (size_t t = 0; result && t < sizeof tables / sizeof tables[0]; t++) {

@@ -1,0 +1,138 @@
+// random.cu - lab_launch_random (launch.h): fills an array with numbers from a distribution, each
+// element's number a function of (seed, offset, its index) alone (philox.cuh).
+//
+// One thread takes one Philox group: four float32, float16 or bfloat16 elements (two float64, which
+// take 53 bits, two words, each) - one generator call and one 16- or 8-byte store when the group is
+// whole and aligned, element by element at the array's ragged end. Uniform numbers come from the top
+// 24 bits of a word (53 of two for float64), in [0, 1); normal ones by Box-Muller from pairs of them,
+// the log's argument taken in (0, 1] so that it is never log(0). Dropout keeps an element where its
+// uniform number is at least p, so its backward is the same call on the gradient with the forward's
+// generator state: the same elements kept, scaled by the same 1 / (1 - p).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+
+#include "dispatch.cuh"
+#include "launch.h"
+#include "philox.cuh"
+
+namespace lab {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float unit_float(uint32_t word) { return float(word >> 8) * (1.0f / 16777216.0f); }
+__device__ __forceinline__ float unit_float_open_below(uint32_t word) {
+    return float((word >> 8) + 1) * (1.0f / 16777216.0f); // (0, 1]
+}
+__device__ __forceinline__ double unit_double(uint32_t high, uint32_t low) {
+    return double((uint64_t(high) << 21) ^ (low >> 11)) * (1.0 / 9007199254740992.0);
+}
+
+// The group's numbers, in float (float64: two numbers, in double).
+template <typename Accumulate, int kPerGroup>
+__device__ __forceinline__ void group_numbers(const Philox4 &w, lab_random_distribution distribution,
+                                              double a, double b, Accumulate (&v)[kPerGroup]) {
+    if constexpr (kPerGroup == 4) {
+        if (distribution == LAB_RANDOM_NORMAL) {
+#pragma unroll
+            for (int pair = 0; pair < 2; pair++) {
+                const float radius = sqrtf(-2.f * logf(unit_float_open_below(w.x[2 * pair])));
+                float sine, cosine;
+                sincospif(2.f * unit_float(w.x[2 * pair + 1]), &sine, &cosine);
+                v[2 * pair] = float(a) + float(b) * radius * cosine;
+                v[2 * pair + 1] = float(a) + float(b) * radius * sine;
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float u = unit_float(w.x[e]);
+                v[e] = distribution == LAB_RANDOM_UNIFORM ? float(a) + float(b - a) * u
+                                                          : (u < float(a) ? 1.f : 0.f);
+            }
+        }
+    } else {
+        const double u0 = unit_double(w.x[0], w.x[1]), u1 = unit_double(w.x[2], w.x[3]);
+        if (distribution == LAB_RANDOM_NORMAL) {
+            const double radius = sqrt(-2.0 * log(1.0 - u0)); // 1 - u0 in (0, 1]
+            double sine, cosine;
+            sincospi(2.0 * u1, &sine, &cosine);
+            v[0] = a + b * radius * cosine;
+            v[1] = a + b * radius * sine;
+        } else {
+            v[0] = distribution == LAB_RANDOM_UNIFORM ? a + (b - a) * u0 : (u0 < a ? 1.0 : 0.0);
+            v[1] = distribution == LAB_RANDOM_UNIFORM ? a + (b - a) * u1 : (u1 < a ? 1.0 : 0.0);
+        }
+    }
+}
+
+// Dropout of the group's elements: residual + (u >= p ? x * scale : 0), u the group's uniform numbers;
+// 1 in mask where the element was kept.
+template <typename T, typename Accumulate, int kPerGroup>
+__device__ __forceinline__ void drop_group(const lab_random_launch &p, const Philox4 &w, int64_t first,
+                                           Accumulate (&v)[kPerGroup]) {
+    Accumulate u[kPerGroup];
+    group_numbers<Accumulate, kPerGroup>(w, LAB_RANDOM_UNIFORM, 0.0, 1.0, u);
+    const T *x = static_cast<const T *>(p.x), *residual = static_cast<const T *>(p.residual);
+#pragma unroll
+    for (int e = 0; e < kPerGroup; e++) {
+        if (first + e >= p.numel) break;
+        const bool keep = u[e] >= Accumulate(p.a);
+        v[e] = keep ? Accumulate(x[first + e]) * Accumulate(p.b) : Accumulate(0);
+        if (residual) v[e] += Accumulate(residual[first + e]);
+        if (p.mask) p.mask[first + e] = keep;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) random_kernel(const lab_random_launch p, int64_t groups) {
+    constexpr int kPerGroup = std::is_same_v<T, double> ? 2 : 4;
+    using Accumulate = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    T *out = static_cast<T *>(p.out);
+    for (int64_t group = blockIdx.x * int64_t(kThreads) + threadIdx.x; group < groups;
+         group += int64_t(gridDim.x) * kThreads) {
+        const int64_t first = group * kPerGroup;
+        const Philox4 words = random_group(p.seed, p.offset + uint64_t(group));
+        Accumulate v[kPerGroup] = {};
+        if (p.distribution == LAB_RANDOM_DROPOUT) {
+            drop_group<T, Accumulate, kPerGroup>(p, words, first, v);
+        } else {
+            group_numbers<Accumulate, kPerGroup>(words, p.distribution, p.a, p.b, v);
+        }
+        T values[kPerGroup];
+#pragma unroll
+        for (int e = 0; e < kPerGroup; e++) values[e] = T(v[e]);
+        constexpr int kBytes = int(sizeof(T)) * kPerGroup;
+        using Vector = std::conditional_t<kBytes == 16, uint4, uint2>;
+        if (first + kPerGroup <= p.numel && reinterpret_cast<uintptr_t>(out + first) % kBytes == 0) {
+            *reinterpret_cast<Vector *>(out + first) = *reinterpret_cast<const Vector *>(values);
+        } else {
+#pragma unroll
+            for (int e = 0; e < kPerGroup; e++) {
+                if (first + e < p.numel) out[first + e] = values[e];
+            }
+        }
+    }
+}
+
+template <typename T> cudaError_t launch_fill(const lab_random_launch &p, cudaStream_t stream) {
+    constexpr int kPerGroup = std::is_same_v<T, double> ? 2 : 4;
+    const int64_t groups = (p.numel + kPerGroup - 1) / kPerGroup;
+    const int64_t blocks = (groups + kThreads - 1) / kThreads;
+    random_kernel<T><<<unsigned(blocks < 65536 * 8 ? blocks : 65536 * 8), kThreads, 0, stream>>>(p, groups);
+    return cudaGetLastError();
+}
+
+} // namespace
+} // namespace lab
+
+extern "C" cudaError_t lab_launch_random(const lab_random_launch *launch, cudaStream_t stream) {
+    using namespace lab;
+    switch (launch->dtype) {
+    case LAB_FLOAT16: return launch_fill<__half>(*launch, stream);
+    case LAB_BFLOAT16: return launch_fill<__nv_bfloat16>(*launch, stream);
+    case LAB_FLOAT32: return launch_fill<float>(*launch, stream);
+    case LAB_FLOAT64: return launch_fill<double>(*launch, stream);
+    default: return cudaErrorInvalidValue;
+    }
+}

@@ -1,0 +1,132 @@
+"""lab's random numbers on a GPU: the distributions' moments and Kolmogorov-Smirnov distance against
+NumPy's exact distributions, every float dtype, odd and prime sizes (the ragged end), the same seed
+giving the same bits on any producer's array, consecutive calls drawing new numbers, and a fill's
+numbers depending on its elements' indices only (a fill of n + k elements starts with the n of a
+fill of n). Outputs are poisoned (NaN) first, so an element left unwritten fails."""
+import math
+
+import numpy as np
+import pytest
+
+import lab
+
+pytestmark = pytest.mark.gpu
+
+
+def poisoned(n, dtype):
+    """n NaNs of dtype as a lab.Array (bfloat16, which NumPy lacks, cast from float32 by lab.copy)."""
+    if dtype == "bfloat16":
+        out = lab.empty(n, "bfloat16")
+        lab.copy(lab.asarray(np.full(n, np.nan, np.float32)), out)
+        return out
+    return lab.asarray(np.full(n, np.nan, dtype=dtype))
+
+
+def filled(fill, n, dtype="float32", *args):
+    """fill(out, *args) on n poisoned elements; their values as float64."""
+    out = poisoned(n, dtype)
+    assert fill(out, *args) is out
+    if dtype == "bfloat16":
+        wide = lab.empty(n, "float32")
+        lab.copy(out, wide)
+        out = wide
+    return out.numpy().astype(np.float64)
+
+
+def ks_distance(sample, cdf):
+    x = np.sort(sample)
+    n = len(x)
+    c = cdf(x)
+    return max(np.max(np.arange(1, n + 1) / n - c), np.max(c - np.arange(n) / n))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("n", [1, 7, 1031, 1 << 20])
+def test_uniform_lies_in_its_interval_and_fills_every_element(dtype, n):
+    values = filled(lab.uniform, n, dtype, -2.0, 3.0)
+    assert np.isfinite(values).all(), "an element left unwritten"
+    assert (values >= -2.0).all() and (values <= 3.0).all()
+    if n >= 1 << 20:
+        assert abs(values.mean() - 0.5) < 0.02 and abs(values.var() - 25 / 12) < 0.05
+        if dtype in ("float32", "float64"):
+            assert ks_distance(values, lambda x: (x + 2.0) / 5.0) < 2.0 / math.sqrt(n)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_normal_has_the_moments_and_shape_of_a_normal(dtype):
+    n = 1 << 21
+    values = filled(lab.normal, n, dtype, 1.5, 2.0)
+    assert np.isfinite(values).all()
+    z = (values - 1.5) / 2.0
+    assert abs(z.mean()) < 0.01 and abs(z.var() - 1.0) < 0.01
+    assert abs(np.mean(z ** 3)) < 0.02 and abs(np.mean(z ** 4) - 3.0) < 0.05
+    from math import erf
+    cdf = np.vectorize(lambda x: 0.5 * (1.0 + erf(x / math.sqrt(2.0))))
+    assert ks_distance(z[: 1 << 16], cdf) < 2.0 / math.sqrt(1 << 16)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 1.0])
+def test_bernoulli_is_ones_with_probability_p(p):
+    n = 1 << 20
+    values = filled(lab.bernoulli, n, "float32", p)
+    assert set(np.unique(values)) <= {0.0, 1.0}
+    assert abs(values.mean() - p) < 4 * math.sqrt(p * (1 - p) / n) + 1e-12
+
+
+def test_the_same_seed_gives_the_same_bits_and_the_next_call_new_ones():
+    lab.manual_seed(2024)
+    first = filled(lab.normal, 4099)
+    second = filled(lab.normal, 4099)
+    lab.manual_seed(2024)
+    again = filled(lab.normal, 4099)
+    assert np.array_equal(first, again)
+    assert not np.array_equal(first, second)
+    assert lab.get_rng_state()[1] == math.ceil(4099 / 4)  # one call since the seed: 1025 groups
+
+
+def test_a_fill_depends_only_on_the_indices_it_covers():
+    lab.manual_seed(7)
+    short = filled(lab.uniform, 1000)
+    lab.manual_seed(7)
+    long = filled(lab.uniform, 1 << 20)  # another grid, another number of blocks
+    assert np.array_equal(short, long[:1000])
+
+
+def test_any_producers_array_takes_the_same_numbers():
+    torch = pytest.importorskip("torch")
+    lab.manual_seed(11)
+    ours = filled(lab.uniform, 513)
+    lab.manual_seed(11)
+    theirs = torch.full((513,), float("nan"), device="cuda")
+    lab.uniform(theirs)
+    torch.cuda.synchronize()
+    assert np.array_equal(ours, theirs.cpu().double().numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_dropout_keeps_one_minus_p_scaled_and_its_backward_keeps_the_same(dtype):
+    n, p = (1 << 20) + 3, 0.3
+    x = lab.asarray(np.random.default_rng(0).uniform(0.5, 1.5, n).astype(np.float32))
+    if dtype != "float32":
+        wide = x
+        x = lab.empty(n, dtype)
+        lab.copy(wide, x)
+    xs = filled(lambda o: lab.copy(x, o), n, dtype)
+    state = lab.get_rng_state()
+    out, mask = poisoned(n, dtype), lab.zeros(n, "uint8")
+    lab.dropout(x, p, out, mask_out=mask)
+    got = filled(lambda o: lab.copy(out, o), n, dtype)
+    kept = mask.numpy().astype(bool)
+    assert abs(kept.mean() - (1 - p)) < 4 * math.sqrt(p * (1 - p) / n)
+    tol = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-6, "float64": 1e-12}[dtype]
+    np.testing.assert_allclose(got[kept], xs[kept] / (1 - p), rtol=tol)
+    assert (got[~kept] == 0).all()
+    again = poisoned(n, dtype)
+    lab.dropout(x, p, again, rng_state=state)  # the backward's call: the same elements kept
+    assert np.array_equal(filled(lambda o: lab.copy(again, o), n, dtype), got)
+    assert lab.get_rng_state() != state  # the forward moved the offset on; the second call did not
+    residual = poisoned(n, dtype)
+    lab.copy(x, residual)
+    summed = poisoned(n, dtype)
+    lab.dropout_add(residual, x, p, summed, rng_state=state)
+    np.testing.assert_allclose(filled(lambda o: lab.copy(summed, o), n, dtype), xs + got, rtol=2 * tol, atol=tol)
