@@ -85,12 +85,13 @@ __device__ __forceinline__ void fence_registers(Fragment (&f)[kTiles]) {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define LAB_WGMMA_ACC4(j) "+f"(d[j].x[0]), "+f"(d[j].x[1]), "+f"(d[j].x[2]), "+f"(d[j].x[3])
+#define LAB_WGMMA_ACC16 LAB_WGMMA_ACC4(0), LAB_WGMMA_ACC4(1), LAB_WGMMA_ACC4(2), LAB_WGMMA_ACC4(3)
 #define LAB_WGMMA_ACC32                                                                                      \
-    LAB_WGMMA_ACC4(0), LAB_WGMMA_ACC4(1), LAB_WGMMA_ACC4(2), LAB_WGMMA_ACC4(3), LAB_WGMMA_ACC4(4),           \
-        LAB_WGMMA_ACC4(5), LAB_WGMMA_ACC4(6), LAB_WGMMA_ACC4(7)
+    LAB_WGMMA_ACC16, LAB_WGMMA_ACC4(4), LAB_WGMMA_ACC4(5), LAB_WGMMA_ACC4(6), LAB_WGMMA_ACC4(7)
 #define LAB_WGMMA_ACC64                                                                                      \
     LAB_WGMMA_ACC32, LAB_WGMMA_ACC4(8), LAB_WGMMA_ACC4(9), LAB_WGMMA_ACC4(10), LAB_WGMMA_ACC4(11),           \
         LAB_WGMMA_ACC4(12), LAB_WGMMA_ACC4(13), LAB_WGMMA_ACC4(14), LAB_WGMMA_ACC4(15)
+#define LAB_WGMMA_REGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define LAB_WGMMA_REGS32                                                                                     \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "  \
     "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -120,8 +121,14 @@ template <typename T, int N>
 __device__ __forceinline__ void warpgroup_mma_shared(FragC (&d)[N / 8], uint64_t a, uint64_t b,
                                                      int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert(N == 64 || N == 128, "the shapes lab's kernels use");
+    static_assert(N == 32 || N == 64 || N == 128, "the shapes lab's kernels use");
     constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+    if constexpr (N == 32 && kBf16) {
+        LAB_WGMMA_SS("m64n32k16", "bf16", LAB_WGMMA_REGS16, LAB_WGMMA_ACC16, "16", "17", "18");
+    }
+    if constexpr (N == 32 && !kBf16) {
+        LAB_WGMMA_SS("m64n32k16", "f16", LAB_WGMMA_REGS16, LAB_WGMMA_ACC16, "16", "17", "18");
+    }
     if constexpr (N == 64 && kBf16) {
         LAB_WGMMA_SS("m64n64k16", "bf16", LAB_WGMMA_REGS32, LAB_WGMMA_ACC32, "32", "33", "34");
     }
