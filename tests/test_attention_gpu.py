@@ -126,18 +126,26 @@ def test_forward_and_backward_match_float64(dtype, d, case):
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_the_forwards_other_builds(monkeypatch, products, d, case):
-    """On an H100 or H200 the forward of head dims 64 and 128 runs on wgmma with its softmax overlapped
-    with the products (the test above checks it). LAB_ATTENTION_PRODUCTS picks the other builds, which
-    the benchmark times beside it: the kernel every other GPU runs, and wgmma without the overlap."""
+    """On an H100 or H200 head dims 64 and 128 run on wgmma, the forward with its softmax overlapped
+    with the products (the test above checks both passes). LAB_ATTENTION_PRODUCTS picks the other
+    builds, which the benchmark times beside it: the kernels every other GPU runs (forward and
+    backward), and the forward on wgmma without the overlap (its backward: wgmma's)."""
     torch = torch_or_skip()
     monkeypatch.setenv("LAB_ATTENTION_PRODUCTS", products)
     (b, hq, hk, sq, sk), options, layout = case
     q, k, v = (make(torch, (b, h, s, d), torch.bfloat16, layout, seed)
                for h, s, seed in ((hq, sq, 1), (hk, sk, 2), (hk, sk, 3)))
-    out = poisoned_like(torch, q)
-    lab.attention(q, k, v, out, **options)
-    want_out, _ = reference(torch, q.double(), k.double(), v.double(), **options)
-    close(torch, out, want_out, TOL["bfloat16"]["out"], "out")
+    out, lse = poisoned_like(torch, q), torch.full((b, hq, sq), float("nan"), device="cuda")
+    lab.attention(q, k, v, out, lse, **options)
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    want_out, _ = reference(torch, q64, k64, v64, **options)
+    close(torch, out, want_out.detach(), TOL["bfloat16"]["out"], "out")
+    grad_out = make(torch, (b, hq, sq, d), torch.bfloat16, layout, 4)
+    want_out.backward(grad_out.double())
+    grads = [poisoned_like(torch, t) for t in (q, k, v)]
+    lab.attention_backward(grad_out, q, k, v, out, lse, *grads, **options)  # mma.sync under both choices
+    for name, got, want in zip(["grad_q", "grad_k", "grad_v"], grads, [q64.grad, k64.grad, v64.grad]):
+        close(torch, got, want, TOL["bfloat16"]["grad"], name)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -5,10 +5,8 @@
 // Two warpgroups take 128 queries against 128 keys a step: each issues a 64 x 128 product for the
 // scores and a 64 x head_dim one for the values. With 160 KiB of tiles (head_dim 128) one block fits
 // an SM, and the two warpgroups overlap each other's softmax with their products.
-#include <stdlib.h>
-#include <string.h>
-
 #include "attention_forward.cuh"
+#include "products_choice.cuh"
 
 namespace lab {
 namespace {
@@ -17,34 +15,6 @@ template <int D, bool kOverlapSoftmax> struct WarpgroupConfig {
     static constexpr int kBlockM = 128, kBlockN = 128, kWarps = 8;
     static constexpr bool kWarpgroup = true, kOverlap = kOverlapSoftmax;
 };
-
-// Whether the current device runs sm_90a code (compute capability 9.0 exactly), asked once a device.
-bool device_has_wgmma() {
-    static std::atomic<uint64_t> asked{0}, answer{0};
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || device >= 64) return false;
-    const uint64_t bit = uint64_t(1) << device;
-    if (asked.load(std::memory_order_acquire) & bit) return answer.load(std::memory_order_acquire) & bit;
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-        return false;
-    }
-    if (major == 9 && minor == 0) answer.fetch_or(bit, std::memory_order_acq_rel);
-    asked.fetch_or(bit, std::memory_order_acq_rel);
-    return major == 9 && minor == 0;
-}
-
-// LAB_ATTENTION_PRODUCTS (read at each launch, so that a benchmark can time the builds side by side
-// in one process): "mma.sync" keeps the forward off wgmma, "wgmma-serial" runs the wgmma kernel
-// without its softmax overlapped with the products; unset, or anything else, the overlapped one.
-enum class Products { kMmaSync, kSerial, kOverlapped };
-Products products_wanted() {
-    const char *choice = getenv("LAB_ATTENTION_PRODUCTS");
-    if (choice == nullptr) return Products::kOverlapped;
-    if (strcmp(choice, "mma.sync") == 0) return Products::kMmaSync;
-    return strcmp(choice, "wgmma-serial") == 0 ? Products::kSerial : Products::kOverlapped;
-}
 
 } // namespace
 

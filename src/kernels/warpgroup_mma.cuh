@@ -85,12 +85,13 @@ __device__ __forceinline__ void fence_registers(Fragment (&f)[kTiles]) {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define LAB_WGMMA_ACC4(j) "+f"(d[j].x[0]), "+f"(d[j].x[1]), "+f"(d[j].x[2]), "+f"(d[j].x[3])
+#define LAB_WGMMA_ACC16 LAB_WGMMA_ACC4(0), LAB_WGMMA_ACC4(1), LAB_WGMMA_ACC4(2), LAB_WGMMA_ACC4(3)
 #define LAB_WGMMA_ACC32                                                                                      \
-    LAB_WGMMA_ACC4(0), LAB_WGMMA_ACC4(1), LAB_WGMMA_ACC4(2), LAB_WGMMA_ACC4(3), LAB_WGMMA_ACC4(4),           \
-        LAB_WGMMA_ACC4(5), LAB_WGMMA_ACC4(6), LAB_WGMMA_ACC4(7)
+    LAB_WGMMA_ACC16, LAB_WGMMA_ACC4(4), LAB_WGMMA_ACC4(5), LAB_WGMMA_ACC4(6), LAB_WGMMA_ACC4(7)
 #define LAB_WGMMA_ACC64                                                                                      \
     LAB_WGMMA_ACC32, LAB_WGMMA_ACC4(8), LAB_WGMMA_ACC4(9), LAB_WGMMA_ACC4(10), LAB_WGMMA_ACC4(11),           \
         LAB_WGMMA_ACC4(12), LAB_WGMMA_ACC4(13), LAB_WGMMA_ACC4(14), LAB_WGMMA_ACC4(15)
+#define LAB_WGMMA_REGS16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define LAB_WGMMA_REGS32                                                                                     \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "  \
     "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -100,7 +101,7 @@ __device__ __forceinline__ void fence_registers(Fragment (&f)[kTiles]) {
     "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "   \
     "%62, %63}"
 // Both operands in shared memory, both K-major; `accumulate` 0 overwrites d (the first k step).
-// COUNT (32 or 64) names the accumulator lists: pasted here, so that a wrapper passing it on does
+// COUNT (16, 32 or 64) names the accumulator lists: pasted here, so that a wrapper passing it on does
 // not expand the lists into dozens of arguments first.
 #define LAB_WGMMA_SS(shape, type, COUNT, A, B, KEEP)                                                         \
     asm volatile("{\n.reg .pred keep;\nsetp.ne.b32 keep, %" KEEP ", 0;\n"                                    \
@@ -132,8 +133,10 @@ template <typename T, int N>
 __device__ __forceinline__ void warpgroup_mma_shared(FragC (&d)[N / 8], uint64_t a, uint64_t b,
                                                      int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert(N == 64 || N == 128, "the shapes lab's kernels use");
-    if constexpr (N == 64) {
+    static_assert(N == 32 || N == 64 || N == 128, "the shapes lab's kernels use");
+    if constexpr (N == 32) {
+        LAB_WGMMA_FOR_TYPE(LAB_WGMMA_SS, "m64n32k16", 16, "16", "17", "18")
+    } else if constexpr (N == 64) {
         LAB_WGMMA_FOR_TYPE(LAB_WGMMA_SS, "m64n64k16", 32, "32", "33", "34")
     } else {
         LAB_WGMMA_FOR_TYPE(LAB_WGMMA_SS, "m64n128k16", 64, "64", "65", "66")
