@@ -1,6 +1,8 @@
 /* stream.c - the stream policy of stream.h. */
 #include "dispatch/stream.h"
 
+#include "dispatch/capture.h"
+
 /* ---- the thread-local current stream ----
  * Each thread has its own: `with lab.stream(s)` in one thread never moves another thread's launches.
  * The object is held (strong reference) so its handle stays valid while it is current. */
@@ -119,7 +121,27 @@ cudaError_t lab_stream_wait_stream(lab_dispatch_state *state, cudaStream_t waite
     return err;
 }
 
-cudaError_t lab_order_before_launch(lab_dispatch_state *state, const lab_stream_plan *plan, int device) {
+/* A graph capture is ordered with the world outside it when it is replayed, not by events: a wait
+ * between a capturing stream and one outside the capture would pull the outside stream into the
+ * capture (or wait on work no replay repeats). So a stream is ordered with the launch stream only
+ * where both are outside any capture or both inside the same one; the others leave the plan. */
+static cudaError_t keep_streams_of_the_launch_capture(lab_stream_plan *plan) {
+    unsigned long long launch_capture = 0;
+    cudaError_t err = lab_stream_capture_id(plan->launch, &launch_capture);
+    int kept = 0;
+    for (int j = 0; err == cudaSuccess && j < plan->n_foreign; j++) {
+        unsigned long long capture = 0;
+        err = lab_stream_capture_id(plan->foreign[j], &capture);
+        if (capture == launch_capture) plan->foreign[kept++] = plan->foreign[j];
+    }
+    if (err == cudaSuccess) plan->n_foreign = kept;
+    return err;
+}
+
+cudaError_t lab_order_before_launch(lab_dispatch_state *state, lab_stream_plan *plan, int device) {
+    if (plan->n_foreign == 0) return cudaSuccess;
+    cudaError_t err = keep_streams_of_the_launch_capture(plan);
+    if (err != cudaSuccess) return err;
     for (int j = 0; j < plan->n_foreign; j++) {
         cudaError_t err = lab_stream_wait_stream(state, plan->launch, plan->foreign[j], device);
         if (err != cudaSuccess) return err;

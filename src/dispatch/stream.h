@@ -46,8 +46,10 @@ int lab_plan_streams(lab_dispatch_state *state, const lab_array *const *arrays, 
                      const lab_stream_arg *given, lab_stream_plan *plan);
 
 /* Event ordering on the current device (which must be `device`): before the launch, the launch
- * stream waits for each foreign stream; after it, each foreign stream waits for the launch stream. */
-cudaError_t lab_order_before_launch(lab_dispatch_state *state, const lab_stream_plan *plan, int device);
+ * stream waits for each foreign stream; after it, each foreign stream waits for the launch stream.
+ * Streams on the other side of a graph capture's boundary are not ordered (a replay is ordered on
+ * its own stream): lab_order_before_launch takes them out of the plan. */
+cudaError_t lab_order_before_launch(lab_dispatch_state *state, lab_stream_plan *plan, int device);
 cudaError_t lab_order_after_launch(lab_dispatch_state *state, const lab_stream_plan *plan, int device);
 
 /* `waiter` waits for the work queued on `waited` so far (through the device's ordering event). */
