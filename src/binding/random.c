@@ -66,6 +66,7 @@ static PyObject *fill(PyObject *module, lab_random_distribution distribution, Py
     description.launch.a = a;
     description.launch.b = b;
     description.generators = state->dispatch.generators;
+    description.captures = state->dispatch.random_captures;
     lab_op_call call = {.func = func, .description = &description};
     if (lab_parse_stream_arg(state, slots[STREAM], func, &call.stream) < 0) return NULL;
     lab_array out;
@@ -135,6 +136,7 @@ static PyObject *run_dropout(PyObject *module, int with_residual, PyObject *cons
     description.launch.distribution = LAB_RANDOM_DROPOUT;
     description.x_name = "x";
     description.generators = state->dispatch.generators;
+    description.captures = state->dispatch.random_captures;
     double p = 0.0;
     if (lab_read_real_in(parsed[D_P], func, "p", &DROP_PROBABILITY, &p) < 0) return NULL;
     description.launch.a = p;
@@ -184,12 +186,29 @@ static int state_device(PyObject *obj, const char *func, int *device) {
     return 0;
 }
 
+/* 0, or -1 with RuntimeError when a lab.Graph captures on `device` (-1: on any): a captured draw
+ * takes the state each replay writes, from the generator as it is at the replay, so setting it in
+ * the middle of a capture would give the capture's draws numbers no replay can reproduce. */
+static int refuse_during_capture(const lab_state *state, int device, const char *func) {
+    for (int d = 0; d < LAB_MAX_DEVICES; d++) {
+        if ((device < 0 || d == device) && state->dispatch.random_captures[d].capture_id != 0) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "%s(): a lab.Graph is capturing on device %d; set the generator's state before "
+                         "the capture or between replays (each replay draws from the state it finds)",
+                         func, d);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *py_manual_seed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     lab_state *state = lab_get_state(module);
     PyObject *slots[1];
     int64_t seed = 0;
     if (lab_parse_args(state, "manual_seed", &SEED, args, nargs, NULL, slots) < 0 ||
-        lab_read_int_in(slots[0], "manual_seed", "seed", &LAB_COUNT, &seed) < 0) {
+        lab_read_int_in(slots[0], "manual_seed", "seed", &LAB_COUNT, &seed) < 0 ||
+        refuse_during_capture(state, -1, "manual_seed") < 0) {
         return NULL;
     }
     for (int d = 0; d < LAB_MAX_DEVICES; d++)
@@ -222,6 +241,7 @@ static PyObject *py_set_rng_state(PyObject *module, PyObject *const *args, Py_ss
         return NULL;
     }
     if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = 0;
+    if (refuse_during_capture(state, device < LAB_MAX_DEVICES ? device : 0, "set_rng_state") < 0) return NULL;
     state->dispatch.generators[device < LAB_MAX_DEVICES ? device : 0] =
         (lab_random_generator){(uint64_t)seed, (uint64_t)offset};
     Py_RETURN_NONE;

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "dispatch/capture.h"
 #include "dispatch/dtype.h"
 
 /* [start, end) bytes of a C-contiguous array. */
@@ -105,6 +106,35 @@ static int plan(lab_op_call *call) {
     return numel > 0;
 }
 
+/* Where the kernel takes (seed, offset) from when the launch stream is capturing a graph: from the
+ * state a lab.Graph's replays write, relative to where its capture began, for a draw in that capture
+ * (from the generator, or from an rng_state taken inside it); a draw from the generator inside any
+ * other capture is refused (the scope's error set). */
+static void take_state_under_capture(lab_random_call *c, lab_launch_scope *scope,
+                                     const lab_random_generator *generator) {
+    unsigned long long capture_id = 0;
+    if (!lab_launch_scope_step(scope, "asking whether the launch stream is capturing a graph",
+                               lab_stream_capture_id(scope->streams.launch, &capture_id)) ||
+        capture_id == 0) {
+        return;
+    }
+    const lab_random_capture *capture = &c->captures[scope->target];
+    if (capture_id != capture->capture_id) {
+        if (!c->explicit_state) {
+            lab_launch_scope_step(scope,
+                                  "drawing from lab's generator inside a graph capture that is not a "
+                                  "lab.Graph's (every replay would repeat the numbers): capture with "
+                                  "lab.graph, or pass rng_state",
+                                  cudaErrorStreamCaptureUnsupported);
+        }
+        return;
+    }
+    if (c->launch.seed == generator->seed && c->launch.offset >= capture->start_offset) {
+        c->launch.replay_state = capture->replay_state;
+        c->launch.offset -= capture->start_offset;
+    }
+}
+
 static void launch(lab_op_call *call, lab_launch_scope *scope) {
     lab_random_call *c = call->description;
     lab_random_generator *generator = &c->generators[scope->target];
@@ -113,6 +143,8 @@ static void launch(lab_op_call *call, lab_launch_scope *scope) {
         c->launch.seed = generator->seed;
         c->launch.offset = generator->offset;
     }
+    take_state_under_capture(c, scope, generator);
+    if (!lab_launch_scope_ok(scope)) return;
     const int launched =
         lab_launch_scope_step(scope, "kernel launch", lab_launch_random(&c->launch, scope->streams.launch));
     if (launched && !c->explicit_state) {

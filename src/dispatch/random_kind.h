@@ -9,7 +9,10 @@
  * or residual itself: in place).
  * The launch takes the launch device's (seed, offset) - or the state the call names, for a dropout's
  * backward, which then advances nothing - and advances the offset past the groups it used, so the next call
- * draws new numbers and the same seed gives the same numbers again, on any GPU and for any grid. */
+ * draws new numbers and the same seed gives the same numbers again, on any GPU and for any grid.
+ * Inside a lab.Graph's capture the numbers come from the state each replay writes (dispatch_state.h,
+ * lab_random_capture), and so does a given rng_state drawn in the same capture; a draw from the
+ * generator inside any other capture is refused (each replay would repeat its numbers). */
 #ifndef LAB_RANDOM_KIND_H
 #define LAB_RANDOM_KIND_H
 
@@ -21,6 +24,7 @@ typedef struct {
     lab_array *x, *residual, *mask;   /* dropout's (residual and mask optional); NULL for the fills */
     const char *x_name;               /* "x", or the backward's name for it */
     lab_random_generator *generators; /* the module's, one per device */
+    const lab_random_capture *captures; /* the module's lab.Graph captures, one per device */
     int explicit_state;               /* rng_state given: launch.seed/offset hold it, nothing advances */
     lab_random_launch launch;
 } lab_random_call;

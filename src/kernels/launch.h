@@ -417,8 +417,15 @@ typedef struct {
     lab_random_distribution distribution;
     double a, b;
     uint64_t seed, offset;
+    /* NULL, or (seed, offset) in device memory read at run time in place of `seed`, with `offset`
+     * added to its offset: a lab.Graph's captured draw, whose replays write new state there. */
+    const uint64_t *replay_state;
 } lab_random_launch;
 cudaError_t lab_launch_random(const lab_random_launch *launch, cudaStream_t stream);
+
+/* Writes (seed, offset) into a lab.Graph's replay state on `stream`, ahead of the graph's launch. */
+cudaError_t lab_launch_random_replay_state(uint64_t *replay_state, uint64_t seed, uint64_t offset,
+                                           cudaStream_t stream);
 
 /* Scratch memory for a kernel's own use on `stream`, from lab's per-device pool (kernels/scratch.cu),
  * which keeps its memory between calls; give it back with cudaFreeAsync on the same stream. */

@@ -7,7 +7,8 @@
 // 24 bits of a word (53 of two for float64), in [0, 1); normal ones by Box-Muller from pairs of them,
 // the log's argument taken in (0, 1] so that it is never log(0). Dropout keeps an element where its
 // uniform number is at least p, so its backward is the same call on the gradient with the forward's
-// generator state: the same elements kept, scaled by the same 1 / (1 - p).
+// generator state: the same elements kept, scaled by the same 1 / (1 - p). A draw captured into a
+// lab.Graph reads (seed, offset) from device memory, which each replay writes first (write_replay_state).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -29,12 +30,12 @@ __device__ __forceinline__ double unit_double(uint32_t high, uint32_t low) {
     return double((uint64_t(high) << 21) ^ (low >> 11)) * (1.0 / 9007199254740992.0);
 }
 
-// The group's numbers, in float (float64: two numbers, in double).
-template <typename Accumulate, int kPerGroup>
-__device__ __forceinline__ void group_numbers(const Philox4 &w, lab_random_distribution distribution,
-                                              double a, double b, Accumulate (&v)[kPerGroup]) {
+// The group's numbers, in float (float64: two numbers, in double). The distribution is a template
+// argument: a fill is bound by Philox's integer multiplies, and a branch per group would add to them.
+template <lab_random_distribution kDistribution, typename Accumulate, int kPerGroup>
+__device__ __forceinline__ void group_numbers(const Philox4 &w, double a, double b, Accumulate (&v)[kPerGroup]) {
     if constexpr (kPerGroup == 4) {
-        if (distribution == LAB_RANDOM_NORMAL) {
+        if constexpr (kDistribution == LAB_RANDOM_NORMAL) {
 #pragma unroll
             for (int pair = 0; pair < 2; pair++) {
                 const float radius = sqrtf(-2.f * logf(unit_float_open_below(w.x[2 * pair])));
@@ -47,21 +48,21 @@ __device__ __forceinline__ void group_numbers(const Philox4 &w, lab_random_distr
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const float u = unit_float(w.x[e]);
-                v[e] = distribution == LAB_RANDOM_UNIFORM ? float(a) + float(b - a) * u
-                                                          : (u < float(a) ? 1.f : 0.f);
+                v[e] = kDistribution == LAB_RANDOM_UNIFORM ? float(a) + float(b - a) * u
+                                                           : (u < float(a) ? 1.f : 0.f);
             }
         }
     } else {
         const double u0 = unit_double(w.x[0], w.x[1]), u1 = unit_double(w.x[2], w.x[3]);
-        if (distribution == LAB_RANDOM_NORMAL) {
+        if constexpr (kDistribution == LAB_RANDOM_NORMAL) {
             const double radius = sqrt(-2.0 * log(1.0 - u0)); // 1 - u0 in (0, 1]
             double sine, cosine;
             sincospi(2.0 * u1, &sine, &cosine);
             v[0] = a + b * radius * cosine;
             v[1] = a + b * radius * sine;
         } else {
-            v[0] = distribution == LAB_RANDOM_UNIFORM ? a + (b - a) * u0 : (u0 < a ? 1.0 : 0.0);
-            v[1] = distribution == LAB_RANDOM_UNIFORM ? a + (b - a) * u1 : (u1 < a ? 1.0 : 0.0);
+            v[0] = kDistribution == LAB_RANDOM_UNIFORM ? a + (b - a) * u0 : (u0 < a ? 1.0 : 0.0);
+            v[1] = kDistribution == LAB_RANDOM_UNIFORM ? a + (b - a) * u1 : (u1 < a ? 1.0 : 0.0);
         }
     }
 }
@@ -72,7 +73,7 @@ template <typename T, typename Accumulate, int kPerGroup>
 __device__ __forceinline__ void drop_group(const lab_random_launch &p, const Philox4 &w, int64_t first,
                                            Accumulate (&v)[kPerGroup]) {
     Accumulate u[kPerGroup];
-    group_numbers<Accumulate, kPerGroup>(w, LAB_RANDOM_UNIFORM, 0.0, 1.0, u);
+    group_numbers<LAB_RANDOM_UNIFORM, Accumulate, kPerGroup>(w, 0.0, 1.0, u);
     const T *x = static_cast<const T *>(p.x), *residual = static_cast<const T *>(p.residual);
 #pragma unroll
     for (int e = 0; e < kPerGroup; e++) {
@@ -84,20 +85,22 @@ __device__ __forceinline__ void drop_group(const lab_random_launch &p, const Phi
     }
 }
 
-template <typename T>
+template <typename T, lab_random_distribution kDistribution>
 __global__ void __launch_bounds__(kThreads) random_kernel(const lab_random_launch p, int64_t groups) {
     constexpr int kPerGroup = std::is_same_v<T, double> ? 2 : 4;
     using Accumulate = std::conditional_t<std::is_same_v<T, double>, double, float>;
     T *out = static_cast<T *>(p.out);
+    const uint64_t seed = p.replay_state ? p.replay_state[0] : p.seed;
+    const uint64_t offset = p.replay_state ? p.replay_state[1] + p.offset : p.offset;
     for (int64_t group = blockIdx.x * int64_t(kThreads) + threadIdx.x; group < groups;
          group += int64_t(gridDim.x) * kThreads) {
         const int64_t first = group * kPerGroup;
-        const Philox4 words = random_group(p.seed, p.offset + uint64_t(group));
+        const Philox4 words = random_group(seed, offset + uint64_t(group));
         Accumulate v[kPerGroup] = {};
-        if (p.distribution == LAB_RANDOM_DROPOUT) {
+        if constexpr (kDistribution == LAB_RANDOM_DROPOUT) {
             drop_group<T, Accumulate, kPerGroup>(p, words, first, v);
         } else {
-            group_numbers<Accumulate, kPerGroup>(words, p.distribution, p.a, p.b, v);
+            group_numbers<kDistribution, Accumulate, kPerGroup>(words, p.a, p.b, v);
         }
         T values[kPerGroup];
 #pragma unroll
@@ -119,8 +122,20 @@ template <typename T> cudaError_t launch_fill(const lab_random_launch &p, cudaSt
     constexpr int kPerGroup = std::is_same_v<T, double> ? 2 : 4;
     const int64_t groups = (p.numel + kPerGroup - 1) / kPerGroup;
     const int64_t blocks = (groups + kThreads - 1) / kThreads;
-    random_kernel<T><<<unsigned(blocks < 65536 * 8 ? blocks : 65536 * 8), kThreads, 0, stream>>>(p, groups);
+    const unsigned grid = unsigned(blocks < 65536 * 8 ? blocks : 65536 * 8);
+    switch (p.distribution) {
+    case LAB_RANDOM_UNIFORM: random_kernel<T, LAB_RANDOM_UNIFORM><<<grid, kThreads, 0, stream>>>(p, groups); break;
+    case LAB_RANDOM_NORMAL: random_kernel<T, LAB_RANDOM_NORMAL><<<grid, kThreads, 0, stream>>>(p, groups); break;
+    case LAB_RANDOM_BERNOULLI: random_kernel<T, LAB_RANDOM_BERNOULLI><<<grid, kThreads, 0, stream>>>(p, groups); break;
+    case LAB_RANDOM_DROPOUT: random_kernel<T, LAB_RANDOM_DROPOUT><<<grid, kThreads, 0, stream>>>(p, groups); break;
+    default: return cudaErrorInvalidValue;
+    }
     return cudaGetLastError();
+}
+
+__global__ void write_replay_state(uint64_t *replay_state, uint64_t seed, uint64_t offset) {
+    replay_state[0] = seed;
+    replay_state[1] = offset;
 }
 
 } // namespace
@@ -135,4 +150,10 @@ extern "C" cudaError_t lab_launch_random(const lab_random_launch *launch, cudaSt
     case LAB_FLOAT64: return launch_fill<double>(*launch, stream);
     default: return cudaErrorInvalidValue;
     }
+}
+
+extern "C" cudaError_t lab_launch_random_replay_state(uint64_t *replay_state, uint64_t seed, uint64_t offset,
+                                                      cudaStream_t stream) {
+    lab::write_replay_state<<<1, 1, 0, stream>>>(replay_state, seed, offset);
+    return cudaGetLastError();
 }
