@@ -26,10 +26,12 @@ from ._nvrtc import CompileError, Program, compile  # noqa: E402  (NVRTC itself 
 from ._jit import RawKernel, RawModule  # noqa: E402
 from ._elementwise_kernel import ElementwiseKernel  # noqa: E402
 from ._runtime import asarray, stream  # noqa: E402
+from ._graphs import graph, make_graphed  # noqa: E402
 from .lab import (  # noqa: E402  (re-exported: the public API)
     Array,
     CudaError,
     Event,
+    Graph,
     OutOfMemoryError,
     Stream,
     abs,
@@ -71,6 +73,7 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     get_device_properties,
     get_rng_state,
     is_available,
+    is_capturing,
     layer_norm,
     layer_norm_backward,
     linear_cross_entropy,
@@ -126,6 +129,7 @@ __all__ = [
     "div", "dot", "dropout", "dropout_add", "ElementwiseKernel", "empty", "empty_cache", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
     "foreach_norm", "foreach_scale", "fused_add_mul", "geglu", "geglu_backward", "gelu", "get_device_properties",
     "get_rng_state", "manual_seed", "normal", "set_rng_state", "uniform",
+    "Graph", "graph", "is_capturing", "make_graphed",
     "is_available", "layer_norm", "layer_norm_backward", "linear_cross_entropy", "linear_cross_entropy_plan", "log_softmax", "log_softmax_backward", "logsumexp", "matmul", "max_memory_allocated", "maximum", "mean", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_stats",
     "minimum", "mul", "neg", "norm", "OutOfMemoryError", "prod", "Program", "RawKernel", "RawModule", "relu",

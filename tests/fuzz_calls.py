@@ -50,6 +50,7 @@ TYPE_PARAMETERS = {
     "Stream": (("device", "device", True, False, True), ("priority", "int", False, False, True)),
     "Event": (("timing", "flag", False, False, True), ("enable_timing", "flag", True, False, False)),
     "Array": (),  # not constructed by callers: lab.empty / lab.zeros / lab.asarray make them
+    "Graph": (),  # takes no arguments: a capture's are capture_begin's (tests/test_graph.py)
 }
 
 # The valid strings of each choice parameter a fuzzed call may start from (any other string is one

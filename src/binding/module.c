@@ -67,16 +67,17 @@ static int lab_exec(PyObject *module) {
         PyModule_AddType(module, state->ArrayType) < 0) {
         return -1;
     }
-    /* the C bases of lab.RawKernel and lab.ElementwiseKernel */
-    PyType_Spec *const launchers[] = {&lab_kernel_launcher_spec, &lab_elementwise_launcher_spec};
-    for (size_t k = 0; k < sizeof launchers / sizeof launchers[0]; k++) {
-        PyObject *launcher = PyType_FromModuleAndSpec(module, launchers[k], NULL);
-        const int added = launcher ? PyModule_AddType(module, (PyTypeObject *)launcher) : -1;
-        Py_XDECREF(launcher);
+    /* lab.Graph, and the C bases of lab.RawKernel and lab.ElementwiseKernel */
+    PyType_Spec *const more_types[] = {&lab_graph_spec, &lab_kernel_launcher_spec, &lab_elementwise_launcher_spec};
+    for (size_t k = 0; k < sizeof more_types / sizeof more_types[0]; k++) {
+        PyObject *type = PyType_FromModuleAndSpec(module, more_types[k], NULL);
+        const int added = type ? PyModule_AddType(module, (PyTypeObject *)type) : -1;
+        Py_XDECREF(type);
         if (added < 0) return -1;
     }
     if (PyModule_AddFunctions(module, lab_stream_functions) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_array_functions) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_graph_functions) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_elementwise_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_foreach_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_reduction_methods) < 0) return -1;

@@ -1,6 +1,7 @@
-/* runtime_types.h - lab's own CUDA runtime objects, written as C types: lab.Stream, lab.Event and
- * lab.Array (a device buffer lab owns). Each .c file defines a PyType_Spec that module.c turns
- * into a heap type in the exec slot, plus module functions that belong with it. */
+/* runtime_types.h - lab's own CUDA runtime objects, written as C types: lab.Stream, lab.Event,
+ * lab.Array (a device buffer lab owns) and lab.Graph (captured calls, replayed). Each .c file
+ * defines a PyType_Spec that module.c turns into a heap type in the exec slot, plus module
+ * functions that belong with it. */
 #ifndef LAB_RUNTIME_TYPES_H
 #define LAB_RUNTIME_TYPES_H
 
@@ -37,9 +38,10 @@ typedef struct {
     lab_last_use last_use;
 } lab_array_object;
 
-extern PyType_Spec lab_stream_spec, lab_event_spec, lab_array_spec;
-extern PyMethodDef lab_stream_functions[], lab_array_functions[];
-extern const lab_signed_function lab_stream_signatures[], lab_array_signatures[]; /* end with {NULL, NULL} */
+extern PyType_Spec lab_stream_spec, lab_event_spec, lab_array_spec, lab_graph_spec;
+extern PyMethodDef lab_stream_functions[], lab_array_functions[], lab_graph_functions[];
+extern const lab_signed_function lab_stream_signatures[], lab_array_signatures[],
+    lab_graph_signatures[]; /* end with {NULL, NULL} */
 
 /* lab.Array's protocol exports (array_export.c): the __cuda_array_interface__ getter,
  * __dlpack__(*, stream, max_version, dl_device, copy) and __dlpack_device__(). */
