@@ -11,14 +11,15 @@ Imported on first use (`lab.nn` or `import lab.nn`); `import lab` alone never im
     loss = lab.nn.linear_cross_entropy(hidden, lm_head.weight, targets)   # the logits never held
     q, k = lab.nn.apply_rotary_pos_emb(q, k, cos, sin)   # transformers' signature, one launch
     out = lab.nn.scaled_dot_product_attention(q, k, v, is_causal=True)   # lab's flash attention
+    h = lab.nn.dropout_add(h, attn_out, p=0.1)   # residual + dropout in one pass, no mask kept
     patched = lab.nn.patch(model)   # a Llama-family model's norms, MLPs, rotary and loss head at once
 """
-from .functional import (add_rms_norm, apply_rotary_pos_emb, attention, cross_entropy, geglu, layer_norm,
-                         linear_cross_entropy, log_softmax, rms_norm, scaled_dot_product_attention, softmax, swiglu,
-                         swiglu_linear)
+from .functional import (add_rms_norm, apply_rotary_pos_emb, attention, cross_entropy, dropout, dropout_add, geglu,
+                         layer_norm, linear_cross_entropy, log_softmax, rms_norm, scaled_dot_product_attention, softmax,
+                         swiglu, swiglu_linear)
 from .modules import LayerNorm, LinearCrossEntropyLoss, RMSNorm
 from .patching import Patched, patch
 
-__all__ = ["add_rms_norm", "apply_rotary_pos_emb", "attention", "cross_entropy", "geglu", "layer_norm", "LayerNorm",
+__all__ = ["add_rms_norm", "apply_rotary_pos_emb", "attention", "cross_entropy", "dropout", "dropout_add", "geglu", "layer_norm", "LayerNorm",
            "linear_cross_entropy", "LinearCrossEntropyLoss", "log_softmax", "patch", "Patched", "rms_norm", "RMSNorm",
            "scaled_dot_product_attention", "softmax", "swiglu", "swiglu_linear"]

@@ -18,7 +18,7 @@ from torch import Tensor
 import lab as _raw
 
 from ._arguments import checked
-from . import _attention_ops, _eager, _linear_loss_ops, _loss_ops, _ops, _rope_ops  # noqa: F401  (registers torch.ops.lab.*)
+from . import _attention_ops, _dropout_ops, _eager, _linear_loss_ops, _loss_ops, _ops, _rope_ops  # noqa: F401  (registers torch.ops.lab.*)
 
 _lab = torch.ops.lab
 
@@ -172,6 +172,9 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: O
     of rows at a time within max_scratch_bytes (default 256 MiB), with the gradients of hidden,
     weight and bias in the same call. softcap: Gemma's logit softcap; z_loss: PaLM's. The loss is
     float32."""
+    if weight.dim() != 2:  # torch would take a vector as one class's weights, and assert on the device
+        raise ValueError(f"linear_cross_entropy(): argument 'weight' must be 2-D (classes, hidden), got shape "
+                         f"{tuple(weight.shape)}")
     lab_can = (_on_lab(hidden) and weight.dtype == hidden.dtype and weight.device == hidden.device
                and weight.dim() == 2 and (bias is None or (bias.dtype == hidden.dtype and bias.device == hidden.device))
                and target.dtype in (torch.int64, torch.int32) and target.device == hidden.device
@@ -190,6 +193,45 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor, bias: O
         hidden, weight, target, bias, ignore_index, float(label_smoothing), reduction, float(softcap or 0.0),
         float(z_loss), max_scratch, needs)
     return loss
+
+
+def _dropout_on_lab(x: Tensor, p: float, training: bool) -> bool:
+    """Whether lab draws this dropout: a CUDA float tensor, training, 0 < p < 1, and no CUDA graph
+    capture of torch's running on the current stream (lab's generator cannot advance between the
+    replays of another framework's graph; torch's can)."""
+    if not (training and _on_lab(x) and 0.0 < p < 1.0):
+        return False
+    return _compiling() or not torch.cuda.is_current_stream_capturing()
+
+
+def _check_probability(p: float) -> float:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    return float(p)
+
+
+@checked
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """torch.nn.functional.dropout on lab's generator: x / (1 - p) where kept, 0 where dropped; the
+    backward reruns the kernel with the forward's generator state instead of reading a mask."""
+    p, training, inplace = _check_probability(p), bool(training), bool(inplace)
+    if inplace or not _dropout_on_lab(x, p, training):
+        return F.dropout(x, p, training, inplace)
+    if _compiling():
+        return _lab.dropout_add.default(None, x, p)[0]
+    return _dropout_ops.DropoutAdd.run(None, x, p)
+
+
+@checked
+def dropout_add(residual: Tensor, x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """residual + dropout(x, p) in one pass (a transformer block's residual connection); the residual's
+    gradient is the incoming one, x's the dropout's backward."""
+    p, training = _check_probability(p), bool(training)
+    if not _dropout_on_lab(x, p, training) or residual.shape != x.shape or residual.dtype != x.dtype:
+        return residual + F.dropout(x, p, training)
+    if _compiling():
+        return _lab.dropout_add.default(residual, x, p)[0]
+    return _dropout_ops.DropoutAdd.run(residual, x, p)
 
 
 def _glu_on_lab(gate: Tensor, up: Tensor) -> bool:
