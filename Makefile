@@ -170,6 +170,25 @@ gpu-attention:
 	find $(LOGS) -type f -size +4M -printf "left out of logs.tgz (over 4 MiB): %p\n" -delete
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
 
+# The runtime pieces alone (graphs, random numbers, lab.nn's dropout): build, their tests, memcheck on
+# the graph and random tests, bench_runtime's table, and one Nsight Compute look at the fill kernel.
+gpu-runtime:
+	mkdir -p $(LOGS) $(OUT)/bench
+	$(call gpu_build,$(LOGS)/build.log)
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rfEs tests/test_graph_gpu.py tests/test_graph.py tests/test_random_gpu.py \
+	  tests/test_random.py tests/test_face_arguments.py "tests/test_examples.py::test_example_runs[19_lab_graph.py]" 2>&1 \
+	  | tee $(LOGS)/tests.txt | grep -v "^[.sx]*  *\[" | tail -20; echo "pytest exit code: $${PIPESTATUS[0]}"
+	$(SANITIZE_ENV) timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 --log-file $(LOGS)/memcheck-runtime.log \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_graph_gpu.py tests/test_random_gpu.py -k "not torch and not cupy" 2>&1 \
+	  | tail -1; echo "memcheck exit code: $${PIPESTATUS[0]}"; grep -E "ERROR SUMMARY" $(LOGS)/memcheck-runtime.log | tail -1
+	$(PYTHON) -m lab demo 2>&1 | grep -E "lab.Graph|demo:"
+	$(PYTHON) bench/bench_runtime.py --out-dir $(OUT)/bench
+	timeout 60 ncu --kernel-name regex:random_kernel --launch-count 2 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+	  $(PYTHON) -c "import lab; out = lab.empty(1 << 28); lab.uniform(out); lab.normal(out); lab.synchronize()" 2>&1 \
+	  | grep -E "random_kernel|Throughput|Pipe|Issue|Executed Ipc" | head -24
+	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
+	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
+
 # The matrix products alone, float8's first: build, every matmul test, bench_gemm's float8 and
 # host-time rows (a short call, for a change to the product's binding).
 gpu-float8:

@@ -32,6 +32,8 @@ AREAS = {
     "attention": ("Attention against SDPA's flash and cuDNN backends", "python3 bench/bench_attention.py", "goals"),
     "attention-quick": ("Attention against SDPA's flash and cuDNN backends (quick run: no JAX)",
                         "python3 bench/bench_attention.py --quick --only fixed packed", "goals"),
+    "attention-fixed": ("Attention against SDPA's flash and cuDNN backends, fixed-length cases (quick run)",
+                        "python3 bench/bench_attention.py --quick --only fixed", "attention"),
     "attention-fixed-jax": ("Attention against SDPA's flash and cuDNN backends, and lab.jax inside jax.jit "
                             "(quick run: no packed batch)", "python3 bench/bench_attention.py --quick --only fixed jax",
                             "attention"),
@@ -39,6 +41,7 @@ AREAS = {
     "llama": ("A Llama training step, end to end", "make gpu-llama", "llama"),
     "llama-quick": ("A Llama training step, end to end (quick run, 4 x 2048 only)",
                     "python3 bench/bench_llama.py --quick --case 4x2048", "llama"),
+    "runtime": ("lab.Graph, random numbers and dropout against torch", "python3 bench/bench_runtime.py", "goals"),
     "jax": ("lab.jax inside jax.jit against XLA", "python3 bench/bench_jax.py", "goals"),
     "jax-train": ("A JAX training step with lab.jax", "python3 bench/bench_jax_train.py", "goals"),
 }
