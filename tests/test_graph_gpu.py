@@ -9,14 +9,9 @@ import pytest
 
 import lab
 from producers import producer_or_skip
+from test_jit_gpu import AXPY
 
 pytestmark = pytest.mark.gpu
-
-AXPY = r'''
-extern "C" __global__ void axpy(const float* x, const float* y, float* out, float a, long long n) {
-    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i < n) out[i] = a * x[i] + y[i];
-}'''
 
 
 def poisoned(shape, dtype):

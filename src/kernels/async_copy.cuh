@@ -15,6 +15,14 @@ __device__ __forceinline__ uint32_t shared_window_address(const void *p) {
     return uint32_t(__cvta_generic_to_shared(p));
 }
 
+// Where a kernel's tiles start: its dynamic shared memory (declared 128-byte aligned) rounded up to
+// kAlignment - 1024 for wgmma's swizzle atoms.
+template <int kAlignment> __device__ __forceinline__ unsigned char *aligned_shared(unsigned char *bytes) {
+    if constexpr (kAlignment <= 128) return bytes; // what the declaration promises already
+    const uint32_t window = shared_window_address(bytes);
+    return bytes + (kAlignment - window % kAlignment) % kAlignment;
+}
+
 // Starts copying 16 bytes (both addresses 16-byte aligned) to `shared_address`, an address in the
 // shared window (shared_window_address), through L2 only (.cg: the data is used once).
 __device__ __forceinline__ void async_copy_16(unsigned shared_address, const void *global) {

@@ -108,13 +108,6 @@ template <bool kWarpgroup, int kRows, int D>
 using BackwardTile = std::conditional_t<kWarpgroup, WarpgroupTile<kRows, D>, SwizzledTile<kRows, D>>;
 template <bool kWarpgroup> constexpr int kBackwardAlignment = kWarpgroup ? 1024 : 128;
 
-// Where the kernels' tiles start: the dynamic shared memory's start rounded up to the alignment.
-template <int kAlignment> __device__ __forceinline__ unsigned char *aligned_shared(unsigned char *bytes) {
-    if constexpr (kAlignment <= 128) return bytes; // what the declaration promises already
-    const uint32_t window = shared_window_address(bytes);
-    return bytes + (kAlignment - window % kAlignment) % kAlignment;
-}
-
 template <int D, int kBlockM, int kBlockN, bool kWarpgroup = false> struct QueryShape {
     static constexpr int kWarps = kBlockM / 16, kThreads = kWarps * 32;
     static constexpr int kKeyTiles = kBlockN / 8, kDimTiles = D / 8;

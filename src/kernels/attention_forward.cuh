@@ -203,9 +203,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(const la
     using KvTile = typename Shape::KvTile;
     constexpr int kRowTiles = Shape::kRowTiles, kKeyTiles = Shape::kKeyTiles, kDimTiles = Shape::kDimTiles;
     extern __shared__ __align__(128) unsigned char shared_bytes[];
-    const uint32_t window = shared_window_address(shared_bytes);
-    T *q_tile = reinterpret_cast<T *>(shared_bytes +
-                                      ((Shape::kAlignment - window % Shape::kAlignment) % Shape::kAlignment));
+    T *q_tile = reinterpret_cast<T *>(aligned_shared<Shape::kAlignment>(shared_bytes));
     T *k_tiles = q_tile + QTile::kElements; // two stages
     T *v_tiles = k_tiles + 2 * KvTile::kElements;
 
