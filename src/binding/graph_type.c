@@ -85,7 +85,8 @@ static void abandon_capture(lab_state *state, lab_graph_object *self) {
 }
 
 /* capture_begin(stream=None, *, mode='thread_local') */
-static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssize_t nargs,
+                                     PyObject *kwnames) {
     static const lab_signature signature = {
         0, 1, 2, {LAB_PARAM(stream, STREAM | LAB_OR_NONE), LAB_PARAM(mode, CHOICE | LAB_OR_NONE)}};
     static const char *const mode_names[] = {"global", "thread_local", "relaxed"};
@@ -99,8 +100,7 @@ static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssi
     int mode = 1;
     if (slots[1]) {
         const char *name = PyUnicode_Check(slots[1]) ? PyUnicode_AsUTF8(slots[1]) : NULL;
-        for (mode = 0; name && mode < 3 && strcmp(name, mode_names[mode]) != 0; mode++) {
-        }
+        for (mode = 0; name && mode < 3 && strcmp(name, mode_names[mode]) != 0; mode++) {}
         if (!name || mode == 3) {
             PyErr_Clear();
             return PyErr_Format(PyExc_ValueError,
@@ -132,7 +132,8 @@ static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssi
     unsigned long long outer = 0;
     int device = 0;
     cudaError_t err = lab_stream_capture_id(stream.handle, &outer);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, func, "cudaStreamGetCaptureInfo");
+    if (err != cudaSuccess)
+        return lab_raise_cuda_error(&state->dispatch, err, func, "cudaStreamGetCaptureInfo");
     if (outer != 0) {
         return PyErr_Format(PyExc_RuntimeError,
                             "%s(): the stream is being captured already (by another framework's graph, "
@@ -168,7 +169,8 @@ static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssi
         void *workspace;
         size_t bytes;
         err = lab_cublaslt_workspace(device, stream.handle, &workspace, &bytes);
-        if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, func, "cuBLASLt's workspace");
+        if (err != cudaSuccess)
+            return lab_raise_cuda_error(&state->dispatch, err, func, "cuBLASLt's workspace");
     }
     err = cudaStreamBeginCapture(stream.handle, modes[mode]);
     if (err == cudaSuccess) err = lab_stream_capture_id(stream.handle, &self->capture_id);
@@ -182,8 +184,8 @@ static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssi
     self->stream = stream.handle;
     Py_XINCREF(stream.owner);
     Py_XSETREF(self->stream_owner, stream.owner);
-    state->dispatch.random_captures[device] = (lab_random_capture){
-        self->capture_id, self->replay_state, state->dispatch.generators[device].offset};
+    state->dispatch.random_captures[device] =
+        (lab_random_capture){self->capture_id, self->replay_state, state->dispatch.generators[device].offset};
     Py_RETURN_NONE;
 }
 
@@ -192,8 +194,8 @@ static PyObject *graph_capture_end(PyObject *op, PyObject *unused) {
     lab_graph_object *self = (lab_graph_object *)op;
     lab_state *state = state_of(op);
     if (self->capture_id == 0) {
-        return PyErr_Format(PyExc_RuntimeError, "%s(): this graph is not capturing; call capture_begin() first",
-                            func);
+        return PyErr_Format(PyExc_RuntimeError,
+                            "%s(): this graph is not capturing; call capture_begin() first", func);
     }
     end_random_capture(state, self);
     self->capture_id = 0;
@@ -240,7 +242,8 @@ static cudaError_t replay_on_device(void *context) {
     }
     if (err == cudaSuccess && self->random_groups > 0) {
         r->step = "writing the generator's state for the replay";
-        err = lab_launch_random_replay_state(self->replay_state, generator->seed, generator->offset, r->stream);
+        err =
+            lab_launch_random_replay_state(self->replay_state, generator->seed, generator->offset, r->stream);
     }
     if (err != cudaSuccess) return err;
     r->step = "cudaGraphLaunch";
@@ -279,7 +282,8 @@ static PyObject *graph_replay(PyObject *op, PyObject *const *args, Py_ssize_t na
     if (by_default) stream.handle = self->stream;
     unsigned long long outer = 0;
     cudaError_t err = lab_stream_capture_id(stream.handle, &outer);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, func, "cudaStreamGetCaptureInfo");
+    if (err != cudaSuccess)
+        return lab_raise_cuda_error(&state->dispatch, err, func, "cudaStreamGetCaptureInfo");
     if (outer != 0) {
         return PyErr_Format(PyExc_RuntimeError,
                             "%s(): the stream is being captured; a lab.Graph is not replayed inside another "
@@ -311,7 +315,8 @@ static PyObject *graph_debug_dot(PyObject *op, PyObject *path_obj) {
     cudaError_t err = cudaGraphDebugDotPrint(self->graph, PyBytes_AS_STRING(path), 0);
     Py_DECREF(path);
     if (err != cudaSuccess) {
-        return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Graph.debug_dot", "cudaGraphDebugDotPrint");
+        return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Graph.debug_dot",
+                                    "cudaGraphDebugDotPrint");
     }
     Py_RETURN_NONE;
 }
@@ -319,7 +324,8 @@ static PyObject *graph_debug_dot(PyObject *op, PyObject *path_obj) {
 /* is_capturing(stream=None): whether `stream` (else this thread's lab.stream(), else the legacy
  * default stream) is being captured into a graph, by lab or anyone else. */
 static const lab_signature IS_CAPTURING = {0, 1, 1, {LAB_PARAM(stream, STREAM | LAB_OR_NONE)}};
-static PyObject *py_is_capturing(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+static PyObject *py_is_capturing(PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     PyObject *stream_obj = NULL;
     lab_stream_arg stream;
@@ -330,7 +336,8 @@ static PyObject *py_is_capturing(PyObject *module, PyObject *const *args, Py_ssi
     if (!stream.given && !lab_thread_current_stream(&stream.handle, &stream.owner)) stream.handle = 0;
     unsigned long long capture = 0;
     cudaError_t err = lab_stream_capture_id(stream.handle, &capture);
-    if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, "is_capturing", "cudaStreamGetCaptureInfo");
+    if (err != cudaSuccess)
+        return lab_raise_cuda_error(&state->dispatch, err, "is_capturing", "cudaStreamGetCaptureInfo");
     return PyBool_FromLong(capture != 0);
 }
 
@@ -342,7 +349,8 @@ static PyObject *py_launch_stream(PyObject *module, PyObject *const *args, Py_ss
     lab_array arrays[LAB_MAX_GROUPS];
     const lab_array *decide[LAB_MAX_GROUPS];
     if (nargs > LAB_MAX_GROUPS) {
-        return PyErr_Format(PyExc_TypeError, "_launch_stream(): at most %d arrays, got %zd", LAB_MAX_GROUPS, nargs);
+        return PyErr_Format(PyExc_TypeError, "_launch_stream(): at most %d arrays, got %zd", LAB_MAX_GROUPS,
+                            nargs);
     }
     for (Py_ssize_t i = 0; i < nargs; i++) {
         if (lab_read_array(state, args[i], "_launch_stream", "arrays", &arrays[i]) < 0) return NULL;
@@ -398,7 +406,8 @@ static PyObject *graph_get_node_count(PyObject *op, void *closure) {
     if (self->graph) {
         cudaError_t err = cudaGraphGetNodes(self->graph, NULL, &count);
         if (err != cudaSuccess) {
-            return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Graph.node_count", "cudaGraphGetNodes");
+            return lab_raise_cuda_error(&state_of(op)->dispatch, err, "Graph.node_count",
+                                        "cudaGraphGetNodes");
         }
     }
     return PyLong_FromSize_t(count);

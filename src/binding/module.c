@@ -68,7 +68,8 @@ static int lab_exec(PyObject *module) {
         return -1;
     }
     /* lab.Graph, and the C bases of lab.RawKernel and lab.ElementwiseKernel */
-    PyType_Spec *const more_types[] = {&lab_graph_spec, &lab_kernel_launcher_spec, &lab_elementwise_launcher_spec};
+    PyType_Spec *const more_types[] = {&lab_graph_spec, &lab_kernel_launcher_spec,
+                                       &lab_elementwise_launcher_spec};
     for (size_t k = 0; k < sizeof more_types / sizeof more_types[0]; k++) {
         PyObject *type = PyType_FromModuleAndSpec(module, more_types[k], NULL);
         const int added = type ? PyModule_AddType(module, (PyTypeObject *)type) : -1;

@@ -21,11 +21,11 @@
 
 typedef struct {
     lab_array *out;
-    lab_array *x, *residual, *mask;   /* dropout's (residual and mask optional); NULL for the fills */
-    const char *x_name;               /* "x", or the backward's name for it */
-    lab_random_generator *generators; /* the module's, one per device */
+    lab_array *x, *residual, *mask;     /* dropout's (residual and mask optional); NULL for the fills */
+    const char *x_name;                 /* "x", or the backward's name for it */
+    lab_random_generator *generators;   /* the module's, one per device */
     const lab_random_capture *captures; /* the module's lab.Graph captures, one per device */
-    int explicit_state;               /* rng_state given: launch.seed/offset hold it, nothing advances */
+    int explicit_state;                 /* rng_state given: launch.seed/offset hold it, nothing advances */
     lab_random_launch launch;
 } lab_random_call;
 

@@ -33,7 +33,8 @@ __device__ __forceinline__ double unit_double(uint32_t high, uint32_t low) {
 // The group's numbers, in float (float64: two numbers, in double). The distribution is a template
 // argument: a fill is bound by Philox's integer multiplies, and a branch per group would add to them.
 template <lab_random_distribution kDistribution, typename Accumulate, int kPerGroup>
-__device__ __forceinline__ void group_numbers(const Philox4 &w, double a, double b, Accumulate (&v)[kPerGroup]) {
+__device__ __forceinline__ void group_numbers(const Philox4 &w, double a, double b,
+                                              Accumulate (&v)[kPerGroup]) {
     if constexpr (kPerGroup == 4) {
         if constexpr (kDistribution == LAB_RANDOM_NORMAL) {
 #pragma unroll
@@ -124,10 +125,18 @@ template <typename T> cudaError_t launch_fill(const lab_random_launch &p, cudaSt
     const int64_t blocks = (groups + kThreads - 1) / kThreads;
     const unsigned grid = unsigned(blocks < 65536 * 8 ? blocks : 65536 * 8);
     switch (p.distribution) {
-    case LAB_RANDOM_UNIFORM: random_kernel<T, LAB_RANDOM_UNIFORM><<<grid, kThreads, 0, stream>>>(p, groups); break;
-    case LAB_RANDOM_NORMAL: random_kernel<T, LAB_RANDOM_NORMAL><<<grid, kThreads, 0, stream>>>(p, groups); break;
-    case LAB_RANDOM_BERNOULLI: random_kernel<T, LAB_RANDOM_BERNOULLI><<<grid, kThreads, 0, stream>>>(p, groups); break;
-    case LAB_RANDOM_DROPOUT: random_kernel<T, LAB_RANDOM_DROPOUT><<<grid, kThreads, 0, stream>>>(p, groups); break;
+    case LAB_RANDOM_UNIFORM:
+        random_kernel<T, LAB_RANDOM_UNIFORM><<<grid, kThreads, 0, stream>>>(p, groups);
+        break;
+    case LAB_RANDOM_NORMAL:
+        random_kernel<T, LAB_RANDOM_NORMAL><<<grid, kThreads, 0, stream>>>(p, groups);
+        break;
+    case LAB_RANDOM_BERNOULLI:
+        random_kernel<T, LAB_RANDOM_BERNOULLI><<<grid, kThreads, 0, stream>>>(p, groups);
+        break;
+    case LAB_RANDOM_DROPOUT:
+        random_kernel<T, LAB_RANDOM_DROPOUT><<<grid, kThreads, 0, stream>>>(p, groups);
+        break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
