@@ -117,6 +117,15 @@ def case_user_kernel(rng):
     return inputs, {"out": ((1031,), "float32")}, launch, True
 
 
+def case_elementwise_kernel(rng):
+    inputs = {"x": rng.standard_normal(1031).astype(np.float32), "y": rng.standard_normal(1031).astype(np.float32)}
+    fma = lab.ElementwiseKernel("T x, T y, T a", "T z", "z = x * a + y", "graph_fma")
+
+    def launch(i, o):
+        fma(i["x"], i["y"], np.float32(0.5), o["out"])
+    return inputs, {"out": ((1031,), "float32")}, launch, True
+
+
 CASES = {name[len("case_"):]: f for name, f in globals().items() if name.startswith("case_")}
 
 
@@ -303,7 +312,7 @@ def test_make_graphed_replays_fn_on_new_arguments():
         graphed(a)
 
 
-@pytest.mark.parametrize("producer_name", ["torch", "cupy"])
+@pytest.mark.parametrize("producer_name", ["torch", "cupy", "numba"])
 def test_a_graph_of_lab_calls_on_another_producers_arrays(producer_name):
     producer = producer_or_skip(producer_name)
     x, _ = producer.from_host(np.arange(4099), "float32")

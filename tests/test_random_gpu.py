@@ -73,6 +73,17 @@ def test_bernoulli_is_ones_with_probability_p(p):
     assert abs(values.mean() - p) < 4 * math.sqrt(p * (1 - p) / n) + 1e-12
 
 
+def test_every_bit_of_the_uniform_numbers_is_balanced():
+    """The 24 bits a float32 uniform number keeps of its Philox word are each 1 half the time: a
+    generator with a stuck or biased bit (a wrong shift, a word used twice) fails here."""
+    n = 1 << 22
+    lab.manual_seed(7)
+    words = (filled(lab.uniform, n) * (1 << 24)).astype(np.int64)
+    assert ((words >= 0) & (words < 1 << 24)).all()
+    ones = np.array([((words >> bit) & 1).mean() for bit in range(24)])
+    assert np.abs(ones - 0.5).max() < 5 * 0.5 / math.sqrt(n), ones
+
+
 def test_the_same_seed_gives_the_same_bits_and_the_next_call_new_ones():
     lab.manual_seed(2024)
     first = filled(lab.normal, 4099)
