@@ -424,7 +424,8 @@ static PyObject *graph_repr(PyObject *op) {
 
 static PyMethodDef graph_methods[] = {
     {"capture_begin", (PyCFunction)(void (*)(void))graph_capture_begin, METH_FASTCALL | METH_KEYWORDS,
-     "capture_begin($self, /, stream=None, mode='thread_local')\n--\n\nStart recording the launches queued "
+     "capture_begin($self, /, stream=None, *, mode='thread_local')\n--\n\nStart recording the launches "
+     "queued "
      "on `stream` (else this thread's lab.stream()) instead of running them. `mode` is CUDA's capture "
      "mode: what other threads may do meanwhile ('thread_local': anything; 'global': no unsafe call "
      "such as cudaMalloc in any thread; 'relaxed': no check). Prefer `with lab.graph(g):`."},
