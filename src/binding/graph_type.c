@@ -132,8 +132,9 @@ static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssi
     unsigned long long outer = 0;
     int device = 0;
     cudaError_t err = lab_stream_capture_id(stream.handle, &outer);
-    if (err != cudaSuccess)
+    if (err != cudaSuccess) {
         return lab_raise_cuda_error(&state->dispatch, err, func, "cudaStreamGetCaptureInfo");
+    }
     if (outer != 0) {
         return PyErr_Format(PyExc_RuntimeError,
                             "%s(): the stream is being captured already (by another framework's graph, "
@@ -169,8 +170,9 @@ static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssi
         void *workspace;
         size_t bytes;
         err = lab_cublaslt_workspace(device, stream.handle, &workspace, &bytes);
-        if (err != cudaSuccess)
+        if (err != cudaSuccess) {
             return lab_raise_cuda_error(&state->dispatch, err, func, "cuBLASLt's workspace");
+        }
     }
     err = cudaStreamBeginCapture(stream.handle, modes[mode]);
     if (err == cudaSuccess) err = lab_stream_capture_id(stream.handle, &self->capture_id);
@@ -282,8 +284,9 @@ static PyObject *graph_replay(PyObject *op, PyObject *const *args, Py_ssize_t na
     if (by_default) stream.handle = self->stream;
     unsigned long long outer = 0;
     cudaError_t err = lab_stream_capture_id(stream.handle, &outer);
-    if (err != cudaSuccess)
+    if (err != cudaSuccess) {
         return lab_raise_cuda_error(&state->dispatch, err, func, "cudaStreamGetCaptureInfo");
+    }
     if (outer != 0) {
         return PyErr_Format(PyExc_RuntimeError,
                             "%s(): the stream is being captured; a lab.Graph is not replayed inside another "
@@ -336,8 +339,9 @@ static PyObject *py_is_capturing(PyObject *module, PyObject *const *args, Py_ssi
     if (!stream.given && !lab_thread_current_stream(&stream.handle, &stream.owner)) stream.handle = 0;
     unsigned long long capture = 0;
     cudaError_t err = lab_stream_capture_id(stream.handle, &capture);
-    if (err != cudaSuccess)
+    if (err != cudaSuccess) {
         return lab_raise_cuda_error(&state->dispatch, err, "is_capturing", "cudaStreamGetCaptureInfo");
+    }
     return PyBool_FromLong(capture != 0);
 }
 
