@@ -84,6 +84,23 @@ static void abandon_capture(lab_state *state, lab_graph_object *self) {
     self->capture_id = 0;
 }
 
+/* 0 when `stream` is not being captured; else -1 with RuntimeError ("<func>(): the stream <why>"),
+ * or lab.CudaError where CUDA could not say. */
+static int refuse_a_capturing_stream(lab_state *state, cudaStream_t stream, const char *func,
+                                     const char *why) {
+    unsigned long long capture = 0;
+    cudaError_t err = lab_stream_capture_id(stream, &capture);
+    if (err != cudaSuccess) {
+        lab_raise_cuda_error(&state->dispatch, err, func, "cudaStreamGetCaptureInfo");
+        return -1;
+    }
+    if (capture != 0) {
+        PyErr_Format(PyExc_RuntimeError, "%s(): the stream %s", func, why);
+        return -1;
+    }
+    return 0;
+}
+
 /* capture_begin(stream=None, *, mode='thread_local') */
 static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssize_t nargs,
                                      PyObject *kwnames) {
@@ -129,20 +146,14 @@ static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssi
                             "capture; capture on a lab.Stream (or any other stream)",
                             func);
     }
-    unsigned long long outer = 0;
+    if (refuse_a_capturing_stream(state, stream.handle, func,
+                                  "is being captured already (by another framework's graph, or another "
+                                  "lab.Graph): lab's calls on it are recorded into that capture; run them "
+                                  "without lab.graph") < 0) {
+        return NULL;
+    }
     int device = 0;
-    cudaError_t err = lab_stream_capture_id(stream.handle, &outer);
-    if (err != cudaSuccess) {
-        return lab_raise_cuda_error(&state->dispatch, err, func, "cudaStreamGetCaptureInfo");
-    }
-    if (outer != 0) {
-        return PyErr_Format(PyExc_RuntimeError,
-                            "%s(): the stream is being captured already (by another framework's graph, "
-                            "or another lab.Graph): lab's calls on it are recorded into that capture; "
-                            "run them without lab.graph",
-                            func);
-    }
-    err = cudaGetDevice(&device);
+    cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, func, "cudaGetDevice");
     if (device >= LAB_MAX_DEVICES) {
         return PyErr_Format(PyExc_ValueError, "%s(): device %d is beyond the %d devices lab keeps state for",
@@ -282,19 +293,13 @@ static PyObject *graph_replay(PyObject *op, PyObject *const *args, Py_ssize_t na
     }
     const int by_default = !stream.given && !lab_thread_current_stream(&stream.handle, &stream.owner);
     if (by_default) stream.handle = self->stream;
-    unsigned long long outer = 0;
-    cudaError_t err = lab_stream_capture_id(stream.handle, &outer);
-    if (err != cudaSuccess) {
-        return lab_raise_cuda_error(&state->dispatch, err, func, "cudaStreamGetCaptureInfo");
-    }
-    if (outer != 0) {
-        return PyErr_Format(PyExc_RuntimeError,
-                            "%s(): the stream is being captured; a lab.Graph is not replayed inside another "
-                            "capture (run the captured calls themselves there, and they are recorded)",
-                            func);
+    if (refuse_a_capturing_stream(state, stream.handle, func,
+                                  "is being captured; a lab.Graph is not replayed inside another capture "
+                                  "(run the captured calls themselves there, and they are recorded)") < 0) {
+        return NULL;
     }
     replay_args replay = {self, &state->dispatch, stream.handle, by_default, NULL};
-    err = lab_with_device(self->device, replay_on_device, &replay);
+    cudaError_t err = lab_with_device(self->device, replay_on_device, &replay);
     if (err != cudaSuccess) return lab_raise_cuda_error(&state->dispatch, err, func, replay.step);
     Py_RETURN_NONE;
 }
