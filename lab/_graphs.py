@@ -43,9 +43,14 @@ class graph:
         return False
 
 
-def _signature_of(array):
-    info = _core._array_info(array)
-    return info["shape"], info["dtype"], info["device"]
+def _signature_of(array, func, name):
+    """(shape, dtype) of a CUDA array, or TypeError naming the argument it was passed as."""
+    try:
+        info = _core._array_info(array)
+    except TypeError:
+        raise TypeError(f"{func}(): {name} must be a CUDA array (an object with __cuda_array_interface__ or "
+                        f"__dlpack__), got {type(array).__name__}") from None
+    return info["shape"], info["dtype"]
 
 
 def make_graphed(fn, sample_args, *, warmup=2):
@@ -67,10 +72,10 @@ def make_graphed(fn, sample_args, *, warmup=2):
                         f"{type(sample_args).__name__}")
     if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
         raise ValueError(f"make_graphed(): argument 'warmup' must be an int >= 0, got {warmup!r}")
-    signatures = [_signature_of(a) for a in sample_args]
+    signatures = [_signature_of(a, "make_graphed", f"sample_args[{i}]") for i, a in enumerate(sample_args)]
     capture_stream = _core.Stream()
     inputs = []
-    for a, (shape, dtype, _device) in zip(sample_args, signatures):
+    for a, (shape, dtype) in zip(sample_args, signatures):
         inputs.append(_core.empty(shape, dtype, stream=capture_stream))
         _core.copy(a, inputs[-1], stream=capture_stream)
     inputs = tuple(inputs)
@@ -82,16 +87,17 @@ def make_graphed(fn, sample_args, *, warmup=2):
     with graph(g, stream=capture_stream):
         outputs = fn(*inputs)
 
+    name = getattr(fn, "__name__", "graphed")
+
     def graphed(*args):
         if len(args) != len(inputs):
-            raise TypeError(f"{getattr(fn, '__name__', 'graphed')}(): takes {len(inputs)} arrays, as the "
-                            f"sample_args it was graphed with, got {len(args)}")
+            raise TypeError(f"{name}(): takes {len(inputs)} arrays, as the sample_args it was graphed with, got "
+                            f"{len(args)}")
         for i, (a, expected) in enumerate(zip(args, signatures)):
-            info = _core._array_info(a)
-            if (info["shape"], info["dtype"]) != expected[:2]:
-                raise ValueError(f"{getattr(fn, '__name__', 'graphed')}(): argument {i} must have the shape "
-                                 f"{expected[0]} and dtype {expected[1]} it was graphed with, got "
-                                 f"{info['shape']} {info['dtype']}")
+            got = _signature_of(a, name, f"argument {i}")
+            if got != expected:
+                raise ValueError(f"{name}(): argument {i} must have the shape {expected[0]} and dtype "
+                                 f"{expected[1]} it was graphed with, got {got[0]} {got[1]}")
         # where lab would launch fn's calls now: inside someone's capture, they are recorded there
         if args and _core.is_capturing(_core._launch_stream(*args)):
             return fn(*args)

@@ -99,6 +99,46 @@ class NumbaProducer:
         return values.astype(np.float64 if values.dtype.kind == "f" else np.int64)
 
 
+class LabProducer:
+    """lab's own arrays (lab.Array), the producer that needs nothing but NumPy. Not among PRODUCERS (the
+    tests of other producers' arrays parametrize over those); tests of lab's runtime use it directly."""
+    name = "lab"
+
+    def __init__(self):
+        import lab
+        self.lab = lab
+
+    def supports(self, dtype):
+        return True
+
+    def from_host(self, values, dtype):
+        """Host values as a lab.Array of dtype (bfloat16, which NumPy lacks, cast by lab.copy)."""
+        if dtype != "bfloat16":
+            array = self.lab.asarray(np.asarray(values, dtype=dtype))
+        else:
+            array = self.lab.empty(np.shape(values), "bfloat16")
+            self.lab.copy(self.lab.asarray(np.asarray(values, np.float32)), array)
+        return array, self.to_host(array)
+
+    def empty_poisoned(self, shape, dtype):
+        """A lab.Array of poison_value. lab.asarray makes host arrays at least 1-D: a 0-d one is the sum
+        of one poisoned element."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        array = self.lab.empty(shape, dtype)
+        host_type = np.float64 if dtype in FLOAT_DTYPES else dtype  # lab.copy casts to bfloat16 on the way
+        filler = self.lab.asarray(np.full(shape or 1, poison_value(dtype), host_type))
+        (self.lab.copy if shape else self.lab.sum)(filler, array)
+        return array
+
+    def to_host(self, array):
+        if array.dtype == "bfloat16":
+            wide = self.lab.empty(array.shape, "float32")
+            self.lab.copy(array, wide)
+            array = wide
+        values = array.numpy()  # waits for the copy back
+        return values.astype(np.float64 if values.dtype.kind == "f" else np.int64)
+
+
 def round_to(values, dtype):
     """values (float64/int64) as stored in dtype, back as float64/int64: what a cast on store gives
     (bfloat16 through torch, which rounds to nearest even like the kernels)."""

@@ -37,6 +37,7 @@ def test_graph_takes_no_arguments():
     (lambda g: g.capture_begin(stream="s"), TypeError, "stream"),
     (lambda g: g.replay(stream=1.5), TypeError, "stream"),
     (lambda g: g.debug_dot("/tmp/graph.dot"), RuntimeError, "nothing captured yet"),
+    (lambda g: g.debug_dot(None), TypeError, "'path' must be a str, bytes or os.PathLike, got NoneType"),
 ])
 def test_what_a_graph_refuses_before_asking_cuda(call, error, message):
     g = lab.Graph()
@@ -72,7 +73,7 @@ def test_without_a_driver_capture_and_query_raise_cuda_errors():
 
 @pytest.mark.parametrize("fn, sample_args, warmup, error, message", [
     (3, (), 1, TypeError, "'fn' must be callable"),
-    (len, [1, 2], 1, TypeError, "a CUDA array"),
+    (len, [1, 2], 1, TypeError, r"sample_args\[0\] must be a CUDA array"),
     (len, 7, 1, TypeError, "'sample_args' must be a tuple of arrays"),
     (len, (), -1, ValueError, "'warmup' must be an int >= 0"),
     (len, (), True, ValueError, "'warmup' must be an int >= 0"),

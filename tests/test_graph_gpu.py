@@ -8,32 +8,19 @@ import numpy as np
 import pytest
 
 import lab
-from producers import producer_or_skip
+from producers import LabProducer, producer_or_skip
 from test_jit_gpu import AXPY
 
 pytestmark = pytest.mark.gpu
 
 
-def poisoned(shape, dtype):
-    """A lab.Array of NaN (lab.asarray makes host arrays at least 1-D: a 0-d one is a sum of one NaN)."""
-    out = lab.empty(shape, dtype)
-    fill = lab.asarray(np.full(shape if shape else 1, np.nan, np.float32))
-    lab.copy(fill, out) if shape else lab.sum(fill, out)
-    return out
-
-
 def scalar(value):
-    """A 0-d float32 lab.Array: lab's binary ops take arrays, broadcast."""
+    """A one-element float32 lab.Array, which lab's binary ops broadcast (they take arrays, not numbers)."""
     return lab.asarray(np.array(value, np.float32))
 
 
-def host(a):
-    """A lab.Array's values as float64 on the host (bfloat16 through a float32 copy)."""
-    if a.dtype == "bfloat16":
-        wide = lab.empty(a.shape, "float32")
-        lab.copy(a, wide)
-        a = wide
-    return a.numpy().astype(np.float64)
+LAB = LabProducer()
+poisoned, host = LAB.empty_poisoned, LAB.to_host
 
 
 # ---- one case per op kind: inputs (host arrays, by seed), outputs (shape, dtype), the launch, exact? ----

@@ -6,7 +6,7 @@ import pytest
 
 import lab
 from cuda_graphs import capture_and_replay
-from producers import producer_or_skip
+from producers import LabProducer, producer_or_skip
 
 pytestmark = pytest.mark.gpu
 
@@ -45,16 +45,11 @@ def test_axpy_on_every_producer(producer_name):
     n = 100_003
     rng = np.random.default_rng(1)
     x_host, y_host = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
-    if producer_name == "lab":
-        x, y, out = lab.asarray(x_host), lab.asarray(y_host), lab.empty(n)
-        read = lambda a: a.numpy()  # noqa: E731
-    else:
-        producer = producer_or_skip(producer_name)
-        (x, _), (y, _) = producer.from_host(x_host, "float32"), producer.from_host(y_host, "float32")
-        out = producer.empty_poisoned((n,), "float32")
-        read = producer.to_host
+    producer = LabProducer() if producer_name == "lab" else producer_or_skip(producer_name)
+    (x, _), (y, _) = producer.from_host(x_host, "float32"), producer.from_host(y_host, "float32")
+    out = producer.empty_poisoned((n,), "float32")
     axpy_kernel()(((n + 255) // 256,), (256,), (x, y, out, np.float32(2.0), n))
-    np.testing.assert_array_equal(read(out), (np.float32(2.0) * x_host + y_host).astype(np.float32))
+    np.testing.assert_array_equal(producer.to_host(out), (np.float32(2.0) * x_host + y_host).astype(np.float32))
 
 
 def test_scalars_of_every_type_with_and_without_a_signature():

@@ -9,28 +9,24 @@ import numpy as np
 import pytest
 
 import lab
+from producers import LabProducer
 
 pytestmark = pytest.mark.gpu
 
 
+LAB = LabProducer()
+
+
 def poisoned(n, dtype):
-    """n NaNs of dtype as a lab.Array (bfloat16, which NumPy lacks, cast from float32 by lab.copy)."""
-    if dtype == "bfloat16":
-        out = lab.empty(n, "bfloat16")
-        lab.copy(lab.asarray(np.full(n, np.nan, np.float32)), out)
-        return out
-    return lab.asarray(np.full(n, np.nan, dtype=dtype))
+    """n NaNs of dtype as a lab.Array."""
+    return LAB.empty_poisoned((n,), dtype)
 
 
 def filled(fill, n, dtype="float32", *args):
     """fill(out, *args) on n poisoned elements; their values as float64."""
     out = poisoned(n, dtype)
     assert fill(out, *args) is out
-    if dtype == "bfloat16":
-        wide = lab.empty(n, "float32")
-        lab.copy(out, wide)
-        out = wide
-    return out.numpy().astype(np.float64)
+    return LAB.to_host(out)
 
 
 def ks_distance(sample, cdf):

@@ -315,11 +315,21 @@ static PyObject *graph_reset(PyObject *op, PyObject *unused) {
 /* debug_dot(path): the graph's nodes and edges written as Graphviz DOT (CUDA's own description). */
 static PyObject *graph_debug_dot(PyObject *op, PyObject *path_obj) {
     lab_graph_object *self = (lab_graph_object *)op;
+    PyObject *path = NULL;
+    if (!PyUnicode_FSConverter(path_obj, &path)) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError,
+                         "Graph.debug_dot(): argument 'path' must be a str, bytes or os.PathLike, "
+                         "got %.100s",
+                         Py_TYPE(path_obj)->tp_name);
+        }
+        return NULL;
+    }
     if (!self->graph) {
+        Py_DECREF(path);
         return PyErr_Format(PyExc_RuntimeError, "Graph.debug_dot(): nothing captured yet");
     }
-    PyObject *path = NULL;
-    if (!PyUnicode_FSConverter(path_obj, &path)) return NULL;
     cudaError_t err = cudaGraphDebugDotPrint(self->graph, PyBytes_AS_STRING(path), 0);
     Py_DECREF(path);
     if (err != cudaSuccess) {
