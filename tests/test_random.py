@@ -46,6 +46,33 @@ def test_a_valid_fill_gets_as_far_as_cuda(fill, shape, typestr):
     reaches_cuda(lambda: fill(out))
 
 
+@pytest.mark.parametrize("typestr, low, high", [
+    ("<i1", -128, 128), ("<u1", 0, 256), ("<i2", -5, 5), ("<i4", -(1 << 31), 1 << 31), ("<i8", -(1 << 63), (1 << 63) - 1),
+    ("<i8", 0, 1), ("<f4", -(1 << 40), 1 << 40), ("<f2", 0, 10), ("<f8", 3, 4)])
+def test_a_valid_randint_gets_as_far_as_cuda(typestr, low, high):
+    reaches_cuda(lambda: lab.randint(fake_array((7,), typestr), low, high))
+
+
+@pytest.mark.parametrize("typestr, low, high, error, fragment", [
+    ("<i1", -129, 0, ValueError, "'low' and 'high' ([-129, 0)) must lie within what 'out' (int8) holds"),
+    ("<u1", -1, 3, ValueError, "within what 'out' (uint8) holds: [0, 255]"),
+    ("<u1", 0, 257, ValueError, "within what 'out' (uint8) holds"),
+    ("<i4", 0, (1 << 31) + 1, ValueError, "(int32) holds"),
+    ("<f4", 5, 5, ValueError, "'low' must be below 'high'"),
+    ("<i8", 1.5, 5, TypeError, "'low'"),
+    ("<i8", 0, "9", TypeError, "'high'"),
+    ("<i8", 0, 1 << 63, OverflowError, "'high'"),
+])
+def test_bad_randints_are_refused_by_name(typestr, low, high, error, fragment):
+    with pytest.raises(error, match=fragment.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        lab.randint(fake_array((4,), typestr), low, high)
+
+
+def test_an_empty_randint_is_no_work():
+    out = fake_array((0,), "<i8")
+    assert lab.randint(out, 0, 10) is out
+
+
 @pytest.mark.parametrize("fill", [f for f, _ in FILLS], ids=["uniform", "normal", "bernoulli"])
 def test_an_empty_output_is_no_work(fill):
     out = fake_array((0,), "<f4")

@@ -80,6 +80,63 @@ def test_every_bit_of_the_uniform_numbers_is_balanced():
     assert np.abs(ones - 0.5).max() < 5 * 0.5 / math.sqrt(n), ones
 
 
+def drawn_integers(n, dtype, low, high):
+    """randint on n elements of dtype (poisoned first where a poison is outside [low, high)), as int64
+    or, for the float dtypes, float64."""
+    out = lab.empty(n, dtype)
+    if dtype in ("int8", "int16", "int32", "int64", "uint8"):
+        info = np.iinfo(dtype)  # a range of every value the dtype holds leaves no poison to tell
+        poison = high if high <= info.max else low - 1 if low > info.min else None
+        if poison is not None:
+            lab.copy(lab.asarray(np.full(n, poison, dtype=dtype)), out)
+    else:
+        lab.copy(poisoned(n, dtype), out)
+    assert lab.randint(out, low, high) is out
+    if dtype == "bfloat16":
+        wide = lab.empty(n, "float32")
+        lab.copy(out, wide)
+        out = wide
+    values = out.numpy()
+    return values.astype(np.int64) if values.dtype.kind in "iu" else values.astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype, low, high", [
+    ("int8", -128, 128), ("uint8", 0, 256), ("int16", -3, 4), ("int32", -1000, 1000), ("int64", 5, 6),
+    ("float32", -7, 9), ("float16", 0, 100), ("bfloat16", -50, 50), ("float64", -3, 3)])
+@pytest.mark.parametrize("n", [1, 7, 1 << 20])
+def test_randint_draws_every_integer_of_its_range_as_often(dtype, low, high, n):
+    values = drawn_integers(n, dtype, low, high)
+    assert ((values >= low) & (values < high)).all(), "an element outside [low, high), or left unwritten"
+    assert (values == np.round(values)).all()
+    if n >= 1 << 20:
+        counts = np.bincount((values - low).astype(np.int64), minlength=high - low)
+        expected = n / (high - low)
+        assert (np.abs(counts - expected) < 6 * math.sqrt(expected) + 1).all()
+
+
+def test_randint_over_ranges_wider_than_two_to_the_32():
+    n = 1 << 20
+    lab.manual_seed(3)
+    full = drawn_integers(n, "int64", -(1 << 63), (1 << 63) - 1)
+    ones = np.array([((full >> bit) & 1).mean() for bit in range(64)])
+    assert np.abs(ones - 0.5).max() < 6 * 0.5 / math.sqrt(n), "a 64-bit draw's bits are each 1 half the time"
+    assert lab.get_rng_state()[1] == n // 2  # two words an element: two elements a group
+    wide = drawn_integers(n, "int64", 0, 3 << 40)
+    assert wide.min() >= 0 and wide.max() < 3 << 40
+    assert abs(wide.mean() / (3 << 40) - 0.5) < 0.01
+
+
+def test_randint_takes_the_same_numbers_for_the_same_state_and_indices():
+    lab.manual_seed(9)
+    short = drawn_integers(1000, "int32", 0, 1 << 30)
+    lab.manual_seed(9)
+    long = drawn_integers(1 << 20, "int32", 0, 1 << 30)
+    assert np.array_equal(short, long[:1000])
+    lab.manual_seed(9)
+    as_float = drawn_integers(1000, "float64", 0, 1 << 30)
+    assert np.array_equal(short, as_float.astype(np.int64)), "the dtype changes the type, not the draw"
+
+
 def test_the_same_seed_gives_the_same_bits_and_the_next_call_new_ones():
     lab.manual_seed(2024)
     first = filled(lab.normal, 4099)

@@ -1,6 +1,6 @@
-/* random.c - lab.uniform, lab.normal and lab.bernoulli (level 2 for dispatch/random_kind.c), and the
- * per-device generator state they draw from: parse the call, read the parameters and then the array,
- * hand the call to the op driver as the random kind. */
+/* random.c - lab.uniform, lab.normal, lab.bernoulli and lab.randint (level 2 for dispatch/random_kind.c), and
+ * the per-device generator state they draw from: parse the call, read the parameters and then the array, hand
+ * the call to the op driver as the random kind. */
 #include "binding/random.h"
 
 #include <math.h>
@@ -19,6 +19,8 @@ static const lab_signature NORMAL = {
     1, 3, N_PARAMS, {P(out, ARRAY), P(mean, REAL), P(std, REAL), P(stream, STREAM | LAB_OR_NONE)}};
 static const lab_signature BERNOULLI = {
     1, 2, 3, {P(out, ARRAY), P(p, REAL), P(stream, STREAM | LAB_OR_NONE)}};
+static const lab_signature RANDINT = {
+    3, 3, 4, {P(out, ARRAY), P(low, INT), P(high, INT), P(stream, STREAM | LAB_OR_NONE)}};
 static const lab_signature SEED = {1, 1, 1, {P(seed, INT)}};
 static const lab_signature DEVICE_STATE = {0, 1, 1, {P(device, DEVICE | LAB_OR_NONE)}};
 static const lab_signature SET_STATE = {
@@ -85,6 +87,39 @@ static PyObject *py_normal(PyObject *module, PyObject *const *args, Py_ssize_t n
 }
 static PyObject *py_bernoulli(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     return fill(module, LAB_RANDOM_BERNOULLI, args, nargs, kwnames);
+}
+
+/* randint(out, low, high): integers uniform in [low, high), any int64 bounds with low < high. */
+static PyObject *py_randint(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    lab_state *state = lab_get_state(module);
+    PyObject *slots[4] = {NULL};
+    int64_t low = 0, high = 0;
+    if (lab_parse_args(state, "randint", &RANDINT, args, nargs, kwnames, slots) < 0 ||
+        lab_read_int64(slots[1], "randint", "low", &low) < 0 ||
+        lab_read_int64(slots[2], "randint", "high", &high) < 0) {
+        return NULL;
+    }
+    if (low >= high) {
+        return PyErr_Format(PyExc_ValueError,
+                            "randint(): argument 'low' must be below 'high' (the range is [low, high)), got "
+                            "low=%lld high=%lld",
+                            (long long)low, (long long)high);
+    }
+    lab_random_call description;
+    memset(&description, 0, sizeof description);
+    description.launch.distribution = LAB_RANDOM_RANDINT;
+    description.launch.low = low;
+    description.launch.range = (uint64_t)high - (uint64_t)low;
+    description.generators = state->dispatch.generators;
+    description.captures = state->dispatch.random_captures;
+    lab_op_call call = {.func = "randint", .description = &description};
+    if (lab_parse_stream_arg(state, slots[3], "randint", &call.stream) < 0) return NULL;
+    lab_array out;
+    if (lab_read_array(state, slots[0], "randint", "out", &out) < 0) return NULL;
+    description.out = &out;
+    lab_op_call_add(&call, "out", &out, 1, 0, 1);
+    if (lab_run_op(&state->dispatch, &lab_random_kind, &call) < 0) return lab_raise_failure(&state->dispatch);
+    return Py_NewRef(slots[0]);
 }
 
 /* ---- dropout: out = residual + x * keep / (1 - p) ---- */
@@ -262,6 +297,13 @@ PyMethodDef lab_random_methods[] = {
     LAB_METHOD(normal, METH_FASTCALL | METH_KEYWORDS,
                "normal(out, mean=0.0, std=1.0, *, stream=None)\n--\n\nFills out with normally distributed "
                "numbers (Box-Muller)." LAB_FILL_DOC_TAIL),
+    LAB_METHOD(
+        randint, METH_FASTCALL | METH_KEYWORDS,
+        "randint(out, low, high, *, stream=None)\n--\n\nFills out with integers uniform in [low, high) "
+        "(any int64 bounds; out of any lab dtype whose values hold the range - a float dtype rounds "
+        "large integers). Element i's integer depends only on the device's generator state (seed, "
+        "offset) and i: one 32-bit word of Philox4x32-10 an element (two for a range wider than 2^32), "
+        "times the range, its high half (bias at most range / 2^32, as torch's modulo)."),
     LAB_METHOD(bernoulli, METH_FASTCALL | METH_KEYWORDS,
                "bernoulli(out, p=0.5, *, stream=None)\n--\n\nFills out with 1 with probability p, else "
                "0." LAB_FILL_DOC_TAIL),
@@ -292,12 +334,9 @@ PyMethodDef lab_random_methods[] = {
 };
 #undef LAB_METHOD
 
-const lab_signed_function lab_random_signatures[] = {{"uniform", &UNIFORM},
-                                                     {"normal", &NORMAL},
-                                                     {"bernoulli", &BERNOULLI},
-                                                     {"manual_seed", &SEED},
-                                                     {"get_rng_state", &DEVICE_STATE},
-                                                     {"set_rng_state", &SET_STATE},
-                                                     {"dropout", &DROPOUT},
-                                                     {"dropout_add", &DROPOUT_ADD},
-                                                     {NULL, NULL}};
+const lab_signed_function lab_random_signatures[] = {
+    {"uniform", &UNIFORM},         {"randint", &RANDINT},
+    {"normal", &NORMAL},           {"bernoulli", &BERNOULLI},
+    {"manual_seed", &SEED},        {"get_rng_state", &DEVICE_STATE},
+    {"set_rng_state", &SET_STATE}, {"dropout", &DROPOUT},
+    {"dropout_add", &DROPOUT_ADD}, {NULL, NULL}};

@@ -1,6 +1,7 @@
 /* random_kind.c - the random-number kind's plan and launch (see random_kind.h). */
 #include "dispatch/random_kind.h"
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "dispatch/capture.h"
@@ -44,11 +45,37 @@ void lab_random_add_operands(lab_op_call *call, lab_random_call *c) {
     if (c->residual) lab_op_call_add(call, "residual", c->residual, 1, 0, 0);
 }
 
+/* randint's [low, high) within what out's integer dtype holds (a float dtype takes any range,
+ * rounding large integers). */
+static int range_fits(const lab_random_call *c, const char *func) {
+    static const struct {
+        lab_dtype dtype;
+        int64_t min, max;
+    } limits[] = {{LAB_INT8, INT8_MIN, INT8_MAX},
+                  {LAB_INT16, INT16_MIN, INT16_MAX},
+                  {LAB_INT32, INT32_MIN, INT32_MAX},
+                  {LAB_UINT8, 0, UINT8_MAX}};
+    const int64_t low = c->launch.low, last = (int64_t)((uint64_t)low + c->launch.range - 1);
+    for (size_t k = 0; k < sizeof limits / sizeof limits[0]; k++) {
+        if (limits[k].dtype == c->out->dtype && (low < limits[k].min || last > limits[k].max)) {
+            lab_fail(LAB_FAILURE_VALUE,
+                     "%s(): arguments 'low' and 'high' ([%lld, %lld)) must lie within what 'out' (%s) "
+                     "holds: [%lld, %lld]",
+                     func, (long long)low, (long long)last + 1, lab_dtype_names[c->out->dtype],
+                     (long long)limits[k].min, (long long)limits[k].max);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int plan(lab_op_call *call) {
     lab_random_call *c = call->description;
     const lab_array *out = c->out;
-    if (out->dtype != LAB_FLOAT16 && out->dtype != LAB_BFLOAT16 && out->dtype != LAB_FLOAT32 &&
-        out->dtype != LAB_FLOAT64) {
+    if (c->launch.distribution == LAB_RANDOM_RANDINT) {
+        if (range_fits(c, call->func) < 0) return -1;
+    } else if (out->dtype != LAB_FLOAT16 && out->dtype != LAB_BFLOAT16 && out->dtype != LAB_FLOAT32 &&
+               out->dtype != LAB_FLOAT64) {
         return lab_fail_dtype(call->func, "out", out->dtype,
                               "it must be float16, bfloat16, float32 or float64");
     }
@@ -138,7 +165,7 @@ static void take_state_under_capture(lab_random_call *c, lab_launch_scope *scope
 static void launch(lab_op_call *call, lab_launch_scope *scope) {
     lab_random_call *c = call->description;
     lab_random_generator *generator = &c->generators[scope->target];
-    const int64_t per_group = c->launch.dtype == LAB_FLOAT64 ? 2 : 4;
+    const int64_t per_group = lab_random_per_group(&c->launch);
     if (!c->explicit_state) {
         c->launch.seed = generator->seed;
         c->launch.offset = generator->offset;

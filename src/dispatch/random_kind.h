@@ -1,8 +1,9 @@
 /* random_kind.h - the random-number op kind: fills one C-contiguous float array (float16, bfloat16,
- * float32 or float64) from a distribution, with the device's generator state (level 3, between
- * binding/random.c and kernels/random.cu).
+ * float32 or float64) from a distribution, or an array of any lab dtype with integers from a range,
+ * with the device's generator state (level 3, between binding/random.c and kernels/random.cu).
  *
- * The plan checks, before any CUDA call: the output writable, of a float dtype, C-contiguous (each
+ * The plan checks, before any CUDA call: the output writable, of a float dtype (for randint any
+ * dtype whose values hold the range), C-contiguous (each
  * element's number is a function of its index, and a view's elements are not consecutive indices);
  * dropout's x and residual of the output's shape, dtype and contiguity, its mask uint8 of the
  * same shape, C-contiguous and writable, sharing memory with no other operand (the output may be x

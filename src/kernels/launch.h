@@ -400,14 +400,16 @@ typedef enum {
     LAB_RANDOM_UNIFORM = 0,
     LAB_RANDOM_NORMAL,
     LAB_RANDOM_BERNOULLI,
-    LAB_RANDOM_DROPOUT /* out = residual + (u >= p ? x / (1 - p) : 0), mask = (u >= p) */
+    LAB_RANDOM_DROPOUT, /* out = residual + (u >= p ? x / (1 - p) : 0), mask = (u >= p) */
+    LAB_RANDOM_RANDINT  /* out = low + an integer uniform in [0, range), out of any lab dtype */
 } lab_random_distribution;
 
 /* A C-contiguous float array of numel elements filled from `distribution` with parameters a, b
- * (low, high; mean, std; p, unused; p, 1 / (1 - p)). Element i's number depends only on (seed,
- * offset, i): it takes the words of Philox group offset + i / per_group, per_group = 4 (2 for
- * float64, whose numbers take two words each). Dropout also reads x (and residual, where not NULL),
- * of out's dtype and shape, and writes mask (uint8, 1 where x was kept) where not NULL. */
+ * (low, high; mean, std; p, unused; p, 1 / (1 - p)), or for randint an array of any lab dtype with
+ * integers from [low, low + range). Element i's number depends only on (seed, offset, i): it takes
+ * the words of Philox group offset + i / per_group (lab_random_per_group). Dropout also reads x (and
+ * residual, where not NULL), of out's dtype and shape, and writes mask (uint8, 1 where x was kept) where not
+ * NULL. */
 typedef struct {
     void *out;
     const void *x, *residual;
@@ -416,12 +418,21 @@ typedef struct {
     int64_t numel;
     lab_random_distribution distribution;
     double a, b;
+    int64_t low; /* randint's: integers in [low, low + range), range >= 1 */
+    uint64_t range;
     uint64_t seed, offset;
     /* NULL, or (seed, offset) in device memory read at run time in place of `seed`, with `offset`
      * added to its offset: a lab.Graph's captured draw, whose replays write new state there. */
     const uint64_t *replay_state;
 } lab_random_launch;
 cudaError_t lab_launch_random(const lab_random_launch *launch, cudaStream_t stream);
+
+/* Elements a Philox group of four words serves: one word each (four), or two each (two) for float64
+ * numbers and for integers from a range wider than 2^32. */
+static inline int lab_random_per_group(const lab_random_launch *launch) {
+    if (launch->distribution == LAB_RANDOM_RANDINT) return launch->range > ((uint64_t)1 << 32) ? 2 : 4;
+    return launch->dtype == LAB_FLOAT64 ? 2 : 4;
+}
 
 /* Writes (seed, offset) into a lab.Graph's replay state on `stream`, ahead of the graph's launch. */
 cudaError_t lab_launch_random_replay_state(uint64_t *replay_state, uint64_t seed, uint64_t offset,

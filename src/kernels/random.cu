@@ -9,6 +9,7 @@
 // uniform number is at least p, so its backward is the same call on the gradient with the forward's
 // generator state: the same elements kept, scaled by the same 1 / (1 - p). A draw captured into a
 // lab.Graph reads (seed, offset) from device memory, which each replay writes first (write_replay_state).
+// randint writes integers of a range into an array of any lab dtype (randint_kernel).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
@@ -142,9 +143,61 @@ template <typename T> cudaError_t launch_fill(const lab_random_launch &p, cudaSt
     return cudaGetLastError();
 }
 
+// The integer `value` as a T: exact for the integer types (the plan checked the range fits), rounded
+// to nearest for the float ones.
+template <typename T> __device__ __forceinline__ T from_integer(int64_t value) {
+    if constexpr (std::is_integral_v<T>) {
+        return T(value);
+    } else if constexpr (std::is_same_v<T, double>) {
+        return double(value);
+    } else {
+        return T(double(value));
+    }
+}
+
+// Integers uniform in [low, low + range): Lemire's multiply-shift, the high half of a random number
+// times the range - one 32-bit word an element (kWide false, range <= 2^32), or two words as one
+// 64-bit number (range up to 2^64 - 1). Its bias is at most range / 2^32 (2^64), as torch's modulo.
+template <typename T, bool kWide>
+__global__ void __launch_bounds__(kThreads) randint_kernel(const lab_random_launch p, int64_t groups) {
+    constexpr int kPerGroup = kWide ? 2 : 4;
+    T *out = static_cast<T *>(p.out);
+    const uint64_t seed = p.replay_state ? p.replay_state[0] : p.seed;
+    const uint64_t offset = p.replay_state ? p.replay_state[1] + p.offset : p.offset;
+    for (int64_t group = blockIdx.x * int64_t(kThreads) + threadIdx.x; group < groups;
+         group += int64_t(gridDim.x) * kThreads) {
+        const Philox4 w = random_group(seed, offset + uint64_t(group));
+        const int64_t first = group * kPerGroup;
+#pragma unroll
+        for (int e = 0; e < kPerGroup; e++) {
+            if (first + e >= p.numel) break;
+            uint64_t draw;
+            if constexpr (kWide) {
+                draw = __umul64hi((uint64_t(w.x[2 * e]) << 32) | w.x[2 * e + 1], p.range);
+            } else {
+                draw = (uint64_t(w.x[e]) * p.range) >> 32;
+            }
+            out[first + e] = from_integer<T>(int64_t(uint64_t(p.low) + draw)); // wraps as the range says
+        }
+    }
+}
+
 __global__ void write_replay_state(uint64_t *replay_state, uint64_t seed, uint64_t offset) {
     replay_state[0] = seed;
     replay_state[1] = offset;
+}
+
+template <typename T> cudaError_t launch_randint(const lab_random_launch &p, cudaStream_t stream) {
+    const int per_group = lab_random_per_group(&p);
+    const int64_t groups = (p.numel + per_group - 1) / per_group;
+    const int64_t blocks = (groups + kThreads - 1) / kThreads;
+    const unsigned grid = unsigned(blocks < 65536 * 8 ? blocks : 65536 * 8);
+    if (per_group == 2) {
+        randint_kernel<T, true><<<grid, kThreads, 0, stream>>>(p, groups);
+    } else {
+        randint_kernel<T, false><<<grid, kThreads, 0, stream>>>(p, groups);
+    }
+    return cudaGetLastError();
 }
 
 } // namespace
@@ -152,6 +205,20 @@ __global__ void write_replay_state(uint64_t *replay_state, uint64_t seed, uint64
 
 extern "C" cudaError_t lab_launch_random(const lab_random_launch *launch, cudaStream_t stream) {
     using namespace lab;
+    if (launch->distribution == LAB_RANDOM_RANDINT) {
+        switch (launch->dtype) {
+        case LAB_FLOAT16: return launch_randint<__half>(*launch, stream);
+        case LAB_BFLOAT16: return launch_randint<__nv_bfloat16>(*launch, stream);
+        case LAB_FLOAT32: return launch_randint<float>(*launch, stream);
+        case LAB_FLOAT64: return launch_randint<double>(*launch, stream);
+        case LAB_INT8: return launch_randint<int8_t>(*launch, stream);
+        case LAB_INT16: return launch_randint<int16_t>(*launch, stream);
+        case LAB_INT32: return launch_randint<int32_t>(*launch, stream);
+        case LAB_INT64: return launch_randint<int64_t>(*launch, stream);
+        case LAB_UINT8: return launch_randint<uint8_t>(*launch, stream);
+        default: return cudaErrorInvalidValue;
+        }
+    }
     switch (launch->dtype) {
     case LAB_FLOAT16: return launch_fill<__half>(*launch, stream);
     case LAB_BFLOAT16: return launch_fill<__nv_bfloat16>(*launch, stream);
