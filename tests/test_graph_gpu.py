@@ -185,8 +185,8 @@ def test_captured_draws_are_new_each_replay_and_those_of_the_eager_draws_from_th
     with lab.graph(g):
         lab.normal(out, 0.0, 1.0)
         lab.uniform(lab.empty(7, dtype))  # a second draw: the replay's advance covers both
-    groups = (n + (2 if dtype == "float64" else 4) - 1) // (2 if dtype == "float64" else 4) + (
-        (7 + 1) // 2 if dtype == "float64" else 2)
+    per_group = {"float64": (2, 2), "bfloat16": (4, 8)}.get(dtype, (4, 4))  # (normal, uniform) elements a group
+    groups = -(-n // per_group[0]) + -(-7 // per_group[1])
     assert g.random_groups == groups
     assert lab.get_rng_state() == (1234, 0), "a capture draws nothing"
     draws = []

@@ -146,6 +146,8 @@ def test_the_same_seed_gives_the_same_bits_and_the_next_call_new_ones():
     assert np.array_equal(first, again)
     assert not np.array_equal(first, second)
     assert lab.get_rng_state()[1] == math.ceil(4099 / 4)  # one call since the seed: 1025 groups
+    lab.uniform(lab.empty(4099, "bfloat16"))
+    assert lab.get_rng_state()[1] == math.ceil(4099 / 4) + math.ceil(4099 / 8), "16-bit numbers: eight a group"
 
 
 def test_a_fill_depends_only_on_the_indices_it_covers():

@@ -427,11 +427,14 @@ typedef struct {
 } lab_random_launch;
 cudaError_t lab_launch_random(const lab_random_launch *launch, cudaStream_t stream);
 
-/* Elements a Philox group of four words serves: one word each (four), or two each (two) for float64
- * numbers and for integers from a range wider than 2^32. */
+/* Elements a Philox group of four words serves: one word each (four); two each (two) for float64
+ * numbers and for integers from a range wider than 2^32; half a word each (eight) for float16 and
+ * bfloat16 numbers other than normal ones (random.cu's elements_per_group, on the device). */
 static inline int lab_random_per_group(const lab_random_launch *launch) {
     if (launch->distribution == LAB_RANDOM_RANDINT) return launch->range > ((uint64_t)1 << 32) ? 2 : 4;
-    return launch->dtype == LAB_FLOAT64 ? 2 : 4;
+    if (launch->dtype == LAB_FLOAT64) return 2;
+    const int sixteen_bits = launch->dtype == LAB_FLOAT16 || launch->dtype == LAB_BFLOAT16;
+    return sixteen_bits && launch->distribution != LAB_RANDOM_NORMAL ? 8 : 4;
 }
 
 /* Writes (seed, offset) into a lab.Graph's replay state on `stream`, ahead of the graph's launch. */

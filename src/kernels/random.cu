@@ -1,10 +1,11 @@
 // random.cu - lab_launch_random (launch.h): fills an array with numbers from a distribution, each
 // element's number a function of (seed, offset, its index) alone (philox.cuh).
 //
-// One thread takes one Philox group: four float32, float16 or bfloat16 elements (two float64, which
-// take 53 bits, two words, each) - one generator call and one 16- or 8-byte store when the group is
-// whole and aligned, element by element at the array's ragged end. Uniform numbers come from the top
-// 24 bits of a word (53 of two for float64), in [0, 1); normal ones by Box-Muller from pairs of them,
+// One thread takes one Philox group: four float32 elements (two float64, which take 53 bits, two
+// words, each; eight float16 or bfloat16 ones, 16 bits each, but for normal numbers four) - one
+// generator call and one 16- or 8-byte store when the group is whole and aligned, element by element
+// at the array's ragged end. Uniform numbers come from the top 24 bits of a word (53 of two for
+// float64, 16 of a half word for the 16-bit types), in [0, 1); normal ones by Box-Muller from pairs of them,
 // the log's argument taken in (0, 1] so that it is never log(0). Dropout keeps an element where its
 // uniform number is at least p, so its backward is the same call on the gradient with the forward's
 // generator state: the same elements kept, scaled by the same 1 / (1 - p). A draw captured into a
@@ -27,6 +28,9 @@ __device__ __forceinline__ float unit_float(uint32_t word) { return float(word >
 __device__ __forceinline__ float unit_float_open_below(uint32_t word) {
     return float((word >> 8) + 1) * (1.0f / 16777216.0f); // (0, 1]
 }
+__device__ __forceinline__ float unit_half_word(uint32_t word, int half) { // 16 bits: [0, 1) in 2^-16 steps
+    return float((word >> (16 * half)) & 0xFFFFu) * (1.0f / 65536.0f);
+}
 __device__ __forceinline__ double unit_double(uint32_t high, uint32_t low) {
     return double((uint64_t(high) << 21) ^ (low >> 11)) * (1.0 / 9007199254740992.0);
 }
@@ -36,7 +40,15 @@ __device__ __forceinline__ double unit_double(uint32_t high, uint32_t low) {
 template <lab_random_distribution kDistribution, typename Accumulate, int kPerGroup>
 __device__ __forceinline__ void group_numbers(const Philox4 &w, double a, double b,
                                               Accumulate (&v)[kPerGroup]) {
-    if constexpr (kPerGroup == 4) {
+    if constexpr (kPerGroup == 8) { // 16-bit outputs: two uniform numbers a word, never normal ones
+        static_assert(kDistribution != LAB_RANDOM_NORMAL, "normal numbers take a whole word each");
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const float u = unit_half_word(w.x[e / 2], e % 2);
+            v[e] = kDistribution == LAB_RANDOM_UNIFORM ? float(a) + float(b - a) * u
+                                                       : (u < float(a) ? 1.f : 0.f);
+        }
+    } else if constexpr (kPerGroup == 4) {
         if constexpr (kDistribution == LAB_RANDOM_NORMAL) {
 #pragma unroll
             for (int pair = 0; pair < 2; pair++) {
@@ -87,9 +99,24 @@ __device__ __forceinline__ void drop_group(const lab_random_launch &p, const Phi
     }
 }
 
+// Elements a Philox group serves (lab_random_per_group says the same on the host): two float64
+// numbers of two words each; for the 16-bit types eight numbers of 16 bits, two a word, except normal
+// ones (Box-Muller's tail needs more bits); else four, a word each. Fewer generator rounds per byte
+// written: a fill is bound by them, not by memory.
+template <typename T, lab_random_distribution kDistribution>
+__host__ __device__ constexpr int elements_per_group() {
+    if constexpr (std::is_same_v<T, double>) {
+        return 2;
+    } else if constexpr (sizeof(T) == 2 && kDistribution != LAB_RANDOM_NORMAL) {
+        return 8;
+    } else {
+        return 4;
+    }
+}
+
 template <typename T, lab_random_distribution kDistribution>
 __global__ void __launch_bounds__(kThreads) random_kernel(const lab_random_launch p, int64_t groups) {
-    constexpr int kPerGroup = std::is_same_v<T, double> ? 2 : 4;
+    constexpr int kPerGroup = elements_per_group<T, kDistribution>();
     using Accumulate = std::conditional_t<std::is_same_v<T, double>, double, float>;
     T *out = static_cast<T *>(p.out);
     const uint64_t seed = p.replay_state ? p.replay_state[0] : p.seed;
@@ -120,27 +147,24 @@ __global__ void __launch_bounds__(kThreads) random_kernel(const lab_random_launc
     }
 }
 
-template <typename T> cudaError_t launch_fill(const lab_random_launch &p, cudaStream_t stream) {
-    constexpr int kPerGroup = std::is_same_v<T, double> ? 2 : 4;
+template <typename T, lab_random_distribution kDistribution>
+cudaError_t launch_distribution(const lab_random_launch &p, cudaStream_t stream) {
+    constexpr int kPerGroup = elements_per_group<T, kDistribution>();
     const int64_t groups = (p.numel + kPerGroup - 1) / kPerGroup;
     const int64_t blocks = (groups + kThreads - 1) / kThreads;
-    const unsigned grid = unsigned(blocks < 65536 * 8 ? blocks : 65536 * 8);
+    random_kernel<T, kDistribution>
+        <<<unsigned(blocks < 65536 * 8 ? blocks : 65536 * 8), kThreads, 0, stream>>>(p, groups);
+    return cudaGetLastError();
+}
+
+template <typename T> cudaError_t launch_fill(const lab_random_launch &p, cudaStream_t stream) {
     switch (p.distribution) {
-    case LAB_RANDOM_UNIFORM:
-        random_kernel<T, LAB_RANDOM_UNIFORM><<<grid, kThreads, 0, stream>>>(p, groups);
-        break;
-    case LAB_RANDOM_NORMAL:
-        random_kernel<T, LAB_RANDOM_NORMAL><<<grid, kThreads, 0, stream>>>(p, groups);
-        break;
-    case LAB_RANDOM_BERNOULLI:
-        random_kernel<T, LAB_RANDOM_BERNOULLI><<<grid, kThreads, 0, stream>>>(p, groups);
-        break;
-    case LAB_RANDOM_DROPOUT:
-        random_kernel<T, LAB_RANDOM_DROPOUT><<<grid, kThreads, 0, stream>>>(p, groups);
-        break;
+    case LAB_RANDOM_UNIFORM: return launch_distribution<T, LAB_RANDOM_UNIFORM>(p, stream);
+    case LAB_RANDOM_NORMAL: return launch_distribution<T, LAB_RANDOM_NORMAL>(p, stream);
+    case LAB_RANDOM_BERNOULLI: return launch_distribution<T, LAB_RANDOM_BERNOULLI>(p, stream);
+    case LAB_RANDOM_DROPOUT: return launch_distribution<T, LAB_RANDOM_DROPOUT>(p, stream);
     default: return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
 }
 
 // The integer `value` as a T: exact for the integer types (the plan checked the range fits), rounded
