@@ -11,6 +11,7 @@
 #include "binding/args.h"
 #include "binding/errors.h"
 #include "binding/runtime_types.h"
+#include "dispatch/capture.h"
 #include "dispatch/device.h"
 #include "dispatch/dtype.h"
 #include "dispatch/memory.h"
@@ -169,7 +170,11 @@ static cudaError_t allocate(void *context) {
     lab_array_object *a = args->array;
     const size_t nbytes = (size_t)nbytes_of(a);
     if (nbytes == 0) return cudaSuccess;
-    cudaError_t err = cudaMallocAsync((void **)&a->data, nbytes, a->last_use.stream);
+    unsigned long long capture = 0;
+    cudaError_t err = lab_stream_capture_id(a->last_use.stream, &capture);
+    if (err != cudaSuccess) return err;
+    a->from_capture = capture != 0;
+    err = cudaMallocAsync((void **)&a->data, nbytes, a->last_use.stream);
     if (err != cudaSuccess) {
         a->data = NULL;
         return err;
@@ -335,6 +340,12 @@ static void array_dealloc(PyObject *op) {
     if (self->data) {
         free_args release = {self->data, self->last_use.stream};
         cudaError_t err = lab_with_device(self->device, free_on_stream, &release);
+        if (err == cudaErrorInvalidValue && self->from_capture) {
+            /* memory of a graph that never ran (a capture dropped, or never replayed): there was nothing
+             * to free, and the refusal is CUDA's answer to that, not an error of the program */
+            cudaGetLastError();
+            err = cudaSuccess;
+        }
         if (err == cudaSuccess) lab_count_array_memory(self->device, 0);
         /* At interpreter exit the runtime may already be unloading: the driver frees everything then. */
         if (err != cudaSuccess && err != cudaErrorCudartUnloading && err != cudaErrorContextIsDestroyed) {

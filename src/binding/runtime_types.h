@@ -35,6 +35,7 @@ typedef struct {
     int64_t shape[LAB_MAX_DIMS];
     int64_t numel;
     int device;
+    int from_capture; /* allocated while its stream was being captured: a node of that graph's memory */
     lab_last_use last_use;
 } lab_array_object;
 
