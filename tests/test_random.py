@@ -20,6 +20,22 @@ def test_philox_matches_the_known_answer_vectors(tmp_path):
     assert done.returncode == 0 and done.stdout.strip().endswith("0 failures"), done.stdout
 
 
+def test_the_numpy_reference_matches_the_known_answer_vectors():
+    """tests/philox_reference.py (the GPU tests' host reference) on the same vectors as the C++ one:
+    each is ten numbers, counter, key and the four words wanted, read from philox_vectors.cu."""
+    import re
+
+    import philox_reference
+    source = open(os.path.join(ROOT, "tests", "philox_vectors.cu")).read()
+    start = source.index("vectors[] = {")
+    table = source[start:source.index("};", start)]
+    numbers = [int(literal.rstrip("u"), 0) for literal in re.findall(r"\b(?:0x[0-9a-f]+|0)u?\b", table)]
+    assert len(numbers) == 30, "three vectors of ten numbers"
+    for vector in (numbers[i:i + 10] for i in range(0, 30, 10)):
+        words = philox_reference.philox4x32_10(vector[:4], vector[4:6])
+        assert [int(word) for word in words] == vector[6:]
+
+
 # ---- the binding, on fake producers (plain objects exposing only __cuda_array_interface__) ----
 
 import lab  # noqa: E402

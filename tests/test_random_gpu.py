@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import lab
+import philox_reference
 from producers import LabProducer
 
 pytestmark = pytest.mark.gpu
@@ -148,6 +149,42 @@ def test_the_same_seed_gives_the_same_bits_and_the_next_call_new_ones():
     assert lab.get_rng_state()[1] == math.ceil(4099 / 4)  # one call since the seed: 1025 groups
     lab.uniform(lab.empty(4099, "bfloat16"))
     assert lab.get_rng_state()[1] == math.ceil(4099 / 4) + math.ceil(4099 / 8), "16-bit numbers: eight a group"
+
+
+def state_after_a_first_draw(seed):
+    """(seed, offset) after manual_seed(seed) and one fill: an offset that is not 0."""
+    lab.manual_seed(seed)
+    lab.uniform(lab.empty(13))
+    return lab.get_rng_state()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("n", [1, 4099, (1 << 20) + 5])
+def test_uniform_equals_the_host_philox_reference_bit_for_bit(dtype, n):
+    """Same seed, same numbers on any GPU and any grid: the fill equals NumPy's Philox4x32-10 run on
+    the host from the same (seed, offset), so it can depend on nothing else."""
+    seed, offset = state_after_a_first_draw(20261207)
+    got = filled(lab.uniform, n, dtype)
+    np.testing.assert_array_equal(got, philox_reference.uniform(seed, offset, n, dtype))
+
+
+@pytest.mark.parametrize("low, high", [(-1000, 1000), (0, 1 << 32), (-(1 << 63), (1 << 63) - 1), (7, 3 << 40)])
+def test_randint_equals_the_host_philox_reference(low, high):
+    seed, offset = state_after_a_first_draw(31)
+    got = drawn_integers(4099, "int64", low, high)
+    assert got.tolist() == philox_reference.randint(seed, offset, 4099, low, high)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_dropout_keeps_the_elements_the_host_reference_keeps(dtype):
+    n, p = 4099, 0.3
+    seed, offset = state_after_a_first_draw(5)
+    x = lab.empty(n, dtype)
+    lab.copy(lab.asarray(np.ones(n, np.float32)), x)
+    mask = lab.zeros(n, "uint8")
+    lab.dropout(x, p, poisoned(n, dtype), mask_out=mask)
+    kept = philox_reference.unit_numbers(seed, offset, n, sixteen_bits=dtype == "bfloat16") >= np.float32(p)
+    np.testing.assert_array_equal(mask.numpy().astype(bool), kept)
 
 
 def test_a_fill_depends_only_on_the_indices_it_covers():
