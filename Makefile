@@ -171,7 +171,8 @@ gpu-attention:
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
 
 # The runtime pieces alone (graphs, random numbers, lab.nn's dropout): build, their tests, memcheck on
-# the graph and random tests, bench_runtime's table, and one Nsight Compute look at the fill kernel.
+# the graph and random tests (but the one whose cudaFreeAsync CUDA refuses by design, which memcheck
+# reports as an API error: memory of a captured graph that never ran), bench_runtime's table, and one Nsight Compute look at the fill kernel.
 gpu-runtime:
 	mkdir -p $(LOGS) $(OUT)/bench
 	$(call gpu_build,$(LOGS)/build.log)
@@ -179,7 +180,8 @@ gpu-runtime:
 	  tests/test_random.py tests/test_face_arguments.py "tests/test_examples.py::test_example_runs[19_lab_graph.py]" 2>&1 \
 	  | tee $(LOGS)/tests.txt | grep -v "^[.sx]*  *\[" | tail -20; echo "pytest exit code: $${PIPESTATUS[0]}"
 	$(SANITIZE_ENV) timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 --log-file $(LOGS)/memcheck-runtime.log \
-	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_graph_gpu.py tests/test_random_gpu.py -k "not torch and not cupy" 2>&1 \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_graph_gpu.py tests/test_random_gpu.py \
+	  -k "not torch and not cupy and not freed_quietly" 2>&1 \
 	  | tail -1; echo "memcheck exit code: $${PIPESTATUS[0]}"; grep -E "ERROR SUMMARY" $(LOGS)/memcheck-runtime.log | tail -1
 	$(PYTHON) -m lab demo 2>&1 | grep -E "lab.Graph|demo:"
 	$(PYTHON) bench/bench_runtime.py --out-dir $(OUT)/bench
