@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build first-hour test lessons package-check format format-check demo gpu-check gpu-attention gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama bench-packed gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-attention profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
+.PHONY: build first-hour test lessons package-check format format-check demo gpu-check gpu-attention gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama bench-packed gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-random sweep-norms sweep-norm-backward profile profile-attention profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -234,6 +234,13 @@ sweep:
 	mkdir -p $(LOGS)
 	nvcc -std=c++17 -O3 -arch=sm_90 -Isrc/kernels bench/sweep_vectorized.cu -o $(LOGS)/sweep
 	$(LOGS)/sweep > $(LOGS)/sweep.txt; rm -f $(LOGS)/sweep; cp $(LOGS)/sweep.txt $(OUT)/; head -2 $(LOGS)/sweep.txt
+
+# How the fills' geometry was chosen: random_fill.cuh's kernel over a grid of tunings, each checked to
+# give the first one's bytes, timed against a copy.
+sweep-random:
+	mkdir -p $(LOGS)
+	nvcc -std=c++17 -O3 -arch=sm_90 -Isrc/kernels bench/sweep_random.cu -o $(LOGS)/sweep_random
+	$(LOGS)/sweep_random | tee $(OUT)/sweep_random.txt; rm -f $(LOGS)/sweep_random
 
 # How the row-wise ops' staged layout was chosen: standalone rms_norm, layer_norm and softmax kernels
 # in register-light layouts (rows staged in shared memory with cp.async, pipelined, or read twice) and
