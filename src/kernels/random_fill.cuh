@@ -113,16 +113,25 @@ __device__ __forceinline__ void group_numbers(const Philox4 &w, Parameters<Accum
 
 // kCount elements of T as one load or store: 16, 8, 4 or 2 bytes.
 template <int kBytes> struct Vector;
-template <> struct Vector<16> { using type = uint4; };
-template <> struct Vector<8> { using type = uint2; };
-template <> struct Vector<4> { using type = uint32_t; };
-template <> struct Vector<2> { using type = uint16_t; };
+template <> struct Vector<16> {
+    using type = uint4;
+};
+template <> struct Vector<8> {
+    using type = uint2;
+};
+template <> struct Vector<4> {
+    using type = uint32_t;
+};
+template <> struct Vector<2> {
+    using type = uint16_t;
+};
 
 template <typename T, int kCount> __device__ __forceinline__ void load_group(const T *from, T (&to)[kCount]) {
     using V = typename Vector<int(sizeof(T)) * kCount>::type;
     *reinterpret_cast<V *>(to) = *reinterpret_cast<const V *>(from);
 }
-template <typename T, int kCount> __device__ __forceinline__ void store_group(T *to, const T (&from)[kCount]) {
+template <typename T, int kCount>
+__device__ __forceinline__ void store_group(T *to, const T (&from)[kCount]) {
     using V = typename Vector<int(sizeof(T)) * kCount>::type;
     *reinterpret_cast<V *>(to) = *reinterpret_cast<const V *>(from);
 }
@@ -136,7 +145,8 @@ __device__ __forceinline__ void write_group(const lab_random_launch &p, const Ph
                                             bool whole, Parameters<Accumulate> q) {
     Accumulate v[kPerGroup];
     if constexpr (kDistribution == LAB_RANDOM_DROPOUT) {
-        group_numbers<LAB_RANDOM_UNIFORM, Accumulate, kPerGroup>(words, {Accumulate(0), Accumulate(1), Accumulate(1)}, v);
+        group_numbers<LAB_RANDOM_UNIFORM, Accumulate, kPerGroup>(
+            words, {Accumulate(0), Accumulate(1), Accumulate(1)}, v);
     } else {
         group_numbers<kDistribution, Accumulate, kPerGroup>(words, q, v);
     }
@@ -203,7 +213,9 @@ __global__ void __launch_bounds__(Tuning::kThreads) random_kernel(const lab_rand
     // is one vector per array. Asked once: first * sizeof(T) is a multiple of the group's bytes.
     constexpr uintptr_t kGroupBytes = sizeof(T) * kPerGroup;
     const bool aligned = (reinterpret_cast<uintptr_t>(p.out) | reinterpret_cast<uintptr_t>(p.x) |
-                          reinterpret_cast<uintptr_t>(p.residual)) % kGroupBytes == 0 &&
+                          reinterpret_cast<uintptr_t>(p.residual)) %
+                                 kGroupBytes ==
+                             0 &&
                          reinterpret_cast<uintptr_t>(p.mask) % kPerGroup == 0;
     const fill::Parameters<Accumulate> q{Accumulate(p.a), Accumulate(p.b), Accumulate(p.b - p.a)};
     const int64_t stride = int64_t(gridDim.x) * Tuning::kThreads;
