@@ -335,7 +335,8 @@ static int check_overlaps(const lab_matmul_call *c, const char *func) {
  * contiguous, else a contiguous copy (c->staged[i], its memory taken from lab's scratch pool and
  * filled by lab's copy kernel at launch: section "layouts" of docs/gemm.md). Float8 inputs are read
  * in the one layout cuBLASLt's float8 kernels take (a's rows contiguous, b's columns: see
- * matmul_float8.c), or refused: no lab kernel copies float8. */
+ * matmul_float8.c), or refused: lab's copy kernel does not take float8 (lab.cast_float8 writes the
+ * layout wanted). */
 static const lab_array *stage_input(lab_matmul_call *c, int i, int *o, int64_t *ld, const char *func) {
     const lab_array *x = i ? c->b : c->a;
     const int d = x->ndim, float8 = lab_dtype_is_float8(x->dtype), want = i ? COLUMN_MAJOR : ROW_MAJOR;
