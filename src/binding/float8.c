@@ -49,8 +49,9 @@ static PyObject *py_cast_float8(PyObject *module, PyObject *const *args, Py_ssiz
         description.amax = &amax;
     }
     lab_float8_cast_add_operands(&call, &description);
-    if (lab_run_op(&state->dispatch, &lab_float8_cast_kind, &call) < 0)
+    if (lab_run_op(&state->dispatch, &lab_float8_cast_kind, &call) < 0) {
         return lab_raise_failure(&state->dispatch);
+    }
     return PyTuple_Pack(2, slots[OUT] ? slots[OUT] : Py_None, slots[OUT_T] ? slots[OUT_T] : Py_None);
 }
 

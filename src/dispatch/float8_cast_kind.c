@@ -66,8 +66,9 @@ static int plan(lab_op_call *call) {
                             func, x->ndim);
         }
         const int64_t transposed[2] = {x->shape[1], x->shape[0]};
-        if (check_float8_out(c->out_t, "out_t", transposed, 2, "the shape of x's transpose", func) < 0)
+        if (check_float8_out(c->out_t, "out_t", transposed, 2, "the shape of x's transpose", func) < 0) {
             return -1;
+        }
         if (c->out && c->out->dtype != c->out_t->dtype) {
             char text[64];
             snprintf(text, sizeof text, "it must have the dtype of 'out', %s",
