@@ -42,6 +42,7 @@ AREAS = {
     "llama-quick": ("A Llama training step, end to end (quick run, 4 x 2048 only)",
                     "python3 bench/bench_llama.py --quick --case 4x2048", "llama"),
     "runtime": ("lab.Graph, random numbers and dropout against torch", "python3 bench/bench_runtime.py", "goals"),
+    "float8": ("float8 casts against the copy and torch", "python3 bench/bench_float8.py", "goals"),
     "jax": ("lab.jax inside jax.jit against XLA", "python3 bench/bench_jax.py", "goals"),
     "jax-train": ("A JAX training step with lab.jax", "python3 bench/bench_jax_train.py", "goals"),
 }
