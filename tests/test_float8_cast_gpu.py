@@ -123,3 +123,23 @@ def test_the_casts_feed_both_products_of_a_linear_layer():
     for got, want in ((y, x.double() @ w.double().t()), (dx, dy.double() @ w.double())):
         error = (got.double() - want).norm() / want.norm()
         assert error.item() < 0.06, f"relative error {error.item():.3f}: e4m3fn keeps 3 bits of mantissa"
+
+
+@pytest.mark.parametrize("zeros", [False, True], ids=["values", "all_zero"])
+def test_current_scaling_in_three_calls_without_a_host_sync(zeros):
+    """The scale from this tensor's own amax, all on the device: norm(ord=inf), amax / 448, the cast.
+    An all-zero x has amax 0 and scale 0, and casts to zeros (not NaN)."""
+    torch = torch_float8_or_skip()
+    x = torch.zeros(300, 500, device="cuda", dtype=torch.bfloat16) if zeros else \
+        torch.randn(300, 500, device="cuda", dtype=torch.bfloat16) * 7
+    amax, scale = torch.empty((), device="cuda"), torch.empty((), device="cuda")
+    out = poisoned_float8(torch, (300, 500), "float8_e4m3fn")
+    lab.norm(x, amax, ord=float("inf"))
+    lab.axpby(1.0 / 448.0, amax, 0.0, amax, scale)
+    lab.cast_float8(x, scale, out)
+    assert scale.item() == np.float32(x.float().abs().max().item()) * np.float32(1.0 / 448.0)
+    if zeros:
+        assert (out.view(torch.uint8) == 0).all()
+    else:
+        same_bits(torch, out, reference(torch, x, scale, "float8_e4m3fn"))
+        assert out.float().abs().max().item() == 448.0, "the largest magnitude maps to e4m3fn's largest"

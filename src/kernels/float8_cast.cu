@@ -29,6 +29,10 @@ constexpr int kTile = 64;       // the tiled kernel's tile: 64 x 64 elements
 constexpr int kTileStride = 68; // bytes per row of the staged transpose: 17 words, so the eight
                                 // rows a warp writes at once fall in different banks
 
+// 1 / scale, and 0 for a scale of 0: the scale made from the amax of an all-zero x (amax / 448) is 0,
+// and its cast is zeros, not 0 * inf = NaN.
+__device__ __forceinline__ float zero_or_reciprocal(float scale) { return scale == 0.f ? 0.f : 1.0f / scale; }
+
 template <typename T> __device__ __forceinline__ float as_float(T v) { return float(v); }
 template <> __device__ __forceinline__ float as_float<__half>(__half v) { return __half2float(v); }
 template <> __device__ __forceinline__ float as_float<__nv_bfloat16>(__nv_bfloat16 v) {
@@ -81,7 +85,7 @@ __global__ void __launch_bounds__(kThreads) float8_cast_flat(const lab_float8_ca
     const T *x = static_cast<const T *>(p.x);
     uint8_t *out = static_cast<uint8_t *>(p.out);
     const int64_t n = p.rows * p.cols;
-    const float inverse = 1.0f / *p.scale;
+    const float inverse = zero_or_reciprocal(*p.scale);
     unsigned amax_bits = 0;
     for (int64_t first = (int64_t(blockIdx.x) * kThreads + threadIdx.x) * kPerThread; first < n;
          first += int64_t(gridDim.x) * kThreads * kPerThread) {
@@ -115,7 +119,7 @@ __global__ void __launch_bounds__(kThreads)
     uint8_t *out = static_cast<uint8_t *>(p.out), *out_t = static_cast<uint8_t *>(p.out_t);
     const int64_t rows = p.rows, cols = p.cols;
     const int64_t tile_rows = (rows + kTile - 1) / kTile, tile_cols = (cols + kTile - 1) / kTile;
-    const float inverse = 1.0f / *p.scale;
+    const float inverse = zero_or_reciprocal(*p.scale);
     unsigned amax_bits = 0;
     const int run_row = threadIdx.x / 8, run_col = (threadIdx.x % 8) * kPerThread;
     const int t_row = threadIdx.x / 4, t_col = (threadIdx.x % 4) * 16;

@@ -446,7 +446,8 @@ cudaError_t lab_launch_random_replay_state(uint64_t *replay_state, uint64_t seed
 /* x (float16, bfloat16 or float32; rows x cols, C-contiguous) cast to float8 (e4m3fn or e5m2) as
  * x * (1 / *scale), rounded to nearest and saturated to the format's largest finite value (NaN stays
  * NaN): `scale` is the dequantization scale lab.matmul's scale_a / scale_b take, one float32 in device
- * memory. Writes out (rows x cols) and/or out_t (cols x rows, the transpose), either may be NULL, and
+ * memory (0 casts every element to 0). Writes out (rows x cols) and/or out_t (cols x rows, the
+ * transpose), either may be NULL, and
  * where amax is not NULL the largest |x| (NaN if x holds one) into *amax. */
 typedef struct {
     const void *x;
