@@ -152,6 +152,19 @@ def extra_peak_mib(torch, fn):
     return (torch.cuda.max_memory_allocated() - before) / 2**20
 
 
+def time_bandwidths(cases, timer, title, width=22):
+    """{name: GB/s} for cases {name: (fn, bytes it must move)}: each fn's median event-timed ms after
+    warm-up, printed under `title` as one row a case."""
+    from lab._timing import median_ms
+    rates = {}
+    print(f"\n{title} (GB/s of bytes read + written)")
+    for name, (fn, nbytes) in cases.items():
+        ms = median_ms(fn, *timer, repeats=20, warmup=3)
+        rates[name] = nbytes / ms / 1e6
+        print(f"{name:{width}s} {ms:8.3f} ms {rates[name]:9.0f} GB/s")
+    return rates
+
+
 def print_met_goals(goals, width=55, digits=2):
     """The goals table: (goal, measured, met) rows, the measured value with `digits` decimals."""
     print(f"\n{'goal':{width}s} {'measured':>9s}  met")

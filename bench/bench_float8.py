@@ -12,8 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
-from lab._timing import median_ms  # noqa: E402
-from _peers import print_met_goals, save_json, start  # noqa: E402
+from _peers import print_met_goals, save_json, start, time_bandwidths  # noqa: E402
 
 
 def bench_casts(torch, timer, goals, results, quick):
@@ -45,12 +44,7 @@ def bench_casts(torch, timer, goals, results, quick):
             "torch cast + transpose": (lambda: torch_cast_transpose(x, scale), 4 * n),
             "torch.compile cast + transpose": (lambda: compiled(x, scale), 4 * n),
         }
-        rates = {}
-        print(f"\nfloat8 casts of {rows}x{cols} bfloat16 (GB/s of the bytes the cast must move)")
-        for name, (fn, nbytes) in cases.items():
-            ms = median_ms(fn, *timer, repeats=20, warmup=3)
-            rates[name] = nbytes / ms / 1e6
-            print(f"{name:32s} {ms:8.3f} ms {rates[name]:9.0f} GB/s")
+        rates = time_bandwidths(cases, timer, f"float8 casts of {rows}x{cols} bfloat16", width=32)
         share = rates["lab cast + transpose"] / rates["copy (bfloat16)"]
         goals.append((f"lab cast + transpose / copy bandwidth >= 0.85 ({rows}x{cols})", share, share >= 0.85))
         rows_out.append(dict(shape=[rows, cols], gb_per_s=rates))

@@ -12,7 +12,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 from lab._timing import median_ms  # noqa: E402
-from _peers import print_met_goals, save_json, start  # noqa: E402
+from _peers import print_met_goals, save_json, start, time_bandwidths  # noqa: E402
 
 GROUPS = ("graph", "random", "dropout")
 LOOP = 100
@@ -70,12 +70,7 @@ def bench_random(torch, timer, goals, results, quick):
         "lab.dropout": (lambda: lab.dropout(x, 0.1, out), 8 * n),
         "torch dropout": (lambda: torch.nn.functional.dropout(x, 0.1), 8 * n),
     }
-    rates = {}
-    print(f"\nrandom numbers on {n} float32 (GB/s of bytes read + written)")
-    for name, (fn, nbytes) in cases.items():
-        ms = median_ms(fn, *timer, repeats=20, warmup=3)
-        rates[name] = nbytes / ms / 1e6
-        print(f"{name:22s} {ms:8.3f} ms {rates[name]:9.0f} GB/s")
+    rates = time_bandwidths(cases, timer, f"random numbers on {n} float32")
     copy_rate = rates["copy (read + write)"]
     for name in ("lab.uniform", "lab.normal", "lab.dropout"):
         share = rates[name] / copy_rate
