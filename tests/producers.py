@@ -17,6 +17,11 @@ def host_dtype(dtype):
     return np.float32 if dtype == "bfloat16" else np.dtype(dtype)
 
 
+def as_reference(values):
+    """Host values read back from a device array, as float64 (floats) or int64 (integers)."""
+    return values.astype(np.float64 if values.dtype.kind == "f" else np.int64)
+
+
 def poison_value(dtype):
     """What an output is filled with before a run: NaN for floats, an unlikely value for integers."""
     return float("nan") if dtype in FLOAT_DTYPES else {"uint8": 0xA5, "int8": -91}.get(dtype, -0x5A5A)
@@ -47,7 +52,7 @@ class TorchProducer:
         if array.dtype == self.torch.bfloat16:
             array = array.float()
         values = array.cpu().numpy()
-        return values.astype(np.float64 if values.dtype.kind == "f" else np.int64)
+        return as_reference(values)
 
 
 class CupyProducer:
@@ -72,7 +77,7 @@ class CupyProducer:
     def to_host(self, array):
         self.cupy.cuda.runtime.deviceSynchronize()
         values = self.cupy.asnumpy(array)
-        return values.astype(np.float64 if values.dtype.kind == "f" else np.int64)
+        return as_reference(values)
 
 
 class NumbaProducer:
@@ -96,7 +101,7 @@ class NumbaProducer:
     def to_host(self, array):
         self.cuda.synchronize()
         values = array.copy_to_host()
-        return values.astype(np.float64 if values.dtype.kind == "f" else np.int64)
+        return as_reference(values)
 
 
 class LabProducer:
@@ -136,7 +141,7 @@ class LabProducer:
             self.lab.copy(array, wide)
             array = wide
         values = array.numpy()  # waits for the copy back
-        return values.astype(np.float64 if values.dtype.kind == "f" else np.int64)
+        return as_reference(values)
 
 
 def round_to(values, dtype):
@@ -145,8 +150,7 @@ def round_to(values, dtype):
     if dtype == "bfloat16":
         import torch
         return torch.tensor(np.asarray(values, np.float32)).to(torch.bfloat16).float().numpy().astype(np.float64)
-    stored = np.asarray(values).astype(dtype)
-    return stored.astype(np.float64 if stored.dtype.kind == "f" else np.int64)
+    return as_reference(np.asarray(values).astype(dtype))
 
 
 def _available():

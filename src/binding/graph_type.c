@@ -125,6 +125,10 @@ static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssi
                                 func, slots[1]);
         }
     }
+    /* the stream before the graph's state: reading it may run Python (__cuda_stream__), which may use
+     * this graph */
+    lab_stream_arg stream;
+    if (lab_parse_stream_arg(state, slots[0], func, &stream) < 0) return NULL;
     if (self->capture_id != 0) {
         return PyErr_Format(PyExc_RuntimeError, "%s(): this graph is capturing already", func);
     }
@@ -132,8 +136,6 @@ static PyObject *graph_capture_begin(PyObject *op, PyObject *const *args, Py_ssi
         return PyErr_Format(PyExc_RuntimeError, "%s(): this graph holds a capture already; reset() it first",
                             func);
     }
-    lab_stream_arg stream;
-    if (lab_parse_stream_arg(state, slots[0], func, &stream) < 0) return NULL;
     if (!stream.given && !lab_thread_current_stream(&stream.handle, &stream.owner)) {
         return PyErr_Format(PyExc_ValueError,
                             "%s(): needs a stream to capture on: pass stream=, or call it inside `with "

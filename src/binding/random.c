@@ -29,6 +29,28 @@ static const lab_signature SET_STATE = {
 
 static const lab_real_range FINITE = {-Py_HUGE_VAL, Py_HUGE_VAL, 1, 1, "a finite number"};
 
+/* A random call of `distribution` drawing from the module's generators (and its lab.Graph captures). */
+static void start_call(lab_random_call *description, lab_state *state, lab_random_distribution distribution) {
+    memset(description, 0, sizeof *description);
+    description->launch.distribution = distribution;
+    description->generators = state->dispatch.generators;
+    description->captures = state->dispatch.random_captures;
+}
+
+/* The tail every fill shares, once its numbers are read: the stream, then the array (read last: its
+ * reading may run Python, which must not see a half-read call), the op driver. Returns out. */
+static PyObject *run_fill(lab_state *state, const char *func, lab_random_call *description, PyObject *out_obj,
+                          PyObject *stream_obj) {
+    lab_op_call call = {.func = func, .description = description};
+    if (lab_parse_stream_arg(state, stream_obj, func, &call.stream) < 0) return NULL;
+    lab_array out;
+    if (lab_read_array(state, out_obj, func, "out", &out) < 0) return NULL;
+    description->out = &out;
+    lab_op_call_add(&call, "out", &out, 1, 0, 1);
+    if (lab_run_op(&state->dispatch, &lab_random_kind, &call) < 0) return lab_raise_failure(&state->dispatch);
+    return Py_NewRef(out_obj);
+}
+
 static PyObject *fill(PyObject *module, lab_random_distribution distribution, PyObject *const *args,
                       Py_ssize_t nargs, PyObject *kwnames) {
     static const char *const funcs[] = {"uniform", "normal", "bernoulli"};
@@ -44,8 +66,7 @@ static PyObject *fill(PyObject *module, lab_random_distribution distribution, Py
 
     /* the numbers first: reading them may run Python (__float__), which must not see a half-read array */
     lab_random_call description;
-    memset(&description, 0, sizeof description);
-    description.launch.distribution = distribution;
+    start_call(&description, state, distribution);
     double a = distribution == LAB_RANDOM_BERNOULLI ? 0.5 : 0.0, b = 1.0;
     if (distribution == LAB_RANDOM_UNIFORM) {
         if ((slots[A] && lab_read_real_in(slots[A], func, "low", &FINITE, &a) < 0) ||
@@ -67,16 +88,7 @@ static PyObject *fill(PyObject *module, lab_random_distribution distribution, Py
     }
     description.launch.a = a;
     description.launch.b = b;
-    description.generators = state->dispatch.generators;
-    description.captures = state->dispatch.random_captures;
-    lab_op_call call = {.func = func, .description = &description};
-    if (lab_parse_stream_arg(state, slots[STREAM], func, &call.stream) < 0) return NULL;
-    lab_array out;
-    if (lab_read_array(state, slots[OUT], func, "out", &out) < 0) return NULL;
-    description.out = &out;
-    lab_op_call_add(&call, "out", &out, 1, 0, 1);
-    if (lab_run_op(&state->dispatch, &lab_random_kind, &call) < 0) return lab_raise_failure(&state->dispatch);
-    return Py_NewRef(slots[OUT]);
+    return run_fill(state, func, &description, slots[OUT], slots[STREAM]);
 }
 
 static PyObject *py_uniform(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
@@ -106,20 +118,10 @@ static PyObject *py_randint(PyObject *module, PyObject *const *args, Py_ssize_t 
                             (long long)low, (long long)high);
     }
     lab_random_call description;
-    memset(&description, 0, sizeof description);
-    description.launch.distribution = LAB_RANDOM_RANDINT;
+    start_call(&description, state, LAB_RANDOM_RANDINT);
     description.launch.low = low;
     description.launch.range = (uint64_t)high - (uint64_t)low;
-    description.generators = state->dispatch.generators;
-    description.captures = state->dispatch.random_captures;
-    lab_op_call call = {.func = "randint", .description = &description};
-    if (lab_parse_stream_arg(state, slots[3], "randint", &call.stream) < 0) return NULL;
-    lab_array out;
-    if (lab_read_array(state, slots[0], "randint", "out", &out) < 0) return NULL;
-    description.out = &out;
-    lab_op_call_add(&call, "out", &out, 1, 0, 1);
-    if (lab_run_op(&state->dispatch, &lab_random_kind, &call) < 0) return lab_raise_failure(&state->dispatch);
-    return Py_NewRef(slots[0]);
+    return run_fill(state, "randint", &description, slots[0], slots[3]);
 }
 
 /* ---- dropout: out = residual + x * keep / (1 - p) ---- */
@@ -167,11 +169,8 @@ static PyObject *run_dropout(PyObject *module, int with_residual, PyObject *cons
         return NULL; /* dropout has no residual: its parameters fill the slots from x on */
     }
     lab_random_call description;
-    memset(&description, 0, sizeof description);
-    description.launch.distribution = LAB_RANDOM_DROPOUT;
+    start_call(&description, state, LAB_RANDOM_DROPOUT);
     description.x_name = "x";
-    description.generators = state->dispatch.generators;
-    description.captures = state->dispatch.random_captures;
     double p = 0.0;
     if (lab_read_real_in(parsed[D_P], func, "p", &DROP_PROBABILITY, &p) < 0) return NULL;
     description.launch.a = p;

@@ -143,7 +143,7 @@ cudaError_t lab_order_before_launch(lab_dispatch_state *state, lab_stream_plan *
     cudaError_t err = keep_streams_of_the_launch_capture(plan);
     if (err != cudaSuccess) return err;
     for (int j = 0; j < plan->n_foreign; j++) {
-        cudaError_t err = lab_stream_wait_stream(state, plan->launch, plan->foreign[j], device);
+        err = lab_stream_wait_stream(state, plan->launch, plan->foreign[j], device);
         if (err != cudaSuccess) return err;
     }
     return cudaSuccess;
