@@ -79,6 +79,23 @@ def test_matches_torch_scaled_mm(out_dtype):
     assert relative_error(out.double().cpu().numpy(), want.double().cpu().numpy()) < TOLERANCE[out_dtype]
 
 
+@pytest.mark.parametrize("fast_accum", [False, True])
+def test_fast_accumulation_keeps_the_product(fast_accum):
+    """fast_accum changes how partial sums are kept along k, not what is computed: over a long k the
+    result stays within bfloat16's tolerance of NumPy's, and matches torch._scaled_mm's same mode."""
+    torch = torch_float8_or_skip()
+    rng = np.random.default_rng(13)
+    a, sa, ha = quantized(torch, (128, 4096), "float8_e4m3fn", rng)
+    b, sb, hb = quantized(torch, (4096, 256), "float8_e4m3fn", rng, column_major=True)
+    out = poisoned(torch, (128, 256), "bfloat16")
+    lab.matmul(a, b, out, scale_a=sa, scale_b=sb, fast_accum=fast_accum)
+    got = out.double().cpu().numpy()
+    assert relative_error(got, ha @ hb) < TOLERANCE["bfloat16"]
+    if hasattr(torch, "_scaled_mm"):
+        want = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
+        assert relative_error(got, want.double().cpu().numpy()) < TOLERANCE["bfloat16"]
+
+
 @pytest.mark.parametrize("epilogue", [None, "relu", "gelu_tanh"])
 def test_forward_epilogues_with_a_bias(epilogue):
     torch = torch_float8_or_skip()

@@ -19,6 +19,12 @@ int lab_matmul_check_float8(const lab_matmul_call *c, const char *func) {
     const lab_dtype a = c->a->dtype, b = c->b->dtype, out = c->out->dtype;
     const int a8 = lab_dtype_is_float8(a), b8 = lab_dtype_is_float8(b);
     if (!a8 && !b8) {
+        if (c->fast_accum) {
+            return lab_fail(LAB_FAILURE_VALUE,
+                            "%s(): 'fast_accum' is for float8 inputs (their tensor cores' partial sums); "
+                            "'a' and 'b' are %s and %s",
+                            func, lab_dtype_names[a], lab_dtype_names[b]);
+        }
         if (!c->scale_a && !c->scale_b) return 0;
         return lab_fail(LAB_FAILURE_TYPE,
                         "%s(): 'scale_a' and 'scale_b' scale float8 inputs; 'a' and 'b' are %s and %s", func,

@@ -452,6 +452,7 @@ int lab_plan_matmul(lab_matmul_call *c, const char *func) {
     p->b_data_type = cuda_type(p->B_array->dtype);
     p->A_scale = t ? c->scale_b : c->scale_a;
     p->B_scale = t ? c->scale_a : c->scale_b;
+    p->fast_accum = c->fast_accum;
     p->out_type = cuda_type(c->out->dtype);
     p->compute_type = in == LAB_FLOAT64                    ? LAB_COMPUTE_64F
                       : in == LAB_FLOAT32 && c->allow_tf32 ? LAB_COMPUTE_32F_FAST_TF32
