@@ -5,7 +5,14 @@ and the amax. torch does it as torchao's eager path does: (x * (1 / scale)).clam
 then .t().contiguous() and x.abs().max() as separate passes; torch.compile fuses what it can.
 Medians of event-timed repeats after warm-up; bandwidth counts the bytes each way must move (x read
 once; each float8 output written once).
-    python3 bench/bench_float8.py [--out-dir DIR] [--quick]
+
+The linear layers: one projection's forward and backward (y = x @ w.T, then dx and dw from a given
+dy, through autograd) for the Llama shapes the patch meets - 8 B (hidden 4096, MLP 14336, 8 key-value
+heads of 128) and 1 B (hidden 2048, MLP 8192, 8 key-value heads of 64) at 8192 tokens - in bfloat16
+(torch), lab.nn.float8_linear, and torchao's float8 training (tensorwise, eager and torch.compile)
+where torchao is installed. The ratio bf16 / lab says which shapes gain; lab.nn.patch's rule
+(float8_gains) is printed beside it.
+    python3 bench/bench_float8.py [--out-dir DIR] [--quick] [--only casts linear]
 """
 import os
 import sys
@@ -51,8 +58,66 @@ def bench_casts(torch, timer, goals, results, quick):
     results["casts"] = rows_out
 
 
+LLAMA_8B = {"q/o 4096->4096": (4096, 4096), "k/v 4096->1024": (4096, 1024), "gate/up 4096->14336": (4096, 14336),
+            "down 14336->4096": (14336, 4096)}
+LLAMA_1B = {"q/o 2048->2048": (2048, 2048), "k/v 2048->512": (2048, 512), "gate/up 2048->8192": (2048, 8192),
+            "down 8192->2048": (8192, 2048)}
+
+
+def torchao_or_none():
+    try:
+        from torchao.float8 import convert_to_float8_training
+        return convert_to_float8_training
+    except ImportError:
+        return None
+
+
+def bench_linear(torch, timer, goals, results, quick):
+    import lab.nn
+    from lab._timing import median_ms
+    convert = torchao_or_none()
+    tokens = 2048 if quick else 8192
+    shapes = {"8B " + k: v for k, v in LLAMA_8B.items()}
+    if not quick:
+        shapes.update({"1B " + k: v for k, v in LLAMA_1B.items()})
+    print(f"\nlinear forward + backward at {tokens} tokens, bfloat16 in and out (ms; ratios: the peer's time "
+          f"over lab's){'' if convert else ' - torchao is not installed'}")
+    print(f"{'projection':28s} {'bf16':>7s} {'lab f8':>7s} {'ao f8':>7s} {'ao comp':>7s} {'bf16/lab':>8s} "
+          f"{'ao/lab':>7s} {'aoc/lab':>7s}  rule")
+    rows = []
+    for name, (k, n) in shapes.items():
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(tokens, k, device="cuda", dtype=torch.bfloat16, generator=gen).requires_grad_()
+        w = (torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=gen) / k ** 0.5).requires_grad_()
+        dy = torch.randn(tokens, n, device="cuda", dtype=torch.bfloat16, generator=gen)
+
+        def step(layer, params):
+            return lambda: torch.autograd.grad(layer(x), params, dy)
+
+        cases = {"bf16": step(lambda v: torch.nn.functional.linear(v, w), (x, w)),
+                 "lab": step(lambda v: lab.nn.float8_linear(v, w), (x, w))}
+        if convert is not None and name.startswith("8B"):
+            module = torch.nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
+            module.weight = torch.nn.Parameter(w.detach().clone())
+            module = convert(module)
+            cases["ao"] = step(module, (x, module.weight))
+            torch._dynamo.reset()
+            cases["ao_compile"] = step(torch.compile(module), (x, module.weight))
+        ms = {key: median_ms(fn, *timer, repeats=10 if quick else 20, warmup=3) for key, fn in cases.items()}
+        gains = lab.nn.patching.float8_gains(k, n)
+        row = dict(case=name, k=k, n=n, tokens=tokens, ms=ms, rule_converts=gains)
+        rows.append(row)
+        ratio = lambda key: f"{ms[key] / ms['lab']:7.2f}" if key in ms else f"{'-':>7s}"  # noqa: E731
+        print(f"{name:28s} {ms['bf16']:7.3f} {ms['lab']:7.3f} "
+              + " ".join(f"{ms[key]:7.3f}" if key in ms else f"{'-':>7s}" for key in ("ao", "ao_compile"))
+              + f" {ms['bf16'] / ms['lab']:8.2f} {ratio('ao')} {ratio('ao_compile')}  {'float8' if gains else 'bf16'}")
+        agrees = gains == (ms["bf16"] / ms["lab"] > 1.0)
+        goals.append((f"rule agrees with the measurement ({name})", ms["bf16"] / ms["lab"], agrees))
+    results["linear"] = rows
+
+
 def main():
-    started = start("bench_float8", __doc__.split("\n")[0])
+    started = start("bench_float8", __doc__.split("\n")[0], groups=["casts", "linear"])
     if started is None:
         return 1
     args, torch, _, timer = started
@@ -60,7 +125,10 @@ def main():
         print("bench_float8: this torch has no float8 types")
         return 1
     goals, results = [], {}
-    bench_casts(torch, timer, goals, results, args.quick)
+    if "casts" in args.only:
+        bench_casts(torch, timer, goals, results, args.quick)
+    if "linear" in args.only:
+        bench_linear(torch, timer, goals, results, args.quick)
     print_met_goals(goals, width=62, digits=3)
     save_json(args.out_dir, "float8.json", torch, goals=[list(g) for g in goals], **results)
     return 0

@@ -20,11 +20,14 @@ What it replaces, in place, where the installed transformers defines it as lab e
     and the output's logits are None, as with Liger-Kernel's patch; in a padding-free row the token
     that ends one sample does not predict the next sample's first. Evaluation, generation and calls
     without labels run transformers' own forward.
+  - with float8="tensorwise", the decoder's projections (q/k/v/o, gate/up/down) whose shapes gain
+    from it (float8_gains) run lab.nn.float8_linear: their three products on float8 tensor cores,
+    scaled per tensor by each operand's own amax. lm_head and the loss stay in the model's dtype.
 The modules keep their classes, parameters and state_dict keys: each gets its own `forward`
 attribute (the instance's, over the class's), which undo() deletes. Families: Llama, Mistral, Qwen2,
 Qwen3. A model of any other family is left as it is, and the result says so."""
 import types
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 
@@ -92,10 +95,43 @@ def _swiglu_mlp_forward(self, x):
 
 def _plain_linear(module) -> bool:
     """Whether calling `module` is exactly F.linear on its weight and bias: an nn.Linear itself (not
-    a subclass, a LoRA wrapper or a module sharded by FSDP2, whose classes differ) with no hooks."""
-    return (type(module) is torch.nn.Linear and not module._forward_hooks and not module._forward_pre_hooks
+    a subclass, a LoRA wrapper or a module sharded by FSDP2, whose classes differ) with no hooks and
+    its class's forward (not float8's, set by this patch)."""
+    return (type(module) is torch.nn.Linear and "forward" not in module.__dict__
+            and not module._forward_hooks and not module._forward_pre_hooks
             and not torch.nn.modules.module._global_forward_hooks
             and not torch.nn.modules.module._global_forward_pre_hooks)
+
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+FLOAT8_RECIPES = ("tensorwise",)
+# The smallest in_features and out_features a projection needs for float8 to pay: below it the
+# casts (two passes over x and w, one over the gradient) cost more than the faster products save.
+FLOAT8_MIN_FEATURES = 2048
+
+
+def float8_gains(in_features: int, out_features: int) -> bool:
+    """The per-shape rule of patch(float8=...): whether a projection of this shape is converted.
+    Both sides large enough (FLOAT8_MIN_FEATURES) and multiples of 16, as cuBLASLt's float8 kernels
+    want."""
+    return all(size >= FLOAT8_MIN_FEATURES and size % 16 == 0 for size in (in_features, out_features))
+
+
+def _float8_linear_forward(self, x):
+    return _bodies.float8_linear(x, self.weight, self.bias)
+
+
+def _patch_float8(model: torch.nn.Module, prefix: str, result: Patched) -> None:
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] not in PROJECTIONS or not isinstance(module, torch.nn.Linear):
+            continue
+        if not _plain_linear(module):
+            result.left_alone.append((name, "float8: not a plain nn.Linear (a subclass, a wrapper or hooks)"))
+        elif not float8_gains(module.in_features, module.out_features):
+            result.left_alone.append((name, f"float8: {module.in_features} -> {module.out_features} features "
+                                            f"is below what gains ({FLOAT8_MIN_FEATURES} each way)"))
+        else:
+            _set_forward(module, _float8_linear_forward, result, name, "float8_linear")
 
 
 def _swiglu_mlp_forward_recomputed(self, x):
@@ -191,12 +227,18 @@ def _causal_lm_forward(self, input_ids=None, attention_mask=None, position_ids=N
 
 @checked
 def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True, rope: bool = True,
-          attention: bool = True, loss: bool = True, recompute_mlp: bool = True) -> Patched:
+          attention: bool = True, loss: bool = True, recompute_mlp: bool = True,
+          float8: Optional[str] = None) -> Patched:
     """Replaces what lab does better in `model` (see this module's docstring); each of the first five
     keywords turns one replacement off. recompute_mlp: the SwiGLU's output, down_proj's input, is
     made again in the backward rather than kept from the forward (lab.nn.functional.swiglu_linear) -
-    one more SwiGLU pass a layer for tokens x intermediate elements less memory a layer.
+    one more SwiGLU pass a layer for tokens x intermediate elements less memory a layer (a float8
+    down_proj keeps its input in float8 instead). float8: None, or "tensorwise" to run the decoder's
+    projections that gain from it on float8 tensor cores.
     Returns a Patched: what was replaced, what was left alone and why, and undo()."""
+    if float8 is not None and float8 not in FLOAT8_RECIPES:
+        raise ValueError(f"lab.nn.patch(): float8 must be None or one of {', '.join(map(repr, FLOAT8_RECIPES))}; "
+                         f"got {float8!r}")
     found = _family(model)
     if found is None:
         result = Patched("")
@@ -231,6 +273,8 @@ def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True,
             result.left_alone.append((modeling.__name__, "no module-level apply_rotary_pos_emb to replace"))
     if attention:
         _patch_attention(model, prefix, result)
+    if float8 is not None:
+        _patch_float8(model, prefix, result)
     head_class = getattr(modeling, f"{prefix}ForCausalLM", None)
     if loss and head_class is not None and type(model) is head_class:
         if isinstance(getattr(model, "lm_head", None), torch.nn.Linear) and hasattr(model, "model"):
