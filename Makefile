@@ -494,6 +494,11 @@ bench-swiglu: peers-site
 bench-llama: peers-site
 	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_llama.py --out-dir $(BENCH_OUT) $(LLAMA_ARGS)
 
+# The 8 B-shaped step at 8192 tokens: lab.nn.patch with float8="tensorwise" against its bfloat16 self,
+# torch.compile and torchao's float8 training (a wheel in .whl/, see peers-site).
+bench-llama-float8: peers-site
+	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_llama.py --model 8b --out-dir $(BENCH_OUT) $(LLAMA_ARGS)
+
 # Fine-tuning on lognormal-length samples: padded, length-grouped (torch eager, torch.compile,
 # Liger-Kernel, lab.nn.patch) and padding-free (lab.nn.patch), real tokens/s and memory.
 bench-packed: peers-site
@@ -503,6 +508,11 @@ gpu-llama:
 	mkdir -p $(OUT)/bench
 	$(call gpu_build,$(OUT)/build.log)
 	$(MAKE) --no-print-directory bench-llama BENCH_OUT=$(OUT)/bench
+
+gpu-llama-float8:
+	mkdir -p $(OUT)/bench
+	$(call gpu_build,$(OUT)/build.log)
+	$(MAKE) --no-print-directory bench-llama-float8 BENCH_OUT=$(OUT)/bench
 
 # One Llama training step under torch.profiler, lab.nn.patch beside Liger-Kernel's patch: the GPU
 # time by kernel class (matrix products, attention, lab, Triton, the rest). Its own GPU call.
