@@ -144,3 +144,33 @@ def test_patch_leaves_small_projections_alone_and_says_why():
 def test_patch_refuses_an_unknown_recipe():
     with pytest.raises(ValueError, match=r"float8 must be None or one of 'tensorwise'; got 'rowwise'"):
         lab.nn.patch(tiny_llama(), float8="rowwise")
+
+
+def test_projections_reading_one_tensor_share_its_cast():
+    """Float8InputCasts: the same tensor (same version) gets the same cast; a transpose asked for later,
+    another tensor, or an in-place change make a new one; the cast goes when its tensor does."""
+    casts = lab.nn.functional.Float8InputCasts()
+    x = meta(64, 32)
+    first = casts.lookup(x, transposed=False)
+    assert casts.lookup(x, transposed=False) is first
+    with_t = casts.lookup(x, transposed=True)
+    assert with_t is not first and with_t[1].shape == (32, 64)
+    assert casts.lookup(x, transposed=False) is with_t, "a cast with its transpose serves one without"
+    other = meta(64, 32)
+    before = casts.lookup(other, transposed=True)
+    assert before is not with_t
+    with torch.no_grad():
+        other.mul_(2)
+    after = casts.lookup(other, transposed=True)
+    assert after is not before and casts.lookup(other, transposed=True) is after
+    del other
+    assert casts.cast is None and casts.source is None
+
+
+def test_a_shared_cast_is_what_the_backward_keeps():
+    x, w = meta(64, 32), meta(48, 32)
+    x8, x8_t, scale = torch.ops.lab.float8_cast.default(x.detach(), True)
+    y, kept_x8_t, kept_scale, _, _ = float8_linear(x, w, None, True, True, x8, x8_t, scale)
+    assert kept_x8_t.numel() == 0 and kept_scale.numel() == 0, "outputs may not alias the inputs"
+    y.sum().backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape

@@ -85,6 +85,28 @@ def test_the_functional_runs_the_float8_operator():
     assert not torch.equal(op, torch.nn.functional.linear(x, w)), "float8's rounding shows in the result"
 
 
+def test_projections_sharing_a_cast_give_what_each_alone_gives():
+    """q, k and v reading one x through one cast (what lab.nn.patch does): the same outputs and
+    gradients, bit for bit, as three float8_linear calls each casting x itself."""
+    torch = torch_float8_or_skip()
+    import lab.nn
+    x, wq, _ = operands(torch, (2, 64, 128), 64, "bfloat16", False, seed=5)
+    weights = [wq] + [operands(torch, (2, 64, 128), 32, "bfloat16", False, seed=s)[1] for s in (6, 7)]
+    casts = lab.nn.functional.Float8InputCasts()
+    shared = [lab.nn.functional._float8_linear_sharing(x, w, None, casts) for w in weights]
+    sum(y.float().sum() for y in shared).backward()
+    shared_grads = [x.grad.clone()] + [w.grad.clone() for w in weights]
+    x.grad = None
+    for w in weights:
+        w.grad = None
+    alone = [lab.nn.float8_linear(x, w) for w in weights]
+    sum(y.float().sum() for y in alone).backward()
+    for a, b in zip(shared, alone):
+        assert torch.equal(a, b)
+    for a, b in zip(shared_grads, [x.grad] + [w.grad for w in weights]):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("wanted", ["x", "weight"])
 def test_each_gradient_alone(wanted):
     torch = torch_float8_or_skip()

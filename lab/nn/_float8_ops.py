@@ -23,7 +23,9 @@ product.
 
 The operators take what they need as flags (which gradients the caller wants), so an inference
 forward casts no transposes; the caller (functional.float8_linear) decides, before the call, from
-requires_grad."""
+requires_grad. Projections that read one input - a layer's q, k and v; gate and up - can share its
+cast: lab::float8_cast makes it once, and each lab::float8_linear takes it instead of casting x
+again (the backward then keeps one x8_t for all of them)."""
 from typing import Optional, Tuple
 
 import torch
@@ -62,26 +64,49 @@ def _rows(x: Tensor) -> Tensor:
     return x.detach().reshape(-1, x.shape[-1]).contiguous()
 
 
+@torch.library.custom_op("lab::float8_cast", mutates_args=())
+def float8_cast(x: Tensor, transposed: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    """(x8, x8_t, scale): x (..., k) as an (m x k) e4m3fn matrix by its own amax, and its transpose
+    when asked for - what lab::float8_linear takes as a shared cast of its input."""
+    return cast(_rows(x), E4M3, plain=True, transposed=transposed)
+
+
+@float8_cast.register_fake
+def _(x, transposed):
+    k = x.shape[-1]
+    m = x.numel() // k
+    return (x.new_empty((m, k), dtype=E4M3), x.new_empty((k, m) if transposed else (0,), dtype=E4M3),
+            x.new_empty((), dtype=torch.float32))
+
+
 @torch.library.custom_op("lab::float8_linear", mutates_args=())
-def float8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], keep_x: bool,
-                  keep_weight: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+def float8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], keep_x: bool, keep_weight: bool,
+                  x8: Optional[Tensor] = None, x8_t: Optional[Tensor] = None,
+                  x_scale: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(y, x8_t, x's scale, w8_t, w's scale): y = linear(x, weight, bias) from float8 operands;
-    x8_t when keep_x (the weight gradient needs it), w8_t when keep_weight (the input gradient's)."""
-    rows = _rows(x)
-    x8, x8_t, x_scale = cast(rows, E4M3, plain=True, transposed=keep_x)
+    x8_t when keep_x (the weight gradient needs it), w8_t when keep_weight (the input gradient's).
+    Given x's cast (x8, with x8_t where keep_x, and x_scale: lab::float8_cast's), x is not cast
+    again and the x8_t and scale returned are empty: the backward keeps the ones given."""
+    if x8 is None:
+        x8, kept_x8_t, kept_scale = cast(_rows(x), E4M3, plain=True, transposed=keep_x)
+        x_scale = kept_scale
+    else:  # outputs may not alias inputs: the shared cast is kept from the inputs (_setup)
+        kept_x8_t, kept_scale = _nothing(x, E4M3), _nothing(x, torch.float32)
     w8, w8_t, w_scale = cast(weight.detach().contiguous(), E4M3, plain=True, transposed=keep_weight)
     out = x.new_empty(*x.shape[:-1], weight.shape[0])
     lab.matmul(x8, w8.t(), out.view(-1, weight.shape[0]), scale_a=x_scale, scale_b=w_scale,
                bias=None if bias is None else bias.detach(), fast_accum=True)
-    return out, x8_t, x_scale, w8_t, w_scale
+    return out, kept_x8_t, kept_scale, w8_t, w_scale
 
 
 @float8_linear.register_fake
-def _(x, weight, bias, keep_x, keep_weight):
+def _(x, weight, bias, keep_x, keep_weight, x8=None, x8_t=None, x_scale=None):
     (n, k), m = weight.shape, x.numel() // x.shape[-1]
     scalar = x.new_empty((), dtype=torch.float32)
-    return (x.new_empty(*x.shape[:-1], n), x.new_empty((k, m) if keep_x else (0,), dtype=E4M3), scalar,
-            x.new_empty((k, n) if keep_weight else (0,), dtype=E4M3), scalar.clone())
+    shared = x8 is not None
+    return (x.new_empty(*x.shape[:-1], n), x.new_empty((k, m) if keep_x and not shared else (0,), dtype=E4M3),
+            x.new_empty((0,) if shared else (), dtype=torch.float32),
+            x.new_empty((k, n) if keep_weight else (0,), dtype=E4M3), scalar)
 
 
 @torch.library.custom_op("lab::float8_linear_backward", mutates_args=())
@@ -117,9 +142,11 @@ def _(grad, x8_t, x_scale, w8_t, w_scale, x_grad, weight_grad, bias_grad):
 
 def _setup(ctx, inputs, output):
     ctx.set_materialize_grads(False)
-    _, _, bias, keep_x, keep_weight = inputs
+    _, _, bias, keep_x, keep_weight, shared_x8, shared_x8_t, shared_scale = (inputs + (None,) * 3)[:8]
     _, x8_t, x_scale, w8_t, w_scale = output
     ctx.mark_non_differentiable(x8_t, x_scale, w8_t, w_scale)
+    if shared_x8 is not None:  # x's cast came in: the backward keeps that one
+        x8_t, x_scale = (shared_x8_t if keep_x else x8_t), shared_scale
     # what the forward kept decides what the backward can make; needs_input_grad narrows it further
     ctx.wanted = (keep_weight and ctx.needs_input_grad[0], keep_x and ctx.needs_input_grad[1],
                   bias is not None and ctx.needs_input_grad[2])
@@ -128,12 +155,12 @@ def _setup(ctx, inputs, output):
 
 def _grad(ctx, grad, *_unused):
     if grad is None:
-        return None, None, None, None, None
+        return (None,) * 8
     x8_t, x_scale, w8_t, w_scale = ctx.saved_tensors
     x_grad, weight_grad, bias_grad = ctx.wanted
     grads = torch.ops.lab.float8_linear_backward.default(grad, x8_t, x_scale, w8_t, w_scale, x_grad, weight_grad,
                                                          bias_grad)
-    return tuple(g if wanted else None for g, wanted in zip(grads, ctx.wanted)) + (None, None)
+    return tuple(g if wanted else None for g, wanted in zip(grads, ctx.wanted)) + (None,) * 5
 
 
 float8_linear.register_autograd(_grad, setup_context=_setup)

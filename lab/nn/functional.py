@@ -9,6 +9,7 @@ kernels take far longer than the operators' host path."""
 import collections.abc
 import math
 import types
+import weakref
 from typing import Optional, Sequence, Tuple, Union
 
 import torch
@@ -303,6 +304,41 @@ def float8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> T
         return F.linear(x, weight, bias)
     grad = torch.is_grad_enabled()
     return _lab.float8_linear.default(x, weight, bias, grad and weight.requires_grad, grad and x.requires_grad)[0]
+
+
+class Float8InputCasts:
+    """One input's float8 cast (lab::float8_cast), shared by the float8 projections that read that
+    same tensor - a layer's q, k and v; gate and up: made by the first, taken by the others, dropped
+    with the tensor itself (a weak reference's callback). The backward then keeps one x8_t for all of
+    them, and x is read by one reduction and one cast instead of three. Eager only: under
+    torch.compile each projection casts its own input (the compiler sees the same operator calls)."""
+
+    def __init__(self):
+        self.source, self.version, self.cast = None, None, None
+
+    def lookup(self, x: Tensor, transposed: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        if (self.source is not None and self.source() is x and self.version == x._version
+                and (self.cast[1].numel() > 0 or not transposed)):
+            return self.cast
+        self.cast = _lab.float8_cast.default(x.detach(), transposed)
+        self.source, self.version = weakref.ref(x, self._dropped), x._version
+        return self.cast
+
+    def _dropped(self, reference) -> None:
+        if self.source is reference:
+            self.source = self.cast = None
+
+
+def _float8_linear_sharing(x: Tensor, weight: Tensor, bias: Optional[Tensor], casts: Float8InputCasts) -> Tensor:
+    """float8_linear, taking x's cast from `casts` (lab.nn.patch's projections)."""
+    if not _float8_on_lab(x, weight, bias):
+        return F.linear(x, weight, bias)
+    grad = torch.is_grad_enabled()
+    keep_x, keep_weight = grad and weight.requires_grad, grad and x.requires_grad
+    if _compiling():
+        return _lab.float8_linear.default(x, weight, bias, keep_x, keep_weight)[0]
+    x8, x8_t, scale = casts.lookup(x, keep_x)
+    return _lab.float8_linear.default(x, weight, bias, keep_x, keep_weight, x8, x8_t, scale)[0]
 
 
 @checked

@@ -117,11 +117,16 @@ def float8_gains(in_features: int, out_features: int) -> bool:
     return all(size >= FLOAT8_MIN_FEATURES and size % 16 == 0 for size in (in_features, out_features))
 
 
-def _float8_linear_forward(self, x):
-    return _bodies.float8_linear(x, self.weight, self.bias)
+def _float8_linear_forward(casts: functional.Float8InputCasts):
+    """A projection's forward in float8, sharing the cast of its input with the model's other
+    projections that read the same tensor."""
+    def forward(self, x):
+        return functional._float8_linear_sharing(x, self.weight, self.bias, casts)
+    return forward
 
 
 def _patch_float8(model: torch.nn.Module, prefix: str, result: Patched) -> None:
+    forward = _float8_linear_forward(functional.Float8InputCasts())
     for name, module in model.named_modules():
         if name.rsplit(".", 1)[-1] not in PROJECTIONS or not isinstance(module, torch.nn.Linear):
             continue
@@ -131,7 +136,7 @@ def _patch_float8(model: torch.nn.Module, prefix: str, result: Patched) -> None:
             result.left_alone.append((name, f"float8: {module.in_features} -> {module.out_features} features "
                                             f"is below what gains ({FLOAT8_MIN_FEATURES} each way)"))
         else:
-            _set_forward(module, _float8_linear_forward, result, name, "float8_linear")
+            _set_forward(module, forward, result, name, "float8_linear")
 
 
 def _swiglu_mlp_forward_recomputed(self, x):
