@@ -514,6 +514,13 @@ gpu-llama-float8:
 	$(call gpu_build,$(OUT)/build.log)
 	$(MAKE) --no-print-directory bench-llama-float8 BENCH_OUT=$(OUT)/bench
 
+# float8 against bfloat16 over 300 optimizer steps on a structured corpus (CONVERGENCE_MODEL=1b or 8b).
+CONVERGENCE_MODEL ?= 1b
+gpu-convergence-float8:
+	mkdir -p $(OUT)/bench
+	$(call gpu_build,$(OUT)/build.log)
+	$(PYTHON) bench/convergence_float8.py --model $(CONVERGENCE_MODEL) --out-dir $(OUT)/bench
+
 # One Llama training step under torch.profiler, lab.nn.patch beside Liger-Kernel's patch: the GPU
 # time by kernel class (matrix products, attention, lab, Triton, the rest). Its own GPU call.
 gpu-profile-llama:
