@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
-from _peers import print_met_goals, save_json, start, time_bandwidths  # noqa: E402
+from _peers import run_groups, time_bandwidths  # noqa: E402
 
 
 def bench_casts(torch, timer, goals, results, quick):
@@ -117,21 +117,9 @@ def bench_linear(torch, timer, goals, results, quick):
 
 
 def main():
-    started = start("bench_float8", __doc__.split("\n")[0], groups=["casts", "linear"])
-    if started is None:
-        return 1
-    args, torch, _, timer = started
-    if not hasattr(torch, "float8_e4m3fn"):
-        print("bench_float8: this torch has no float8 types")
-        return 1
-    goals, results = [], {}
-    if "casts" in args.only:
-        bench_casts(torch, timer, goals, results, args.quick)
-    if "linear" in args.only:
-        bench_linear(torch, timer, goals, results, args.quick)
-    print_met_goals(goals, width=62, digits=3)
-    save_json(args.out_dir, "float8.json", torch, goals=[list(g) for g in goals], **results)
-    return 0
+    return run_groups("bench_float8", __doc__.split("\n")[0], {"casts": bench_casts, "linear": bench_linear},
+                      "float8.json", width=62, digits=3,
+                      missing=lambda torch: None if hasattr(torch, "float8_e4m3fn") else "this torch has no float8 types")
 
 
 if __name__ == "__main__":

@@ -12,9 +12,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 from lab._timing import median_ms  # noqa: E402
-from _peers import print_met_goals, save_json, start, time_bandwidths  # noqa: E402
+from _peers import run_groups, time_bandwidths  # noqa: E402
 
-GROUPS = ("graph", "random", "dropout")
 LOOP = 100
 
 
@@ -108,20 +107,9 @@ def bench_dropout_add(torch, timer, goals, results, quick):
 
 
 def main():
-    started = start("bench_runtime", __doc__.split("\n")[0], GROUPS)
-    if started is None:
-        return 1
-    args, torch, _, timer = started
-    goals, results = [], {}
-    if "graph" in args.only:
-        bench_graph(torch, timer, goals, results)
-    if "random" in args.only:
-        bench_random(torch, timer, goals, results, args.quick)
-    if "dropout" in args.only:
-        bench_dropout_add(torch, timer, goals, results, args.quick)
-    print_met_goals(goals, width=48, digits=3)
-    save_json(args.out_dir, "runtime.json", torch, goals=[list(g) for g in goals], **results)
-    return 0
+    return run_groups("bench_runtime", __doc__.split("\n")[0],
+                      {"graph": lambda torch, timer, goals, results, quick: bench_graph(torch, timer, goals, results),
+                       "random": bench_random, "dropout": bench_dropout_add}, "runtime.json", width=48, digits=3)
 
 
 if __name__ == "__main__":

@@ -7,19 +7,12 @@ import numpy as np
 import pytest
 
 import lab
-from producers import producer_or_skip
+from producers import torch_float8_or_skip
 
 pytestmark = pytest.mark.gpu
 
 SHAPES = [(1, 1), (7, 13), (64, 64), (65, 72), (257, 1031), (1024, 4096)]
 FORMAT_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
-
-
-def torch_float8_or_skip():
-    torch = producer_or_skip("torch").torch
-    if not hasattr(torch, "float8_e4m3fn"):
-        pytest.skip("this torch has no float8 types")
-    return torch
 
 
 def poisoned_float8(torch, shape, kind):

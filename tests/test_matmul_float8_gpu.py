@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import lab
-from producers import producer_or_skip
+from producers import torch_float8_or_skip as float8_torch_or_skip
 
 pytestmark = pytest.mark.gpu
 
@@ -17,12 +17,7 @@ SHAPES = [(16, 32, 16), (48, 64, 80), (257, 64, 48), (1024, 512, 272)]
 
 
 def torch_float8_or_skip():
-    torch = producer_or_skip("torch").torch
-    if not hasattr(torch, "float8_e4m3fn"):
-        pytest.skip("this torch has no float8 types")
-    if torch.cuda.get_device_capability() < (8, 9):
-        pytest.skip("cuBLASLt's float8 kernels need compute capability 8.9 or newer")
-    return torch
+    return float8_torch_or_skip(tensor_cores=True)
 
 
 def quantized(torch, shape, kind, rng, column_major=False):

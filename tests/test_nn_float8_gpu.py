@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from producers import producer_or_skip
+from producers import torch_float8_or_skip as float8_torch_or_skip
 
 pytestmark = pytest.mark.gpu
 
@@ -18,11 +18,7 @@ TOLERANCE = 1e-2  # outputs in 16-bit floats and the forward's fast accumulation
 
 
 def torch_float8_or_skip():
-    torch = producer_or_skip("torch").torch
-    if not hasattr(torch, "float8_e4m3fn"):
-        pytest.skip("this torch has no float8 types")
-    if torch.cuda.get_device_capability() < (8, 9):
-        pytest.skip("float8 tensor cores need compute capability 8.9 or newer")
+    torch = float8_torch_or_skip(tensor_cores=True)
     import lab.nn  # noqa: F401
     return torch
 
