@@ -44,7 +44,7 @@ IMPLEMENTATIONS = ["torch eager", "torch.compile per layer", "Liger-Kernel", "la
 FLOAT8 = "lab.nn.patch, float8"
 TORCHAO = "torchao float8 + torch.compile per layer"
 # model -> (its config, its cases, the implementations it compares)
-MODELS = {"1b": (CONFIG, ["4x2048", "4x4096"], IMPLEMENTATIONS),
+MODELS = {"1b": (CONFIG, ["4x2048", "4x4096"], IMPLEMENTATIONS + [FLOAT8]),
           "8b": (CONFIG_8B, ["1x8192"], ["torch.compile per layer", "lab.nn.patch", FLOAT8, TORCHAO])}
 
 
