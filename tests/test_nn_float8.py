@@ -177,3 +177,37 @@ def test_a_shared_cast_is_what_the_backward_keeps():
     assert kept_x8_t.numel() == 0 and kept_scale.numel() == 0, "outputs may not alias the inputs"
     y.sum().backward()
     assert x.grad.shape == x.shape and w.grad.shape == w.shape
+
+
+@pytest.fixture
+def kernels_stubbed(monkeypatch):
+    """lab's calls as no-ops, so the eager path's Python runs on CPU tensors: its wiring, not its numbers."""
+    for name in ("norm", "axpby", "cast_float8", "matmul"):
+        monkeypatch.setattr(lab, name, lambda *args, **kwargs: None)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("wanted", ["both", "x", "weight"])
+def test_the_eager_function_makes_the_gradients_asked_for(kernels_stubbed, shared, wanted):
+    from lab.nn import _eager
+    x = torch.zeros(2, 32, 64, dtype=torch.bfloat16, requires_grad=wanted in ("both", "x"))
+    w = torch.zeros(48, 64, dtype=torch.bfloat16, requires_grad=wanted in ("both", "weight"))
+    keep_x, keep_weight = w.requires_grad, x.requires_grad
+    casts = torch.ops.lab.float8_cast.default(x.detach(), keep_x) if shared else (None, None, None)
+    y = _eager.Float8Linear.run(x, w, None, keep_x, keep_weight, *casts)
+    assert y.shape == (2, 32, 48) and y.dtype == torch.bfloat16
+    saved_x8_t = y.grad_fn.saved_tensors[0]
+    if shared and keep_x:
+        assert saved_x8_t is casts[1], "the shared x8_t itself is kept"
+    y.backward(torch.zeros_like(y))
+    assert (x.grad is not None) == x.requires_grad and (w.grad is not None) == w.requires_grad
+    assert x.grad is None or x.grad.shape == x.shape
+    assert w.grad is None or w.grad.shape == w.shape
+
+
+def test_without_grad_the_eager_function_records_nothing(kernels_stubbed):
+    from lab.nn import _eager
+    x, w = torch.zeros(16, 64, dtype=torch.bfloat16), torch.zeros(48, 64, dtype=torch.bfloat16, requires_grad=True)
+    with torch.no_grad():
+        y = _eager.Float8Linear.run(x, w, None, False, False, None, None, None)
+    assert y.grad_fn is None and y.shape == (16, 48)

@@ -21,6 +21,10 @@ linear keeps x (two bytes an element) and a view of w. The weight is cast once a
 layouts, and its transpose waits for the backward: one cast of w per training step, not one per
 product.
 
+In eager mode lab.nn.functional runs the same two bodies (forward_products, backward_products)
+through one autograd.Function (_eager.Float8Linear) instead: the operators' custom_op layers cost
+more host time than a small projection's kernels take.
+
 The operators take what they need as flags (which gradients the caller wants), so an inference
 forward casts no transposes; the caller (functional.float8_linear) decides, before the call, from
 requires_grad. Projections that read one input - a layer's q, k and v; gate and up - can share its
@@ -79,6 +83,43 @@ def _(x, transposed):
             x.new_empty((), dtype=torch.float32))
 
 
+def forward_products(x: Tensor, weight: Tensor, bias: Optional[Tensor], keep_x: bool, keep_weight: bool,
+                     x8: Optional[Tensor], x_scale: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The forward's work, for the operator and for the eager path's Function (_eager.Float8Linear):
+    (y, x8_t, x's scale, w8_t, w's scale), as lab::float8_linear returns them."""
+    if x8 is None:
+        x8, kept_x8_t, kept_scale = cast(_rows(x), E4M3, plain=True, transposed=keep_x)
+        x_scale = kept_scale
+    else:  # the shared cast is kept from the caller's tensors (operator outputs may not alias inputs)
+        kept_x8_t, kept_scale = _nothing(x, E4M3), _nothing(x, torch.float32)
+    w8, w8_t, w_scale = cast(weight.detach().contiguous(), E4M3, plain=True, transposed=keep_weight)
+    out = x.new_empty(*x.shape[:-1], weight.shape[0])
+    lab.matmul(x8, w8.t(), out.view(-1, weight.shape[0]), scale_a=x_scale, scale_b=w_scale,
+               bias=None if bias is None else bias.detach(), fast_accum=True)
+    return out, kept_x8_t, kept_scale, w8_t, w_scale
+
+
+def backward_products(grad: Tensor, x8_t: Tensor, x_scale: Tensor, w8_t: Tensor, w_scale: Tensor, x_grad: bool,
+                      weight_grad: bool, bias_grad: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    """The backward's work (the operator's and the Function's): (dx, dw, db), an empty tensor for each
+    gradient not asked for. The gradient is cast to e5m2 once, in both layouts where both products
+    need it."""
+    rows = _rows(grad)
+    m, n = rows.shape
+    g8, g8_t, g_scale = cast(rows, E5M2, plain=x_grad, transposed=weight_grad)
+    grad_x = _nothing(grad, grad.dtype)
+    if x_grad:
+        k = w8_t.shape[0]
+        grad_x = grad.new_empty(*grad.shape[:-1], k)
+        lab.matmul(g8, w8_t.t(), grad_x.view(m, k), scale_a=g_scale, scale_b=w_scale)
+    grad_weight = _nothing(grad, grad.dtype)
+    if weight_grad:
+        grad_weight = grad.new_empty(n, x8_t.shape[0])
+        lab.matmul(g8_t, x8_t.t(), grad_weight, scale_a=g_scale, scale_b=x_scale)
+    grad_bias = rows.sum(0) if bias_grad else _nothing(grad, grad.dtype)
+    return grad_x, grad_weight, grad_bias
+
+
 @torch.library.custom_op("lab::float8_linear", mutates_args=())
 def float8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], keep_x: bool, keep_weight: bool,
                   x8: Optional[Tensor] = None, x8_t: Optional[Tensor] = None,
@@ -87,16 +128,7 @@ def float8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor], keep_x: boo
     x8_t when keep_x (the weight gradient needs it), w8_t when keep_weight (the input gradient's).
     Given x's cast (x8, with x8_t where keep_x, and x_scale: lab::float8_cast's), x is not cast
     again and the x8_t and scale returned are empty: the backward keeps the ones given."""
-    if x8 is None:
-        x8, kept_x8_t, kept_scale = cast(_rows(x), E4M3, plain=True, transposed=keep_x)
-        x_scale = kept_scale
-    else:  # outputs may not alias inputs: the shared cast is kept from the inputs (_setup)
-        kept_x8_t, kept_scale = _nothing(x, E4M3), _nothing(x, torch.float32)
-    w8, w8_t, w_scale = cast(weight.detach().contiguous(), E4M3, plain=True, transposed=keep_weight)
-    out = x.new_empty(*x.shape[:-1], weight.shape[0])
-    lab.matmul(x8, w8.t(), out.view(-1, weight.shape[0]), scale_a=x_scale, scale_b=w_scale,
-               bias=None if bias is None else bias.detach(), fast_accum=True)
-    return out, kept_x8_t, kept_scale, w8_t, w_scale
+    return forward_products(x, weight, bias, keep_x, keep_weight, x8, x_scale)
 
 
 @float8_linear.register_fake
@@ -112,23 +144,8 @@ def _(x, weight, bias, keep_x, keep_weight, x8=None, x8_t=None, x_scale=None):
 @torch.library.custom_op("lab::float8_linear_backward", mutates_args=())
 def float8_linear_backward(grad: Tensor, x8_t: Tensor, x_scale: Tensor, w8_t: Tensor, w_scale: Tensor,
                            x_grad: bool, weight_grad: bool, bias_grad: bool) -> Tuple[Tensor, Tensor, Tensor]:
-    """(dx, dw, db) from the output gradient and what the forward kept; an empty tensor for each
-    gradient not asked for. The gradient is cast to e5m2 once, in both layouts where both
-    products need it."""
-    rows = _rows(grad)
-    m, n = rows.shape
-    g8, g8_t, g_scale = cast(rows, E5M2, plain=x_grad, transposed=weight_grad)
-    grad_x = _nothing(grad, grad.dtype)
-    if x_grad:
-        k = w8_t.shape[0]
-        grad_x = grad.new_empty(*grad.shape[:-1], k)
-        lab.matmul(g8, w8_t.t(), grad_x.view(m, k), scale_a=g_scale, scale_b=w_scale)
-    grad_weight = _nothing(grad, grad.dtype)
-    if weight_grad:
-        grad_weight = grad.new_empty(n, x8_t.shape[0])
-        lab.matmul(g8_t, x8_t.t(), grad_weight, scale_a=g_scale, scale_b=x_scale)
-    grad_bias = rows.sum(0) if bias_grad else _nothing(grad, grad.dtype)
-    return grad_x, grad_weight, grad_bias
+    """(dx, dw, db) from the output gradient and what the forward kept (backward_products)."""
+    return backward_products(grad, x8_t, x_scale, w8_t, w_scale, x_grad, weight_grad, bias_grad)
 
 
 @float8_linear_backward.register_fake

@@ -299,11 +299,15 @@ def float8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> T
     tensor cores: x and weight cast to float8_e4m3fn, the output gradient to float8_e5m2, each by its
     own amax (per-tensor current scaling, on the device), and only float8 copies kept for the
     backward (lab/nn/_float8_ops.py). The result has x's dtype. Where the products cannot run in
-    float8 (see _float8_on_lab) it is torch's linear."""
+    float8 (see _float8_on_lab) it is torch's linear. Eager: one autograd.Function
+    (_eager.Float8Linear); under torch.compile: the operators."""
     if not _float8_on_lab(x, weight, bias):
         return F.linear(x, weight, bias)
     grad = torch.is_grad_enabled()
-    return _lab.float8_linear.default(x, weight, bias, grad and weight.requires_grad, grad and x.requires_grad)[0]
+    keep_x, keep_weight = grad and weight.requires_grad, grad and x.requires_grad
+    if _compiling():
+        return _lab.float8_linear.default(x, weight, bias, keep_x, keep_weight)[0]
+    return _eager.Float8Linear.run(x, weight, bias, keep_x, keep_weight, None, None, None)
 
 
 class Float8InputCasts:
@@ -338,7 +342,7 @@ def _float8_linear_sharing(x: Tensor, weight: Tensor, bias: Optional[Tensor], ca
     if _compiling():
         return _lab.float8_linear.default(x, weight, bias, keep_x, keep_weight)[0]
     x8, x8_t, scale = casts.lookup(x, keep_x)
-    return _lab.float8_linear.default(x, weight, bias, keep_x, keep_weight, x8, x8_t, scale)[0]
+    return _eager.Float8Linear.run(x, weight, bias, keep_x, keep_weight, x8, x8_t, scale)
 
 
 @checked
