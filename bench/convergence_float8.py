@@ -18,6 +18,7 @@ import math
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 STATES, SUCCESSORS = 4096, 16
@@ -77,6 +78,8 @@ def train(torch, transformers, implementation, model_key, case, steps, chain):
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.detach())
+        if len(losses) % 50 == 0:  # progress, so a run cut short still says how far it got
+            print(f"  {implementation}: step {len(losses)}, loss {losses[-1].item():.4f}", flush=True)
     return [float(v) for v in torch.stack(losses).cpu()]
 
 
