@@ -192,8 +192,8 @@ gpu-runtime:
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
 
 # The float8 pieces alone: build, the casts', float8 linear layers' and every matmul test, memcheck
-# on the cast tests (memory errors only: on the H100, 2026-12-07, all 34 API errors it reported were
-# cuGetProcAddress probes by the cuda-bindings package torch loads, none lab's), bench_float8's casts
+# on the cast tests (memory errors only: on the H100, 2026-12-07, it reported 34 API errors and no
+# invalid access, the first a cuGetProcAddress probe by the cuda-bindings package), bench_float8's casts
 # against the copy and torch and its linear layers against bf16 and torchao (a wheel in .whl/, see
 # peers-site), bench_gemm's float8 and host-time rows.
 gpu-float8: peers-site
