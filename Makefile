@@ -10,7 +10,7 @@ VENV_PY := $(VENV)/bin/python
 OUT ?= /tmp/lab-out
 XDIST := $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 8")
 
-.PHONY: build first-hour test lessons package-check format format-check demo gpu-check gpu-attention gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama bench-packed gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-norms sweep-norm-backward profile profile-attention profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
+.PHONY: build first-hour test lessons package-check format format-check demo gpu-check gpu-attention gpu-jax gpu-float8 gpu-bench gpu-sanitize sanitize-linear-ce peers-site bench-linear-ce bench-rope bench-swiglu nn-host-cost bench-llama bench-packed gpu-llama gpu-profile-llama device-build device-unpack device-ab device-build-base leak-check sweep sweep-random sweep-norms sweep-norm-backward profile profile-attention profile-rowwise profile-cross-entropy profile-rope-glu profile-jax profile-rowwise-sass sass-order sanitize bench fuzz clean
 
 # Every C, CUDA and header file clang-format owns (the .def tables keep their hand-aligned columns).
 C_SOURCES = $(wildcard src/*/*.c src/*/*.h src/*/*.cu src/*/*.cuh)
@@ -191,15 +191,25 @@ gpu-runtime:
 	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
 
-# The matrix products alone, float8's first: build, every matmul test, bench_gemm's float8 and
-# host-time rows (a short call, for a change to the product's binding).
-gpu-float8:
+# The float8 pieces alone: build, the casts', float8 linear layers' and every matmul test, memcheck
+# on the cast tests (memory errors only: on the H100, 2026-12-07, it reported 34 API errors and no
+# invalid access, the first a cuGetProcAddress probe by the cuda-bindings package), bench_float8's casts
+# against the copy and torch and its linear layers against bf16 and torchao (a wheel in .whl/, see
+# peers-site), bench_gemm's float8 and host-time rows.
+gpu-float8: peers-site
 	mkdir -p $(LOGS) $(OUT)/bench
 	$(call gpu_build,$(LOGS)/build.log)
-	$(PYTHON) -m pytest -q -p no:cacheprovider -rfEs $(XDIST) tests/test_matmul_float8_gpu.py tests/test_matmul_float8.py \
-	  tests/test_matmul_gpu.py tests/test_matmul.py 2>&1 | tee $(LOGS)/tests.txt | tail -15; \
-	  rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(LOGS)/tests.txt
+	$(PYTHON) -m pytest -q -p no:cacheprovider -rfEs $(XDIST) tests/test_float8_cast_gpu.py tests/test_float8_cast.py \
+	  tests/test_nn_float8_gpu.py tests/test_nn_float8.py \
+	  tests/test_matmul_float8_gpu.py tests/test_matmul_float8.py tests/test_matmul_gpu.py tests/test_matmul.py 2>&1 \
+	  | tee $(LOGS)/tests.txt | tail -15; rc=$${PIPESTATUS[0]}; echo "pytest exit code: $$rc" | tee -a $(LOGS)/tests.txt
+	$(SANITIZE_ENV) timeout 120 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
+	  --log-file $(LOGS)/memcheck-float8.log \
+	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_float8_cast_gpu.py -k "not 1024x4096" 2>&1 | tail -1; \
+	  echo "memcheck exit code: $${PIPESTATUS[0]}"; grep -E "ERROR SUMMARY" $(LOGS)/memcheck-float8.log | tail -1
+	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_float8.py --out-dir $(OUT)/bench
 	$(PYTHON) bench/bench_gemm.py --only float8 host --out-dir $(OUT)/bench
+	tar czf $(OUT)/bench.tgz -C $(OUT) bench && rm -rf $(OUT)/bench
 	tar czf $(OUT)/logs.tgz -C $(OUT) logs && rm -rf $(LOGS)
 
 gpu-bench:
@@ -234,6 +244,13 @@ sweep:
 	mkdir -p $(LOGS)
 	nvcc -std=c++17 -O3 -arch=sm_90 -Isrc/kernels bench/sweep_vectorized.cu -o $(LOGS)/sweep
 	$(LOGS)/sweep > $(LOGS)/sweep.txt; rm -f $(LOGS)/sweep; cp $(LOGS)/sweep.txt $(OUT)/; head -2 $(LOGS)/sweep.txt
+
+# How the fills' geometry was chosen: random_fill.cuh's kernel over a grid of tunings, each checked to
+# give the first one's bytes, timed against a copy.
+sweep-random:
+	mkdir -p $(LOGS)
+	nvcc -std=c++17 -O3 -arch=sm_90 -Isrc/kernels bench/sweep_random.cu -o $(LOGS)/sweep_random
+	$(LOGS)/sweep_random | tee $(OUT)/sweep_random.txt; rm -f $(LOGS)/sweep_random
 
 # How the row-wise ops' staged layout was chosen: standalone rms_norm, layer_norm and softmax kernels
 # in register-light layouts (rows staged in shared memory with cp.async, pipelined, or read twice) and
@@ -480,6 +497,11 @@ bench-swiglu: peers-site
 bench-llama: peers-site
 	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_llama.py --out-dir $(BENCH_OUT) $(LLAMA_ARGS)
 
+# The 8 B-shaped step at 8192 tokens: lab.nn.patch with float8="tensorwise" against its bfloat16 self,
+# torch.compile and torchao's float8 training (a wheel in .whl/, see peers-site).
+bench-llama-float8: peers-site
+	PYTHONPATH=$(PEERS_SITE) $(PYTHON) bench/bench_llama.py --model 8b --out-dir $(BENCH_OUT) $(LLAMA_ARGS)
+
 # Fine-tuning on lognormal-length samples: padded, length-grouped (torch eager, torch.compile,
 # Liger-Kernel, lab.nn.patch) and padding-free (lab.nn.patch), real tokens/s and memory.
 bench-packed: peers-site
@@ -489,6 +511,18 @@ gpu-llama:
 	mkdir -p $(OUT)/bench
 	$(call gpu_build,$(OUT)/build.log)
 	$(MAKE) --no-print-directory bench-llama BENCH_OUT=$(OUT)/bench
+
+gpu-llama-float8:
+	mkdir -p $(OUT)/bench
+	$(call gpu_build,$(OUT)/build.log)
+	$(MAKE) --no-print-directory bench-llama-float8 BENCH_OUT=$(OUT)/bench
+
+# float8 against bfloat16 over 300 optimizer steps on a structured corpus (CONVERGENCE_MODEL=1b or 8b).
+CONVERGENCE_MODEL ?= 1b
+gpu-convergence-float8:
+	mkdir -p $(OUT)/bench
+	$(call gpu_build,$(OUT)/build.log)
+	$(PYTHON) bench/convergence_float8.py --model $(CONVERGENCE_MODEL) --out-dir $(OUT)/bench
 
 # One Llama training step under torch.profiler, lab.nn.patch beside Liger-Kernel's patch: the GPU
 # time by kernel class (matrix products, attention, lab, Triton, the rest). Its own GPU call.

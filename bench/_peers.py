@@ -152,6 +152,19 @@ def extra_peak_mib(torch, fn):
     return (torch.cuda.max_memory_allocated() - before) / 2**20
 
 
+def time_bandwidths(cases, timer, title, width=22):
+    """{name: GB/s} for cases {name: (fn, bytes it must move)}: each fn's median event-timed ms after
+    warm-up, printed under `title` as one row a case."""
+    from lab._timing import median_ms
+    rates = {}
+    print(f"\n{title} (GB/s of bytes read + written)")
+    for name, (fn, nbytes) in cases.items():
+        ms = median_ms(fn, *timer, repeats=20, warmup=3)
+        rates[name] = nbytes / ms / 1e6
+        print(f"{name:{width}s} {ms:8.3f} ms {rates[name]:9.0f} GB/s")
+    return rates
+
+
 def print_met_goals(goals, width=55, digits=2):
     """The goals table: (goal, measured, met) rows, the measured value with `digits` decimals."""
     print(f"\n{'goal':{width}s} {'measured':>9s}  met")
@@ -170,3 +183,25 @@ def save_json(out_dir, filename, torch, **fields):
     with open(os.path.join(out_dir, filename), "w") as f:
         json.dump(dict(gpu=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__,
                        **fields), f, indent=1)
+
+
+def run_groups(script, description, groups, json_name, width=55, digits=2, missing=None):
+    """A benchmark's main: its command line and peers (start), each group of `groups` - {name:
+    fn(torch, timer, goals, results, quick)} - that --only keeps, the goals table, and
+    <out-dir>/<json_name>. missing(torch), where given, says what this torch lacks (None: nothing).
+    Returns the exit code."""
+    started = start(script, description, list(groups))
+    if started is None:
+        return 1
+    args, torch, _, timer = started
+    lacking = missing(torch) if missing else None
+    if lacking:
+        print(f"{script}: {lacking}")
+        return 1
+    goals, results = [], {}
+    for name, bench in groups.items():
+        if name in args.only:
+            bench(torch, timer, goals, results, args.quick)
+    print_met_goals(goals, width=width, digits=digits)
+    save_json(args.out_dir, json_name, torch, goals=[list(g) for g in goals], **results)
+    return 0

@@ -12,9 +12,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lab  # noqa: E402
 from lab._timing import median_ms  # noqa: E402
-from _peers import print_met_goals, save_json, start  # noqa: E402
+from _peers import run_groups, time_bandwidths  # noqa: E402
 
-GROUPS = ("graph", "random", "dropout")
 LOOP = 100
 
 
@@ -70,12 +69,7 @@ def bench_random(torch, timer, goals, results, quick):
         "lab.dropout": (lambda: lab.dropout(x, 0.1, out), 8 * n),
         "torch dropout": (lambda: torch.nn.functional.dropout(x, 0.1), 8 * n),
     }
-    rates = {}
-    print(f"\nrandom numbers on {n} float32 (GB/s of bytes read + written)")
-    for name, (fn, nbytes) in cases.items():
-        ms = median_ms(fn, *timer, repeats=20, warmup=3)
-        rates[name] = nbytes / ms / 1e6
-        print(f"{name:22s} {ms:8.3f} ms {rates[name]:9.0f} GB/s")
+    rates = time_bandwidths(cases, timer, f"random numbers on {n} float32")
     copy_rate = rates["copy (read + write)"]
     for name in ("lab.uniform", "lab.normal", "lab.dropout"):
         share = rates[name] / copy_rate
@@ -113,20 +107,9 @@ def bench_dropout_add(torch, timer, goals, results, quick):
 
 
 def main():
-    started = start("bench_runtime", __doc__.split("\n")[0], GROUPS)
-    if started is None:
-        return 1
-    args, torch, _, timer = started
-    goals, results = [], {}
-    if "graph" in args.only:
-        bench_graph(torch, timer, goals, results)
-    if "random" in args.only:
-        bench_random(torch, timer, goals, results, args.quick)
-    if "dropout" in args.only:
-        bench_dropout_add(torch, timer, goals, results, args.quick)
-    print_met_goals(goals, width=48, digits=3)
-    save_json(args.out_dir, "runtime.json", torch, goals=[list(g) for g in goals], **results)
-    return 0
+    return run_groups("bench_runtime", __doc__.split("\n")[0],
+                      {"graph": lambda torch, timer, goals, results, quick: bench_graph(torch, timer, goals, results),
+                       "random": bench_random, "dropout": bench_dropout_add}, "runtime.json", width=48, digits=3)
 
 
 if __name__ == "__main__":

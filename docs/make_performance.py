@@ -42,6 +42,14 @@ AREAS = {
     "llama-quick": ("A Llama training step, end to end (quick run, 4 x 2048 only)",
                     "python3 bench/bench_llama.py --quick --case 4x2048", "llama"),
     "runtime": ("lab.Graph, random numbers and dropout against torch", "python3 bench/bench_runtime.py", "goals"),
+    "runtime-random": ("Random numbers and dropout against torch", "python3 bench/bench_runtime.py --only random dropout",
+                       "goals"),
+    "float8": ("float8 casts and linear layers against the copy, bfloat16 and torchao", "make gpu-float8", "float8"),
+    "llama-8b": ("An 8 B-shaped Llama training step in float8", "make gpu-llama-float8", "llama"),
+    "llama-1b-float8": ("The 1 B Llama step in float8 (4 x 2048)", "python3 bench/bench_llama.py --one ... 4x2048",
+                        "llama"),
+    "convergence-float8-1b": ("float8 against bfloat16 over 300 training steps, 1 B shape",
+                              "make gpu-convergence-float8", "convergence"),
     "jax": ("lab.jax inside jax.jit against XLA", "python3 bench/bench_jax.py", "goals"),
     "jax-train": ("A JAX training step with lab.jax", "python3 bench/bench_jax_train.py", "goals"),
 }
@@ -130,6 +138,7 @@ def scalar_rows(data):
 def llama_rows(data):
     rows = [[r.get("implementation"), r.get("case"), fmt(r.get("tokens_per_s")), fmt(r.get("peak_gib"))]
             for r in data.get("rows", [])]
+    rows += [[f"goal: {goal}", "", fmt(measured), fmt(met)] for goal, measured, met in data.get("goals", [])]
     return ["implementation", "batch", "tokens/s", "peak GiB beyond the model"], rows
 
 
@@ -157,8 +166,29 @@ def attention_rows(data):
     return ["case", "pass"] + [f"{i} TFLOP/s" for i in impls], rows
 
 
+def float8_rows(data):
+    """The linear layers' forward + backward times (bf16, lab float8, torchao eager and compiled), then the goals."""
+    ms = lambda r, key: fmt(r["ms"][key]) if key in r["ms"] else "-"  # noqa: E731
+    rows = [[r["case"], ms(r, "bf16"), ms(r, "lab"), ms(r, "ao"), ms(r, "ao_compile"), fmt(r["ms"]["bf16"] / r["ms"]["lab"]),
+             "float8" if r["rule_converts"] else "bf16"] for r in data.get("linear", [])]
+    rows += [[f"goal: {goal}", fmt(measured), fmt(met), "", "", "", ""] for goal, measured, met in data.get("goals", [])]
+    return ["projection (fwd + bwd)", "bf16 ms", "lab float8 ms", "torchao ms", "torchao compiled ms", "bf16 / lab",
+            "patch's rule"], rows
+
+
+def convergence_rows(data):
+    """Each run's loss at a few steps and over its last 10, then the distance between them."""
+    steps = [1, 10, 100, data["steps"]]
+    rows = [[name] + [fmt(curve[s - 1]) for s in steps] + [fmt(sum(curve[-10:]) / 10)]
+            for name, curve in data["curves"].items()]
+    rows.append([f"float8 against bfloat16 over the last 10 steps (goal: within 1%); "
+                 f"{'no NaN or inf' if data['finite'] else 'NaN or inf'}", "", "", "", "",
+                 f"{data['relative_distance']:.2%}"])
+    return ["run"] + [f"loss at step {s}" for s in steps] + ["last 10"], rows
+
+
 FORMATS = {"attention": attention_rows, "goals": goal_rows, "timed": timed_rows, "bandwidth": bandwidth_rows, "scalars": scalar_rows,
-           "llama": llama_rows, "packed": packed_rows}
+           "llama": llama_rows, "packed": packed_rows, "float8": float8_rows, "convergence": convergence_rows}
 
 
 def table(header, rows):

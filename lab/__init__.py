@@ -44,6 +44,7 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
     attention,
     attention_backward,
     axpby,
+    cast_float8,
     bernoulli,
     compiled_architectures,
     copy,
@@ -125,7 +126,7 @@ from .lab import (  # noqa: E402  (re-exported: the public API)
 
 __all__ = [
     "__version__", "abs", "adam_step", "add", "add_relu", "amax", "amin", "argmax", "argmin",
-    "Array", "asarray", "attention", "attention_backward", "axpby", "bernoulli", "compile", "compiled_architectures", "CompileError", "copy", "cross_entropy", "cross_entropy_backward",
+    "Array", "asarray", "attention", "attention_backward", "axpby", "bernoulli", "cast_float8", "compile", "compiled_architectures", "CompileError", "copy", "cross_entropy", "cross_entropy_backward",
     "cuda_driver_version", "cuda_runtime_version", "CudaError", "current_stream", "device_count",
     "div", "dot", "dropout", "dropout_add", "ElementwiseKernel", "empty", "empty_cache", "Event", "exp", "foreach_add", "foreach_axpby", "foreach_copy", "foreach_mul",
     "foreach_norm", "foreach_scale", "fused_add_mul", "geglu", "geglu_backward", "gelu", "get_device_properties",

@@ -186,6 +186,18 @@ def producer_or_skip(name, dtype="float32"):
     return producer
 
 
+def torch_float8_or_skip(tensor_cores=False):
+    """torch, where it has float8 types and sees a GPU - and, with tensor_cores, a GPU with float8
+    tensor cores (compute capability 8.9 or newer, what cuBLASLt's float8 products need); else a skip."""
+    import pytest
+    torch = producer_or_skip("torch").torch
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this torch has no float8 types")
+    if tensor_cores and torch.cuda.get_device_capability() < (8, 9):
+        pytest.skip("float8 tensor cores need compute capability 8.9 or newer")
+    return torch
+
+
 def get_producer(name):
     if "all" not in _cache:
         _cache["all"] = _available()

@@ -56,6 +56,14 @@ def test_row_major_out_gives_the_library_a_transposed_and_b_not():
     assert p["A"]["ld"] == 32 and p["B"]["ld"] == 32
 
 
+@pytest.mark.parametrize("fast", [False, True])
+def test_fast_accum_reaches_the_plan(fast):
+    """fast_accum is part of the problem (its own cached descriptor), off unless asked for."""
+    p = plan(f8(4, 32), f8(32, 16, column_major=True), out(4, 16), fast_accum=fast)
+    assert p["fast_accum"] is fast
+    assert plan(f8(4, 32), f8(32, 16, column_major=True), out(4, 16))["fast_accum"] is False
+
+
 def test_column_major_out_keeps_the_same_flags():
     p = plan(f8(4, 32), f8(32, 16, column_major=True), out(4, 16, transposed=True))
     assert not p["swapped"] and p["A_is"] == "a" and p["A_scale_is"] == "scale_a"
@@ -108,6 +116,8 @@ def test_forward_epilogues_and_c(kw):
     ((f8(4, 32), fake_array((32, 16), "<f2"), out(4, 16)), {}, TypeError, "must both be float8 or neither"),
     ((fake_array((4, 32), "<f2"), fake_array((32, 16), "<f2"), out(4, 16)), {}, TypeError,
      "'scale_a' and 'scale_b' scale float8 inputs"),
+    ((fake_array((4, 32), "<f2"), fake_array((32, 16), "<f2"), out(4, 16)),
+     {"scale_a": None, "scale_b": None, "fast_accum": True}, ValueError, "'fast_accum' is for float8 inputs"),
     ((f8(4, 32), f8(32, 16, column_major=True), out(4, 16, "<f4")), {"bias": fake_array((16,), "<f4")}, ValueError,
      "'bias' goes with a bfloat16 or float16 out"),
     ((f8(4, 32), f8(32, 16, column_major=True), out(4, 16)), {"bias": fake_array((16,), "<f4")}, TypeError,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import lab
-from producers import producer_or_skip
+from producers import torch_float8_or_skip as float8_torch_or_skip
 
 pytestmark = pytest.mark.gpu
 
@@ -17,12 +17,7 @@ SHAPES = [(16, 32, 16), (48, 64, 80), (257, 64, 48), (1024, 512, 272)]
 
 
 def torch_float8_or_skip():
-    torch = producer_or_skip("torch").torch
-    if not hasattr(torch, "float8_e4m3fn"):
-        pytest.skip("this torch has no float8 types")
-    if torch.cuda.get_device_capability() < (8, 9):
-        pytest.skip("cuBLASLt's float8 kernels need compute capability 8.9 or newer")
-    return torch
+    return float8_torch_or_skip(tensor_cores=True)
 
 
 def quantized(torch, shape, kind, rng, column_major=False):
@@ -77,6 +72,23 @@ def test_matches_torch_scaled_mm(out_dtype):
     out = poisoned(torch, (256, 128), out_dtype)
     lab.matmul(a, b, out, scale_a=sa, scale_b=sb)
     assert relative_error(out.double().cpu().numpy(), want.double().cpu().numpy()) < TOLERANCE[out_dtype]
+
+
+@pytest.mark.parametrize("fast_accum", [False, True])
+def test_fast_accumulation_keeps_the_product(fast_accum):
+    """fast_accum changes how partial sums are kept along k, not what is computed: over a long k the
+    result stays within bfloat16's tolerance of NumPy's, and matches torch._scaled_mm's same mode."""
+    torch = torch_float8_or_skip()
+    rng = np.random.default_rng(13)
+    a, sa, ha = quantized(torch, (128, 4096), "float8_e4m3fn", rng)
+    b, sb, hb = quantized(torch, (4096, 256), "float8_e4m3fn", rng, column_major=True)
+    out = poisoned(torch, (128, 256), "bfloat16")
+    lab.matmul(a, b, out, scale_a=sa, scale_b=sb, fast_accum=fast_accum)
+    got = out.double().cpu().numpy()
+    assert relative_error(got, ha @ hb) < TOLERANCE["bfloat16"]
+    if hasattr(torch, "_scaled_mm"):
+        want = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
+        assert relative_error(got, want.double().cpu().numpy()) < TOLERANCE["bfloat16"]
 
 
 @pytest.mark.parametrize("epilogue", [None, "relu", "gelu_tanh"])

@@ -21,7 +21,7 @@ from torch.autograd.function import once_differentiable
 
 import lab
 
-from . import _linear_loss_ops
+from . import _float8_ops, _linear_loss_ops
 from ._loss_ops import _loss_like
 from ._ops import _plain, _stats_like
 
@@ -214,6 +214,33 @@ class GluLinear(_Function):
         backward(grad_product, gate, up, grad_product, grad_up, product=product)
         grad_weight = rows.t().mm(product.reshape(-1, product.shape[-1])) if weight_grad_wanted else None
         return grad_product, grad_up, grad_weight, grad_bias, None, None
+
+
+class Float8Linear(_Function):
+    """linear(x, weight, bias) on float8 tensor cores (lab/nn/_float8_ops.py's forward_products and
+    backward_products, the operators' own bodies) as one autograd node. Given x's shared cast (x8,
+    x8_t, x_scale), the backward keeps that x8_t itself - a Function's output may be anything."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor], keep_x: bool, keep_weight: bool,
+                x8: Optional[Tensor], x8_t: Optional[Tensor], x_scale: Optional[Tensor]) -> Tensor:
+        ctx.set_materialize_grads(False)
+        out, kept_x8_t, kept_scale, w8_t, w_scale = _float8_ops.forward_products(x, weight, bias, keep_x,
+                                                                                 keep_weight, x8, x_scale)
+        if x8 is not None:
+            kept_x8_t, kept_scale = x8_t, x_scale
+        ctx.wanted = (keep_weight and ctx.needs_input_grad[0], keep_x and ctx.needs_input_grad[1],
+                      bias is not None and ctx.needs_input_grad[2])
+        ctx.save_for_backward(kept_x8_t, kept_scale, w8_t, w_scale)
+        return out
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, grad: Optional[Tensor]):
+        if grad is None:
+            return (None,) * 8
+        grads = _float8_ops.backward_products(grad, *ctx.saved_tensors, *ctx.wanted)
+        return tuple(g if wanted else None for g, wanted in zip(grads, ctx.wanted)) + (None,) * 5
 
 
 class Rope(_Function):

@@ -9,6 +9,7 @@ kernels take far longer than the operators' host path."""
 import collections.abc
 import math
 import types
+import weakref
 from typing import Optional, Sequence, Tuple, Union
 
 import torch
@@ -18,7 +19,7 @@ from torch import Tensor
 import lab as _raw
 
 from ._arguments import checked
-from . import _attention_ops, _dropout_ops, _eager, _linear_loss_ops, _loss_ops, _ops, _rope_ops  # noqa: F401  (registers torch.ops.lab.*)
+from . import _attention_ops, _dropout_ops, _eager, _float8_ops, _linear_loss_ops, _loss_ops, _ops, _rope_ops  # noqa: F401  (registers torch.ops.lab.*)
 
 _lab = torch.ops.lab
 
@@ -260,6 +261,88 @@ def swiglu_linear(gate: Tensor, up: Tensor, weight: Tensor, bias: Optional[Tenso
     if not lab_can or _compiling():
         return F.linear(swiglu(gate, up), weight, bias)
     return _eager.GluLinear.run(gate, up, weight, bias, _raw.swiglu, _raw.swiglu_backward)
+
+
+_float8_devices: dict = {}
+
+
+@torch.compiler.assume_constant_result
+def _float8_device(device: torch.device) -> bool:
+    """Whether the device has float8 tensor cores (compute capability 8.9 or newer), asked once (and
+    a constant to torch.compile, which does not trace into the question)."""
+    if device not in _float8_devices:
+        _float8_devices[device] = torch.cuda.get_device_capability(device) >= (8, 9)
+    return _float8_devices[device]
+
+
+@checked
+def _float8_on_lab(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
+    """Whether float8_linear's products can run on float8 tensor cores: CUDA tensors of one 16-bit
+    or float32 dtype (a bias only with 16-bit ones: the product's epilogue adds it in out's dtype),
+    every dimension of the three products - in_features, out_features and the token count - a
+    multiple of 16, no autocast, and a GPU with float8 tensor cores."""
+    if not (x.is_cuda and x.dtype in (torch.float16, torch.bfloat16, torch.float32) and weight.dtype == x.dtype
+            and weight.device == x.device and weight.dim() == 2 and x.dim() >= 1):
+        return False
+    if bias is not None and (bias.dtype != x.dtype or x.dtype == torch.float32):
+        return False
+    n, k = weight.shape
+    rows = x.numel() // k if k else 0
+    aligned = all(size % _float8_ops.ALIGNMENT == 0 and size > 0 for size in (n, k, rows))
+    return (aligned and x.shape[-1] == k and not torch.is_autocast_enabled("cuda")
+            and _float8_device(x.device))
+
+
+@checked
+def float8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """linear(x, weight, bias) with its three products - the forward and both gradients - on float8
+    tensor cores: x and weight cast to float8_e4m3fn, the output gradient to float8_e5m2, each by its
+    own amax (per-tensor current scaling, on the device), and only float8 copies kept for the
+    backward (lab/nn/_float8_ops.py). The result has x's dtype. Where the products cannot run in
+    float8 (see _float8_on_lab) it is torch's linear. Eager: one autograd.Function
+    (_eager.Float8Linear); under torch.compile: the operators."""
+    if not _float8_on_lab(x, weight, bias):
+        return F.linear(x, weight, bias)
+    grad = torch.is_grad_enabled()
+    keep_x, keep_weight = grad and weight.requires_grad, grad and x.requires_grad
+    if _compiling():
+        return _lab.float8_linear.default(x, weight, bias, keep_x, keep_weight)[0]
+    return _eager.Float8Linear.run(x, weight, bias, keep_x, keep_weight, None, None, None)
+
+
+class Float8InputCasts:
+    """One input's float8 cast (lab::float8_cast), shared by the float8 projections that read that
+    same tensor - a layer's q, k and v; gate and up: made by the first, taken by the others, dropped
+    with the tensor itself (a weak reference's callback). The backward then keeps one x8_t for all of
+    them, and x is read by one reduction and one cast instead of three. Eager only: under
+    torch.compile each projection casts its own input (the compiler sees the same operator calls)."""
+
+    def __init__(self):
+        self.source, self.version, self.cast = None, None, None
+
+    def lookup(self, x: Tensor, transposed: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        if (self.source is not None and self.source() is x and self.version == x._version
+                and (self.cast[1].numel() > 0 or not transposed)):
+            return self.cast
+        self.cast = _lab.float8_cast.default(x.detach(), transposed)
+        self.source, self.version = weakref.ref(x, self._dropped), x._version
+        return self.cast
+
+    def _dropped(self, reference) -> None:
+        if self.source is reference:
+            self.source = self.cast = None
+
+
+def _float8_linear_sharing(x: Tensor, weight: Tensor, bias: Optional[Tensor], casts: Float8InputCasts) -> Tensor:
+    """float8_linear, taking x's cast from `casts` (lab.nn.patch's projections)."""
+    if not _float8_on_lab(x, weight, bias):
+        return F.linear(x, weight, bias)
+    grad = torch.is_grad_enabled()
+    keep_x, keep_weight = grad and weight.requires_grad, grad and x.requires_grad
+    if _compiling():
+        return _lab.float8_linear.default(x, weight, bias, keep_x, keep_weight)[0]
+    x8, x8_t, scale = casts.lookup(x, keep_x)
+    return _eager.Float8Linear.run(x, weight, bias, keep_x, keep_weight, x8, x8_t, scale)
 
 
 @checked

@@ -1,7 +1,8 @@
 """lab.nn.LayerNorm and lab.nn.RMSNorm: torch.nn.LayerNorm and torch.nn.RMSNorm with lab's kernels
 in forward. Subclasses, so the constructor arguments, parameters, state_dict keys, initialisation and
-repr are torch's own: swap the class, keep the checkpoint. lab.nn.LinearCrossEntropyLoss: the loss
-head's module, called with the hidden states and the head's weight."""
+repr are torch's own: swap the class, keep the checkpoint. lab.nn.Float8Linear: torch.nn.Linear with its
+three products on float8 tensor cores. lab.nn.LinearCrossEntropyLoss: the loss head's module, called
+with the hidden states and the head's weight."""
 from typing import Optional
 
 import torch
@@ -17,6 +18,22 @@ class LayerNorm(torch.nn.LayerNorm):
 class RMSNorm(torch.nn.RMSNorm):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return functional.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+
+class Float8Linear(torch.nn.Linear):
+    """torch.nn.Linear whose forward and both gradients run on float8 tensor cores, each operand
+    scaled by its own amax (lab.nn.functional.float8_linear). The parameters stay in their own dtype:
+    float8 is only the products' operands and what the backward keeps. from_linear(linear) wraps an
+    existing layer's parameters (shared, not copied)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return functional.float8_linear(x, self.weight, self.bias)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear) -> "Float8Linear":
+        layer = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
+        layer.weight, layer.bias = linear.weight, linear.bias
+        return layer
 
 
 class LinearCrossEntropyLoss(torch.nn.Module):

@@ -20,11 +20,14 @@ What it replaces, in place, where the installed transformers defines it as lab e
     and the output's logits are None, as with Liger-Kernel's patch; in a padding-free row the token
     that ends one sample does not predict the next sample's first. Evaluation, generation and calls
     without labels run transformers' own forward.
+  - with float8="tensorwise", the decoder's projections (q/k/v/o, gate/up/down) whose shapes gain
+    from it (float8_gains) run lab.nn.float8_linear: their three products on float8 tensor cores,
+    scaled per tensor by each operand's own amax. lm_head and the loss stay in the model's dtype.
 The modules keep their classes, parameters and state_dict keys: each gets its own `forward`
 attribute (the instance's, over the class's), which undo() deletes. Families: Llama, Mistral, Qwen2,
 Qwen3. A model of any other family is left as it is, and the result says so."""
 import types
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 
@@ -92,10 +95,56 @@ def _swiglu_mlp_forward(self, x):
 
 def _plain_linear(module) -> bool:
     """Whether calling `module` is exactly F.linear on its weight and bias: an nn.Linear itself (not
-    a subclass, a LoRA wrapper or a module sharded by FSDP2, whose classes differ) with no hooks."""
-    return (type(module) is torch.nn.Linear and not module._forward_hooks and not module._forward_pre_hooks
+    a subclass, a LoRA wrapper or a module sharded by FSDP2, whose classes differ) with no hooks and
+    its class's forward (not float8's, set by this patch)."""
+    return (type(module) is torch.nn.Linear and "forward" not in module.__dict__
+            and not module._forward_hooks and not module._forward_pre_hooks
             and not torch.nn.modules.module._global_forward_hooks
             and not torch.nn.modules.module._global_forward_pre_hooks)
+
+
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+FLOAT8_RECIPES = ("tensorwise",)
+# What a projection needs for float8 to pay: both sides at least FLOAT8_MIN_FEATURES and one at least
+# FLOAT8_MIN_LONG_SIDE. Smaller products gain less than their casts - a reduction and a cast pass over
+# x and w, one of each over the gradient - and the host time of the calls cost: bench_float8.py at
+# 8192 tokens on an H100 (bench/results/2026-12-07-h100-float8-1810bc2.json) measured bf16 / float8
+# 1.47 for 4096 -> 14336 and 1.31 for 14336 -> 4096, but 0.87 for 4096 -> 4096, 0.38 for 4096 -> 1024,
+# and 0.26-0.89 for every projection of the 1 B shape (2048 wide).
+FLOAT8_MIN_FEATURES = 4096
+FLOAT8_MIN_LONG_SIDE = 8192
+
+
+def float8_gains(in_features: int, out_features: int) -> bool:
+    """The per-shape rule of patch(float8=...): whether a projection of this shape is converted -
+    both sides at least FLOAT8_MIN_FEATURES, one at least FLOAT8_MIN_LONG_SIDE, and both multiples of
+    16, as cuBLASLt's float8 kernels want."""
+    sides = (in_features, out_features)
+    return (min(sides) >= FLOAT8_MIN_FEATURES and max(sides) >= FLOAT8_MIN_LONG_SIDE
+            and all(size % 16 == 0 for size in sides))
+
+
+def _float8_linear_forward(casts: functional.Float8InputCasts):
+    """A projection's forward in float8, sharing the cast of its input with the model's other
+    projections that read the same tensor."""
+    def forward(self, x):
+        return functional._float8_linear_sharing(x, self.weight, self.bias, casts)
+    return forward
+
+
+def _patch_float8(model: torch.nn.Module, prefix: str, result: Patched) -> None:
+    forward = _float8_linear_forward(functional.Float8InputCasts())
+    for name, module in model.named_modules():
+        if name.rsplit(".", 1)[-1] not in PROJECTIONS or not isinstance(module, torch.nn.Linear):
+            continue
+        if not _plain_linear(module):
+            result.left_alone.append((name, "float8: not a plain nn.Linear (a subclass, a wrapper or hooks)"))
+        elif not float8_gains(module.in_features, module.out_features):
+            result.left_alone.append((name, f"float8: {module.in_features} -> {module.out_features} features "
+                                            f"is below what gains ({FLOAT8_MIN_FEATURES} each way, "
+                                            f"{FLOAT8_MIN_LONG_SIDE} one way)"))
+        else:
+            _set_forward(module, forward, result, name, "float8_linear")
 
 
 def _swiglu_mlp_forward_recomputed(self, x):
@@ -191,12 +240,18 @@ def _causal_lm_forward(self, input_ids=None, attention_mask=None, position_ids=N
 
 @checked
 def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True, rope: bool = True,
-          attention: bool = True, loss: bool = True, recompute_mlp: bool = True) -> Patched:
+          attention: bool = True, loss: bool = True, recompute_mlp: bool = True,
+          float8: Optional[str] = None) -> Patched:
     """Replaces what lab does better in `model` (see this module's docstring); each of the first five
     keywords turns one replacement off. recompute_mlp: the SwiGLU's output, down_proj's input, is
     made again in the backward rather than kept from the forward (lab.nn.functional.swiglu_linear) -
-    one more SwiGLU pass a layer for tokens x intermediate elements less memory a layer.
+    one more SwiGLU pass a layer for tokens x intermediate elements less memory a layer (a float8
+    down_proj keeps its input in float8 instead). float8: None, or "tensorwise" to run the decoder's
+    projections that gain from it on float8 tensor cores.
     Returns a Patched: what was replaced, what was left alone and why, and undo()."""
+    if float8 is not None and float8 not in FLOAT8_RECIPES:
+        raise ValueError(f"lab.nn.patch(): float8 must be None or one of {', '.join(map(repr, FLOAT8_RECIPES))}; "
+                         f"got {float8!r}")
     found = _family(model)
     if found is None:
         result = Patched("")
@@ -231,6 +286,8 @@ def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True,
             result.left_alone.append((modeling.__name__, "no module-level apply_rotary_pos_emb to replace"))
     if attention:
         _patch_attention(model, prefix, result)
+    if float8 is not None:
+        _patch_float8(model, prefix, result)
     head_class = getattr(modeling, f"{prefix}ForCausalLM", None)
     if loss and head_class is not None and type(model) is head_class:
         if isinstance(getattr(model, "lm_head", None), torch.nn.Linear) and hasattr(model, "model"):

@@ -263,7 +263,7 @@ static int refuse_float8(const lab_array *array, const lab_arg_label *label) {
     if (!lab_dtype_is_float8(array->dtype)) return 0;
     return lab_raise_arg(PyExc_TypeError, label,
                          " is a %s array; lab reads float8 arrays only as lab.matmul's 'a' and 'b' (with "
-                         "scale_a and scale_b)",
+                         "scale_a and scale_b) and writes them only as lab.cast_float8's outputs",
                          lab_dtype_names[array->dtype]);
 }
 

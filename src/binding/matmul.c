@@ -19,12 +19,12 @@
 static const lab_signature SIGNATURE = {
     2,
     3,
-    15,
+    16,
     {P(a, ARRAY), P(b, ARRAY), P(out, ARRAY | LAB_OR_NONE), P(c, ARRAY | LAB_OR_NONE), P(alpha, REAL),
      P(beta, REAL | LAB_OR_NONE), P(bias, ARRAY | LAB_OR_NONE), P(epilogue, CHOICE | LAB_OR_NONE),
      P(aux_out, ARRAY | LAB_OR_NONE), P(aux, ARRAY | LAB_OR_NONE), P(bias_grad_out, ARRAY | LAB_OR_NONE),
      P(allow_tf32, FLAG), P(stream, STREAM | LAB_OR_NONE), P(scale_a, ARRAY | LAB_OR_NONE),
-     P(scale_b, ARRAY | LAB_OR_NONE)}};
+     P(scale_b, ARRAY | LAB_OR_NONE), P(fast_accum, FLAG)}};
 #undef P
 enum {
     A,
@@ -41,7 +41,8 @@ enum {
     ALLOW_TF32,
     STREAM,
     SCALE_A,
-    SCALE_B
+    SCALE_B,
+    FAST_ACCUM
 };
 
 static int read_epilogue(lab_state *state, PyObject *obj, const char *func, lab_matmul_epilogue *epilogue) {
@@ -132,7 +133,8 @@ int lab_matmul_read(lab_state *state, const char *func, PyObject *const *slots, 
     if (lab_read_real(slots[ALPHA], func, "alpha", &call->alpha) < 0 ||
         lab_read_real(slots[BETA], func, "beta", &call->beta) < 0 ||
         read_epilogue(state, slots[EPILOGUE], func, &call->epilogue) < 0 ||
-        lab_read_flag(slots[ALLOW_TF32], func, "allow_tf32", &call->allow_tf32) < 0) {
+        lab_read_flag(slots[ALLOW_TF32], func, "allow_tf32", &call->allow_tf32) < 0 ||
+        lab_read_flag(slots[FAST_ACCUM], func, "fast_accum", &call->fast_accum) < 0) {
         return -1;
     }
     /* Arrays last: numbers above may run Python (__float__), which must not see half-read arrays. */
@@ -170,7 +172,7 @@ const lab_signature *lab_matmul_signature(void) { return &SIGNATURE; }
 static PyObject *py_matmul(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     lab_state *state = lab_get_state(module);
     const char *func = "matmul";
-    PyObject *slots[15];
+    PyObject *slots[16];
     if (lab_parse_args(state, func, &SIGNATURE, args, nargs, kwnames, slots) < 0) return NULL;
     lab_matmul_arrays arrays;
     PyObject *out_obj = Py_XNewRef(slots[OUT]);
@@ -225,7 +227,8 @@ PyMethodDef lab_matmul_methods[] = {
      "_cublaslt_info()\n--\n\nThe loaded cuBLASLt's path and version, or None before the first product."},
     {"matmul", (PyCFunction)(void (*)(void))py_matmul, METH_FASTCALL | METH_KEYWORDS,
      "matmul(a, b, out=None, *, c=None, alpha=1.0, beta=None, bias=None, epilogue=None, aux_out=None, "
-     "aux=None, bias_grad_out=None, allow_tf32=False, stream=None, scale_a=None, scale_b=None)\n--\n\n"
+     "aux=None, bias_grad_out=None, allow_tf32=False, stream=None, scale_a=None, scale_b=None, "
+     "fast_accum=False)\n--\n\n"
      "out = epilogue(alpha * a @ b + beta * c + bias) in one cuBLASLt call; returns out (a new lab.Array "
      "when out is None).\n\n"
      "a (..., m, k) and b (..., k, n) from any producer, float16, bfloat16, float32 or float64 (one dtype); "
@@ -240,7 +243,9 @@ PyMethodDef lab_matmul_methods[] = {
      "float8 (float8_e4m3fn or float8_e5m2, not both e5m2; from producers that name them through DLPack, "
      "as torch does): a row-major, b column-major (b = w.T of a row-major w), scale_a and scale_b "
      "float32 device scalars (out = (scale_a * scale_b) * a @ b, as torch._scaled_mm), out bfloat16 (the "
-     "default), float16 or float32, epilogue None, 'relu' or 'gelu_tanh' with or without bias.\n\n"
+     "default), float16 or float32, epilogue None, 'relu' or 'gelu_tanh' with or without bias. "
+     "fast_accum=True lets the tensor cores keep their partial sums in their own reduced precision instead "
+     "of promoting them to float32 along k (faster, less accurate: a forward's choice, not a gradient's).\n\n"
      "cuBLASLt is loaded at the first call (LAB_CUBLASLT, the nvidia-cublas wheel, CUDA_HOME or the "
      "loader's path); its failures are lab.CudaError naming the status."},
     {NULL, NULL, 0, NULL},

@@ -16,7 +16,7 @@ typedef struct {
 } lab_matmul_arrays;
 
 /* matmul's signature: (a, b, out=None, *, c, alpha, beta, bias, epilogue, aux_out, aux,
- * bias_grad_out, allow_tf32, stream, scale_a, scale_b). */
+ * bias_grad_out, allow_tf32, stream, scale_a, scale_b, fast_accum). */
 const lab_signature *lab_matmul_signature(void);
 
 /* The first product loads cuBLASLt from the paths lab/_blas.py lists (LAB_CUBLASLT, the NVIDIA

@@ -8,6 +8,7 @@
 #include "binding/elementwise.h"
 #include "binding/elementwise_kernel.h"
 #include "binding/errors.h"
+#include "binding/float8.h"
 #include "binding/foreach.h"
 #include "binding/linear_ce.h"
 #include "binding/matmul.h"
@@ -87,6 +88,7 @@ static int lab_exec(PyObject *module) {
     if (PyModule_AddFunctions(module, lab_matmul_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_linear_ce_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_rope_methods) < 0) return -1;
+    if (PyModule_AddFunctions(module, lab_float8_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_random_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_attention_methods) < 0) return -1;
     if (PyModule_AddFunctions(module, lab_xla_ffi_methods) < 0) return -1;

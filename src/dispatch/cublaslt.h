@@ -63,6 +63,7 @@ enum {                               /* cublasLtMatmulDescAttributes_t */
        LAB_DESC_EPILOGUE_AUX_BATCH_STRIDE = 13,
        LAB_DESC_A_SCALE_POINTER = 17,
        LAB_DESC_B_SCALE_POINTER = 18,
+       LAB_DESC_FAST_ACCUM = 25,
        LAB_DESC_BIAS_DATA_TYPE = 26
 };
 enum { /* cublasLtMatrixLayoutAttribute_t */

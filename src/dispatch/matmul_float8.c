@@ -6,33 +6,25 @@
  * out = alpha * (scale_a * scale_b) * a @ b (+ beta * c) (+ bias). Its float8 kernels read the
  * library's A transposed and B not ("TN"): with NumPy's row-major semantics that is a with its rows
  * contiguous and b with its columns contiguous - b = w.T for a row-major weight w (n x k), the
- * layout a linear layer already has. lab reads float8 arrays only here, and no lab kernel copies
- * them, so another layout is refused, not staged. The epilogues offered are the ones the forward of
- * a layer needs (none, relu, gelu_tanh, each with a bias); the saved activation and the backward
- * epilogues stay with the 16- and 32-bit types. */
+ * layout a linear layer already has. lab's copy kernel does not take float8, so another layout is
+ * refused, not staged: lab.cast_float8 writes either layout (out, or its transpose out_t) in the cast. The
+ * epilogues offered are the ones the forward of a layer needs (none, relu, gelu_tanh, each with a bias); the
+ * saved activation and the backward epilogues stay with the 16- and 32-bit types. */
 #include "dispatch/matmul_kind.h"
 
 #include "dispatch/dtype.h"
-
-/* A scale: one float32 element (any shape of size 1). */
-static int check_scale(const lab_array *scale, const char *name, const char *func) {
-    if (scale->dtype != LAB_FLOAT32) {
-        return lab_fail(LAB_FAILURE_TYPE,
-                        "%s(): argument '%s' has dtype %s; it must be float32 (a per-tensor scale)", func,
-                        name, lab_dtype_names[scale->dtype]);
-    }
-    if (scale->numel != 1) {
-        return lab_fail(LAB_FAILURE_VALUE,
-                        "%s(): argument '%s' has %lld elements; it must hold one (a per-tensor scale)", func,
-                        name, (long long)scale->numel);
-    }
-    return 0;
-}
+#include "dispatch/float8_cast_kind.h"
 
 int lab_matmul_check_float8(const lab_matmul_call *c, const char *func) {
     const lab_dtype a = c->a->dtype, b = c->b->dtype, out = c->out->dtype;
     const int a8 = lab_dtype_is_float8(a), b8 = lab_dtype_is_float8(b);
     if (!a8 && !b8) {
+        if (c->fast_accum) {
+            return lab_fail(LAB_FAILURE_VALUE,
+                            "%s(): 'fast_accum' is for float8 inputs (their tensor cores' partial sums); "
+                            "'a' and 'b' are %s and %s",
+                            func, lab_dtype_names[a], lab_dtype_names[b]);
+        }
         if (!c->scale_a && !c->scale_b) return 0;
         return lab_fail(LAB_FAILURE_TYPE,
                         "%s(): 'scale_a' and 'scale_b' scale float8 inputs; 'a' and 'b' are %s and %s", func,
@@ -64,7 +56,8 @@ int lab_matmul_check_float8(const lab_matmul_call *c, const char *func) {
                         "scale_a * scale_b * a @ b; pass ones where the data is unscaled)",
                         func);
     }
-    if (check_scale(c->scale_a, "scale_a", func) < 0 || check_scale(c->scale_b, "scale_b", func) < 0) {
+    if (lab_check_float8_scale(c->scale_a, "scale_a", func) < 0 ||
+        lab_check_float8_scale(c->scale_b, "scale_b", func) < 0) {
         return -1;
     }
     const struct {

@@ -16,7 +16,7 @@
 #include "dispatch/elementwise_kind.h"
 
 typedef struct {
-    int device, data_type, b_data_type, out_type, compute_type, scale_type, epilogue;
+    int device, data_type, b_data_type, out_type, compute_type, scale_type, epilogue, fast_accum;
     int trans_a, trans_b, has_workspace, batched;
     int align[6];       /* log2 of each pointer's alignment (A, B, C, D, bias, aux), capped at 256 bytes */
     int64_t dims[3];    /* m, n, k */
@@ -134,6 +134,11 @@ static void build_entry(library_step *s, problem_entry *e, const problem_key *ke
                     "setting the aux batch stride");
         }
     }
+    if (key->fast_accum) {
+        const int8_t fast = 1;
+        step_ok(s, lab_cublaslt.desc_set(e->desc, LAB_DESC_FAST_ACCUM, &fast, sizeof fast),
+                "setting fast accumulation");
+    }
     if (p->A_scale && vector) { /* float8: the bias's type said, not left to the library's default */
         const int32_t bias_type = key->out_type;
         step_ok(s, lab_cublaslt.desc_set(e->desc, LAB_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),
@@ -215,6 +220,7 @@ static void fill_key(problem_key *key, const lab_matmul_call *c, int device, int
     key->compute_type = p->compute_type;
     key->scale_type = p->scale_type;
     key->epilogue = p->library_epilogue;
+    key->fast_accum = p->fast_accum;
     key->trans_a = p->A.trans;
     key->trans_b = p->B.trans;
     key->has_workspace = has_workspace;

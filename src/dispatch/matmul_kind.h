@@ -44,6 +44,7 @@ typedef struct {
     int library_epilogue; /* cublasLtEpilogue_t */
     /* float8 inputs: the scales of the library's A and B (scale_b and scale_a when swapped) */
     const lab_array *A_scale, *B_scale;
+    int fast_accum;
 } lab_matmul_plan;
 
 typedef struct {
@@ -53,6 +54,7 @@ typedef struct {
     double alpha, beta;
     lab_matmul_epilogue epilogue;
     int allow_tf32;
+    int fast_accum; /* float8 only: cuBLASLt's FAST_ACCUM, partial sums not promoted to float32 */
     /* the plan */
     lab_matmul_plan plan;
     int planned; /* 0, or 1 + lab_plan_matmul's result when the binding planned already */

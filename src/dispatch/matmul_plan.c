@@ -335,7 +335,8 @@ static int check_overlaps(const lab_matmul_call *c, const char *func) {
  * contiguous, else a contiguous copy (c->staged[i], its memory taken from lab's scratch pool and
  * filled by lab's copy kernel at launch: section "layouts" of docs/gemm.md). Float8 inputs are read
  * in the one layout cuBLASLt's float8 kernels take (a's rows contiguous, b's columns: see
- * matmul_float8.c), or refused: no lab kernel copies float8. */
+ * matmul_float8.c), or refused: lab's copy kernel does not take float8 (lab.cast_float8 writes the
+ * layout wanted). */
 static const lab_array *stage_input(lab_matmul_call *c, int i, int *o, int64_t *ld, const char *func) {
     const lab_array *x = i ? c->b : c->a;
     const int d = x->ndim, float8 = lab_dtype_is_float8(x->dtype), want = i ? COLUMN_MAJOR : ROW_MAJOR;
@@ -451,6 +452,7 @@ int lab_plan_matmul(lab_matmul_call *c, const char *func) {
     p->b_data_type = cuda_type(p->B_array->dtype);
     p->A_scale = t ? c->scale_b : c->scale_a;
     p->B_scale = t ? c->scale_a : c->scale_b;
+    p->fast_accum = c->fast_accum;
     p->out_type = cuda_type(c->out->dtype);
     p->compute_type = in == LAB_FLOAT64                    ? LAB_COMPUTE_64F
                       : in == LAB_FLOAT32 && c->allow_tf32 ? LAB_COMPUTE_32F_FAST_TF32

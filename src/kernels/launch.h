@@ -27,8 +27,8 @@ typedef enum {
     LAB_INT64,
     LAB_UINT8,
     LAB_NUM_DTYPES,
-    /* Read only where an op asks for them (lab.matmul's a and b, from producers that name them
-     * through DLPack); no kernel of lab's loads or stores them, and every other op refuses them. */
+    /* Read only where an op asks for them (lab.matmul's a and b, lab.cast_float8's outputs, from
+     * producers that name them through DLPack); every other op refuses them. */
     LAB_FLOAT8_E4M3FN = LAB_NUM_DTYPES,
     LAB_FLOAT8_E5M2,
     LAB_NUM_ALL_DTYPES
@@ -440,6 +440,24 @@ static inline int lab_random_per_group(const lab_random_launch *launch) {
 /* Writes (seed, offset) into a lab.Graph's replay state on `stream`, ahead of the graph's launch. */
 cudaError_t lab_launch_random_replay_state(uint64_t *replay_state, uint64_t seed, uint64_t offset,
                                            cudaStream_t stream);
+
+/* ---- float8 casts: the operands of lab.matmul's float8 products (kernels/float8_cast.cu) ---- */
+
+/* x (float16, bfloat16 or float32; rows x cols, C-contiguous) cast to float8 (e4m3fn or e5m2) as
+ * x * (1 / *scale), rounded to nearest and saturated to the format's largest finite value (NaN stays
+ * NaN): `scale` is the dequantization scale lab.matmul's scale_a / scale_b take, one float32 in device
+ * memory (0 casts every element to 0). Writes out (rows x cols) and/or out_t (cols x rows, the
+ * transpose), either may be NULL, and
+ * where amax is not NULL the largest |x| (NaN if x holds one) into *amax. */
+typedef struct {
+    const void *x;
+    lab_dtype x_dtype, out_dtype;
+    int64_t rows, cols;
+    void *out, *out_t;
+    const float *scale;
+    float *amax;
+} lab_float8_cast_launch;
+cudaError_t lab_launch_float8_cast(const lab_float8_cast_launch *launch, cudaStream_t stream);
 
 /* Scratch memory for a kernel's own use on `stream`, from lab's per-device pool (kernels/scratch.cu),
  * which keeps its memory between calls; give it back with cudaFreeAsync on the same stream. */

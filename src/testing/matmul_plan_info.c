@@ -33,17 +33,17 @@ static PyObject *py_matmul_plan(PyObject *module, PyObject *const *args, Py_ssiz
     PyObject *info = NULL;
     if (A && B && C && D) {
         const char *A_scale = !p->A_scale ? "none" : p->A_scale == call.scale_a ? "scale_a" : "scale_b";
-        info = Py_BuildValue("{s:O, s:L, s:L, s:L, s:O, s:O, s:O, s:O, s:O, s:s, s:L, s:O, s:i, s:i, s:i, "
-                             "s:i, s:i, s:O, s:(OO), s:i, s:s}",
-                             "work", work ? Py_True : Py_False, "m", (long long)p->m, "n", (long long)p->n,
-                             "k", (long long)p->k, "swapped", p->swapped ? Py_True : Py_False, "A", A, "B", B,
-                             "C", C, "D", D, "A_is", p->A_array == call.a ? "a" : "b", "batch_count",
-                             (long long)p->batch_count, "collapsed", p->collapsed ? Py_True : Py_False,
-                             "epilogue", p->library_epilogue, "compute_type", p->compute_type, "scale_type",
-                             p->scale_type, "data_type", p->data_type, "out_type", p->out_type,
-                             "bias_grad_by_lab", call.sum_bias_grad ? Py_True : Py_False, "staged",
-                             call.stage[0] ? Py_True : Py_False, call.stage[1] ? Py_True : Py_False,
-                             "b_data_type", p->b_data_type, "A_scale_is", A_scale);
+        info = Py_BuildValue(
+            "{s:O, s:L, s:L, s:L, s:O, s:O, s:O, s:O, s:O, s:s, s:L, s:O, s:i, s:i, s:i, "
+            "s:i, s:i, s:O, s:(OO), s:i, s:s, s:O}",
+            "work", work ? Py_True : Py_False, "m", (long long)p->m, "n", (long long)p->n, "k",
+            (long long)p->k, "swapped", p->swapped ? Py_True : Py_False, "A", A, "B", B, "C", C, "D", D,
+            "A_is", p->A_array == call.a ? "a" : "b", "batch_count", (long long)p->batch_count, "collapsed",
+            p->collapsed ? Py_True : Py_False, "epilogue", p->library_epilogue, "compute_type",
+            p->compute_type, "scale_type", p->scale_type, "data_type", p->data_type, "out_type", p->out_type,
+            "bias_grad_by_lab", call.sum_bias_grad ? Py_True : Py_False, "staged",
+            call.stage[0] ? Py_True : Py_False, call.stage[1] ? Py_True : Py_False, "b_data_type",
+            p->b_data_type, "A_scale_is", A_scale, "fast_accum", p->fast_accum ? Py_True : Py_False);
     }
     Py_XDECREF(A);
     Py_XDECREF(B);
@@ -67,7 +67,8 @@ PyMethodDef lab_matmul_plan_info_methods[] = {
      "product. Returns the previous setting. For benchmarks and tests."},
     {"_matmul_plan", (PyCFunction)(void (*)(void))py_matmul_plan, METH_FASTCALL | METH_KEYWORDS,
      "_matmul_plan(a, b, out=None, *, c=None, alpha=1.0, beta=None, bias=None, epilogue=None, aux_out=None, "
-     "aux=None, bias_grad_out=None, allow_tf32=False, stream=None, scale_a=None, scale_b=None)\n--\n\n"
+     "aux=None, bias_grad_out=None, allow_tf32=False, stream=None, scale_a=None, scale_b=None, "
+     "fast_accum=False)\n--\n\n"
      "Private: lab.matmul's plan for "
      "these arguments as a dict "
      "(the "

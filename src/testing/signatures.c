@@ -9,6 +9,7 @@
 
 #include "binding/attention.h"
 #include "binding/elementwise.h"
+#include "binding/float8.h"
 #include "binding/foreach.h"
 #include "binding/linear_ce.h"
 #include "binding/matmul.h"
@@ -51,7 +52,7 @@ static PyObject *py_signatures(PyObject *module, PyObject *unused) {
         lab_rowwise_signatures,     lab_matmul_signatures,  lab_linear_ce_signatures,
         lab_rope_signatures,        lab_random_signatures,  lab_raw_kernel_signatures,
         lab_runtime_signatures,     lab_stream_signatures,  lab_array_signatures,
-        lab_attention_signatures,   lab_graph_signatures,
+        lab_attention_signatures,   lab_graph_signatures,   lab_float8_signatures,
     };
     PyObject *result = PyDict_New();
     for (size_t t = 0; result && t < sizeof tables / sizeof tables[0]; t++) {
