@@ -178,7 +178,6 @@ def test_a_patched_llama_trains_in_float8(monkeypatch):
     reference = transformers.LlamaForCausalLM(config).to("cuda", torch.bfloat16)
     model = copy.deepcopy(reference)
     monkeypatch.setattr(lab.nn.patching, "FLOAT8_MIN_FEATURES", 16)
-    monkeypatch.setattr(lab.nn.patching, "FLOAT8_MIN_LONG_SIDE", 16)
     patches = [lab.nn.patch(reference), lab.nn.patch(model, float8="tensorwise")]
     assert patches[1].counts()["float8_linear"] == 14
     ids = torch.randint(0, 256, (4, 64), device="cuda", generator=torch.Generator(device="cuda").manual_seed(1))

@@ -105,23 +105,20 @@ def _plain_linear(module) -> bool:
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 FLOAT8_RECIPES = ("tensorwise",)
-# What a projection needs for float8 to pay: both sides at least FLOAT8_MIN_FEATURES and one at least
-# FLOAT8_MIN_LONG_SIDE. Smaller products gain less than their casts - a reduction and a cast pass over
-# x and w, one of each over the gradient - and the host time of the calls cost: bench_float8.py at
-# 8192 tokens on an H100 (bench/results/2026-12-07-h100-float8-1810bc2.json) measured bf16 / float8
-# 1.47 for 4096 -> 14336 and 1.31 for 14336 -> 4096, but 0.87 for 4096 -> 4096, 0.38 for 4096 -> 1024,
-# and 0.26-0.89 for every projection of the 1 B shape (2048 wide).
+# What a projection needs for float8 to pay: both sides at least FLOAT8_MIN_FEATURES. Smaller products
+# gain less than their casts (a reduction and a cast pass over x and w, one of each over the gradient)
+# and their calls' host time cost. Measured on an H100 (bench/results/2026-12-07-h100-*-1810bc2.json):
+# the 8 B-shaped step with q, o and the MLP in float8 (this rule's choice there) ran 1.21x the bf16
+# step's tokens a second; the 1 B step with the same in float8 (2048 wide), 0.92x. Alone at 8192 tokens the 8 B MLP's
+# projections gained 1.47x and 1.31x; 4096 x 4096 measured 0.87x, but host-bound (the GPU waited on
+# the calls), and 4096 -> 1024 0.38x.
 FLOAT8_MIN_FEATURES = 4096
-FLOAT8_MIN_LONG_SIDE = 8192
 
 
 def float8_gains(in_features: int, out_features: int) -> bool:
     """The per-shape rule of patch(float8=...): whether a projection of this shape is converted -
-    both sides at least FLOAT8_MIN_FEATURES, one at least FLOAT8_MIN_LONG_SIDE, and both multiples of
-    16, as cuBLASLt's float8 kernels want."""
-    sides = (in_features, out_features)
-    return (min(sides) >= FLOAT8_MIN_FEATURES and max(sides) >= FLOAT8_MIN_LONG_SIDE
-            and all(size % 16 == 0 for size in sides))
+    both sides at least FLOAT8_MIN_FEATURES and multiples of 16, as cuBLASLt's float8 kernels want."""
+    return all(size >= FLOAT8_MIN_FEATURES and size % 16 == 0 for size in (in_features, out_features))
 
 
 def _float8_linear_forward(casts: functional.Float8InputCasts):
@@ -141,8 +138,7 @@ def _patch_float8(model: torch.nn.Module, prefix: str, result: Patched) -> None:
             result.left_alone.append((name, "float8: not a plain nn.Linear (a subclass, a wrapper or hooks)"))
         elif not float8_gains(module.in_features, module.out_features):
             result.left_alone.append((name, f"float8: {module.in_features} -> {module.out_features} features "
-                                            f"is below what gains ({FLOAT8_MIN_FEATURES} each way, "
-                                            f"{FLOAT8_MIN_LONG_SIDE} one way)"))
+                                            f"is below what gains ({FLOAT8_MIN_FEATURES} each way)"))
         else:
             _set_forward(module, forward, result, name, "float8_linear")
 
