@@ -301,13 +301,7 @@ def float8_linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> T
     backward (lab/nn/_float8_ops.py). The result has x's dtype. Where the products cannot run in
     float8 (see _float8_on_lab) it is torch's linear. Eager: one autograd.Function
     (_eager.Float8Linear); under torch.compile: the operators."""
-    if not _float8_on_lab(x, weight, bias):
-        return F.linear(x, weight, bias)
-    grad = torch.is_grad_enabled()
-    keep_x, keep_weight = grad and weight.requires_grad, grad and x.requires_grad
-    if _compiling():
-        return _lab.float8_linear.default(x, weight, bias, keep_x, keep_weight)[0]
-    return _eager.Float8Linear.run(x, weight, bias, keep_x, keep_weight, None, None, None)
+    return _float8_linear_sharing(x, weight, bias, None)
 
 
 class Float8InputCasts:
@@ -333,15 +327,16 @@ class Float8InputCasts:
             self.source = self.cast = None
 
 
-def _float8_linear_sharing(x: Tensor, weight: Tensor, bias: Optional[Tensor], casts: Float8InputCasts) -> Tensor:
-    """float8_linear, taking x's cast from `casts` (lab.nn.patch's projections)."""
+def _float8_linear_sharing(x: Tensor, weight: Tensor, bias: Optional[Tensor],
+                           casts: Optional[Float8InputCasts]) -> Tensor:
+    """float8_linear's body, taking x's cast from `casts` where given (lab.nn.patch's projections)."""
     if not _float8_on_lab(x, weight, bias):
         return F.linear(x, weight, bias)
     grad = torch.is_grad_enabled()
     keep_x, keep_weight = grad and weight.requires_grad, grad and x.requires_grad
     if _compiling():
         return _lab.float8_linear.default(x, weight, bias, keep_x, keep_weight)[0]
-    x8, x8_t, scale = casts.lookup(x, keep_x)
+    x8, x8_t, scale = casts.lookup(x, keep_x) if casts is not None else (None, None, None)
     return _eager.Float8Linear.run(x, weight, bias, keep_x, keep_weight, x8, x8_t, scale)
 
 
