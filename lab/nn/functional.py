@@ -275,7 +275,6 @@ def _float8_device(device: torch.device) -> bool:
     return _float8_devices[device]
 
 
-@checked
 def _float8_on_lab(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
     """Whether float8_linear's products can run on float8 tensor cores: CUDA tensors of one 16-bit
     or float32 dtype (a bias only with 16-bit ones: the product's epilogue adds it in out's dtype),

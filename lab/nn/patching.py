@@ -129,7 +129,7 @@ def _float8_linear_forward(casts: functional.Float8InputCasts):
     return forward
 
 
-def _patch_float8(model: torch.nn.Module, prefix: str, result: Patched) -> None:
+def _patch_float8(model: torch.nn.Module, result: Patched) -> None:
     forward = _float8_linear_forward(functional.Float8InputCasts())
     for name, module in model.named_modules():
         if name.rsplit(".", 1)[-1] not in PROJECTIONS or not isinstance(module, torch.nn.Linear):
@@ -283,7 +283,7 @@ def patch(model: torch.nn.Module, *, rms_norm: bool = True, swiglu: bool = True,
     if attention:
         _patch_attention(model, prefix, result)
     if float8 is not None:
-        _patch_float8(model, prefix, result)
+        _patch_float8(model, result)
     head_class = getattr(modeling, f"{prefix}ForCausalLM", None)
     if loss and head_class is not None and type(model) is head_class:
         if isinstance(getattr(model, "lm_head", None), torch.nn.Linear) and hasattr(model, "model"):

@@ -6,18 +6,22 @@
 #include "dispatch/dtype.h"
 #include "dispatch/iterator.h"
 
-int lab_check_float8_scale(const lab_array *scale, const char *name, const char *func) {
-    if (scale->dtype != LAB_FLOAT32) {
-        return lab_fail(LAB_FAILURE_TYPE,
-                        "%s(): argument '%s' has dtype %s; it must be float32 (a per-tensor scale)", func,
-                        name, lab_dtype_names[scale->dtype]);
+/* One float32 element (any shape of size 1); `role` closes each message, e.g. "(a per-tensor scale)". */
+static int check_float32_scalar(const lab_array *a, const char *name, const char *dtype_role,
+                                const char *role, const char *func) {
+    if (a->dtype != LAB_FLOAT32) {
+        return lab_fail(LAB_FAILURE_TYPE, "%s(): argument '%s' has dtype %s; it must be float32 %s", func,
+                        name, lab_dtype_names[a->dtype], dtype_role);
     }
-    if (scale->numel != 1) {
-        return lab_fail(LAB_FAILURE_VALUE,
-                        "%s(): argument '%s' has %lld elements; it must hold one (a per-tensor scale)", func,
-                        name, (long long)scale->numel);
+    if (a->numel != 1) {
+        return lab_fail(LAB_FAILURE_VALUE, "%s(): argument '%s' has %lld elements; it must hold one%s", func,
+                        name, (long long)a->numel, role);
     }
     return 0;
+}
+
+int lab_check_float8_scale(const lab_array *scale, const char *name, const char *func) {
+    return check_float32_scalar(scale, name, "(a per-tensor scale)", " (a per-tensor scale)", func);
 }
 
 void lab_float8_cast_add_operands(lab_op_call *call, lab_float8_cast_call *c) {
@@ -77,15 +81,7 @@ static int plan(lab_op_call *call) {
         }
     }
     if (lab_check_float8_scale(c->scale, "scale", func) < 0) return -1;
-    if (c->amax) {
-        if (c->amax->dtype != LAB_FLOAT32) {
-            return lab_fail_dtype(func, "amax", c->amax->dtype, "it must be float32 (one element)");
-        }
-        if (c->amax->numel != 1) {
-            return lab_fail(LAB_FAILURE_VALUE, "%s(): argument 'amax' has %lld elements; it must hold one",
-                            func, (long long)c->amax->numel);
-        }
-    }
+    if (c->amax && check_float32_scalar(c->amax, "amax", "(one element)", "", func) < 0) return -1;
     const lab_array *arrays[5] = {c->out, c->out_t, c->amax, c->x, c->scale};
     const char *names[5] = {"out", "out_t", "amax", "x", "scale"};
     const int written[5] = {1, 1, 1, 0, 0};
